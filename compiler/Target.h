@@ -1,0 +1,31 @@
+//===- Target.h - LLVM IR, object files and the link step -------*- C++ -*-===//
+#ifndef SHARDC_COMPILER_TARGET_H
+#define SHARDC_COMPILER_TARGET_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+
+#include <memory>
+#include <string>
+
+namespace shardc {
+
+/// Translates a module in the LLVM dialect to LLVM IR for the host target.
+/// Reports failures as diagnostics on the module.
+std::unique_ptr<llvm::Module> translateToLLVMIR(mlir::ModuleOp module,
+                                                llvm::LLVMContext &llvmContext);
+
+/// Writes `module` as a relocatable (position-independent) object file for
+/// the host. On failure returns false and sets `error`.
+bool emitObjectFile(llvm::Module &module, llvm::StringRef path,
+                    std::string &error);
+
+/// Links a compiled step object with the runtime into an executable by
+/// running the system C++ compiler driver (`$SHARDC_CXX`, else `c++`).
+bool linkExecutable(llvm::StringRef objectPath, llvm::StringRef outputPath,
+                    std::string &error);
+
+} // namespace shardc
+
+#endif // SHARDC_COMPILER_TARGET_H

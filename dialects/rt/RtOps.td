@@ -1,0 +1,129 @@
+//===- RtOps.td - the rt dialect -----------------------------*- tablegen -*-===//
+//
+// The rt dialect: the scheduled runtime program. Buffers are byte ranges of
+// the regions the runtime owns (parameters, inputs/outputs, the activation
+// arena); kernels are calls into the runtime's backend on a stream; events
+// order streams. Both backends (cpu, cuda) run the same rt program.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_RT_OPS
+#define SHARDC_RT_OPS
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Rt_Dialect : Dialect {
+  let name = "rt";
+  let summary = "Scheduled runtime program: buffers, kernel calls, streams, events";
+  let description = [{
+    The last project dialect before LLVM. A step function takes the runtime
+    context and the base pointers of its memory regions; its body views
+    buffers at byte offsets fixed by the memory plan and launches backend
+    kernels on streams. Lowered to LLVM calls of the runtime's C ABI
+    `void shardc_k_<name>(ctx, void **buffers, const int64_t *ints,
+    const double *floats, int64_t stream)`.
+  }];
+  let cppNamespace = "::shardc::rt";
+  let useDefaultTypePrinterParser = 1;
+}
+
+class Rt_Type<string name, string typeMnemonic>
+    : TypeDef<Rt_Dialect, name> {
+  let mnemonic = typeMnemonic;
+}
+
+def Rt_BufferType : Rt_Type<"Buffer", "buffer"> {
+  let summary = "a byte range of runtime-owned memory";
+}
+
+def Rt_ContextType : Rt_Type<"Context", "context"> {
+  let summary = "the runtime context: backend, streams, events";
+}
+
+class Rt_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Rt_Dialect, mnemonic, traits>;
+
+def Rt_AllocOp : Rt_Op<"alloc"> {
+  let summary = "a transient buffer, before memory planning";
+  let description = [{
+    A buffer of `size` bytes live from this op to its last use. The memory
+    planner replaces every `rt.alloc` by an `rt.view` into the arena.
+
+    Example:
+    ```mlir
+    %b = rt.alloc 4096 : !rt.buffer
+    ```
+  }];
+  let arguments = (ins I64Attr:$size);
+  let results = (outs Rt_BufferType:$result);
+  let assemblyFormat = "$size attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Rt_ViewOp : Rt_Op<"view", [Pure]> {
+  let summary = "a buffer at a byte offset of a base region";
+  let description = [{
+    Example:
+    ```mlir
+    %b = rt.view %arena[128] : !rt.buffer
+    ```
+  }];
+  let arguments = (ins Rt_BufferType:$base, I64Attr:$offset);
+  let results = (outs Rt_BufferType:$result);
+  let assemblyFormat = "$base `[` $offset `]` attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Rt_KernelOp : Rt_Op<"kernel"> {
+  let summary = "launch a backend kernel on a stream";
+  let description = [{
+    Calls the backend kernel `name` with its buffers, integer arguments
+    `ints` and floating-point arguments `floats` on `stream` (0 is the
+    compute stream, 1 the communication stream). The meaning of each
+    argument is stated by the kernel in `runtime/kernels.h`.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 1024>, floats = array<f64>, stream = 0 : i64}
+    ```
+  }];
+  let arguments = (ins Rt_ContextType:$ctx, StrAttr:$name,
+                   Variadic<Rt_BufferType>:$buffers,
+                   DenseI64ArrayAttr:$ints, DenseF64ArrayAttr:$floats,
+                   DefaultValuedAttr<I64Attr, "0">:$stream);
+  let assemblyFormat = "$ctx `,` $name `(` $buffers `)` attr-dict";
+  let hasVerifier = 1;
+}
+
+def Rt_EventRecordOp : Rt_Op<"event_record"> {
+  let summary = "record an event on a stream";
+  let description = [{
+    Marks the point of `stream` after every kernel launched on it so far.
+
+    Example:
+    ```mlir
+    rt.event_record %ctx {event = 3 : i64, stream = 1 : i64}
+    ```
+  }];
+  let arguments = (ins Rt_ContextType:$ctx, I64Attr:$event, I64Attr:$stream);
+  let assemblyFormat = "$ctx attr-dict";
+}
+
+def Rt_EventWaitOp : Rt_Op<"event_wait"> {
+  let summary = "make a stream wait for an event";
+  let description = [{
+    Kernels launched on `stream` after this op start after the recorded
+    point of `event`.
+
+    Example:
+    ```mlir
+    rt.event_wait %ctx {event = 3 : i64, stream = 0 : i64}
+    ```
+  }];
+  let arguments = (ins Rt_ContextType:$ctx, I64Attr:$event, I64Attr:$stream);
+  let assemblyFormat = "$ctx attr-dict";
+}
+
+#endif // SHARDC_RT_OPS

@@ -1,0 +1,258 @@
+//===- BuildForward.cpp - the nn forward graph of a GPT-2 or Llama --------===//
+//
+// Emits `func.func @forward(tokens, targets, params...) -> loss` with the
+// parameters named and laid out as in the Hugging Face state dicts of
+// GPT2LMHeadModel and LlamaForCausalLM.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/meta/ModelConfig.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::meta;
+
+namespace {
+
+/// Builds the body in a free-standing block whose arguments (the inputs and
+/// parameters) are added as the graph first uses them.
+class GraphBuilder {
+public:
+  GraphBuilder(MLIRContext &ctx, const ModelConfig &c, int64_t batch,
+               int64_t seq)
+      : b(&ctx), c(c), B(batch), T(seq), f32(b.getF32Type()), loc(b.getUnknownLoc()) {
+    block = std::make_unique<Block>();
+    b.setInsertionPointToStart(block.get());
+  }
+
+  Value input(StringRef name, ArrayRef<int64_t> shape) {
+    Value v = block->addArgument(
+        RankedTensorType::get(shape, b.getI32Type()), loc);
+    argAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr("nn.input", b.getStringAttr(name))));
+    return v;
+  }
+
+  /// A parameter; `init` is "normal" (std), "zeros" or "ones".
+  Value param(const Twine &name, ArrayRef<int64_t> shape,
+              StringRef init = "normal", double std = 0.02) {
+    Value v = block->addArgument(RankedTensorType::get(shape, f32), loc);
+    SmallVector<NamedAttribute> attrs = {
+        b.getNamedAttr("nn.param", b.getStringAttr(name)),
+        b.getNamedAttr("nn.init", b.getStringAttr(init))};
+    if (init == "normal")
+      attrs.push_back(b.getNamedAttr("nn.init_std", b.getF64FloatAttr(std)));
+    argAttrs.push_back(b.getDictionaryAttr(attrs));
+    return v;
+  }
+
+  RankedTensorType type(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, f32);
+  }
+  ArrayRef<int64_t> shapeOf(Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  }
+
+  /// x [..., K] times a weight stored [N, K], or [K, N] when `inOut`.
+  Value linear(Value x, Value w, Value bias, bool inOut) {
+    SmallVector<int64_t> shape(shapeOf(x));
+    shape.back() = shapeOf(w)[inOut ? 1 : 0];
+    auto op = nn::LinearOp::create(b, loc, type(shape), x, w, bias);
+    if (inOut)
+      op.setWeightInOut(true);
+    return op;
+  }
+  Value add(Value x, Value y) {
+    return nn::AddOp::create(b, loc, x.getType(), x, y);
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    return nn::ReshapeOp::create(b, loc, type(shape), x);
+  }
+  Value transpose0213(Value x) {
+    ArrayRef<int64_t> s = shapeOf(x);
+    return nn::TransposeOp::create(b, loc, type({s[0], s[2], s[1], s[3]}), x,
+                                   b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+  }
+  /// [B, T, H*D] -> [B, H, T, D]
+  Value splitHeads(Value x, int64_t heads) {
+    return transpose0213(reshape(x, {B, T, heads, c.headDim}));
+  }
+  /// [B, H, T, D] -> [B, T, H*D]
+  Value mergeHeads(Value x) {
+    ArrayRef<int64_t> s = shapeOf(x);
+    return reshape(transpose0213(x), {B, T, s[1] * s[3]});
+  }
+  Value slice(Value x, int64_t dim, int64_t start, int64_t size) {
+    SmallVector<int64_t> shape(shapeOf(x));
+    shape[dim] = size;
+    return nn::SliceOp::create(b, loc, type(shape), x, dim, start);
+  }
+  Value attention(Value q, Value k, Value v) {
+    auto op = nn::AttentionOp::create(b, loc, q.getType(), q, k, v);
+    op.setCausal(true);
+    return op;
+  }
+  Value loss(Value logits, Value targets) {
+    return nn::CrossEntropyOp::create(
+        b, loc, RankedTensorType::get({}, f32), logits, targets);
+  }
+
+  /// The residual projections' init std, scaled as in GPT-2.
+  double residualStd() const { return 0.02 / std::sqrt(2.0 * c.numLayers); }
+
+  Value gpt2();
+  Value llama();
+
+  OwningOpRef<ModuleOp> finish(Value loss);
+
+private:
+  OpBuilder b;
+  const ModelConfig &c;
+  int64_t B, T;
+  Type f32;
+  Location loc;
+  std::unique_ptr<Block> block;
+  SmallVector<Attribute> argAttrs;
+};
+
+Value GraphBuilder::gpt2() {
+  int64_t C = c.hiddenSize, H = c.numHeads;
+  Value tokens = input("tokens", {B, T});
+  Value targets = input("targets", {B, T});
+  auto layerNorm = [&](Value x, const Twine &prefix) {
+    Value w = param(prefix + ".weight", {C}, "ones");
+    Value bias = param(prefix + ".bias", {C}, "zeros");
+    auto op = nn::LayerNormOp::create(b, loc, x.getType(), x, w, bias);
+    op.setEps(llvm::APFloat(c.normEps));
+    return Value(op);
+  };
+  auto conv1d = [&](Value x, const Twine &prefix, int64_t out, double std) {
+    Value w = param(prefix + ".weight", {shapeOf(x).back(), out}, "normal", std);
+    Value bias = param(prefix + ".bias", {out}, "zeros");
+    return linear(x, w, bias, /*inOut=*/true);
+  };
+
+  Value wte = param("transformer.wte.weight", {c.vocabSize, C});
+  Value wpe = param("transformer.wpe.weight", {c.maxPositions, C});
+  Value x = nn::EmbeddingOp::create(b, loc, type({B, T, C}), tokens, wte);
+  x = add(x, slice(wpe, 0, 0, T));
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    std::string p = "transformer.h." + std::to_string(l);
+    Value h = layerNorm(x, p + ".ln_1");
+    Value qkv = conv1d(h, p + ".attn.c_attn", 3 * C, 0.02);
+    Value q = splitHeads(slice(qkv, 2, 0, C), H);
+    Value k = splitHeads(slice(qkv, 2, C, C), H);
+    Value v = splitHeads(slice(qkv, 2, 2 * C, C), H);
+    Value a = mergeHeads(attention(q, k, v));
+    x = add(x, conv1d(a, p + ".attn.c_proj", C, residualStd()));
+    h = layerNorm(x, p + ".ln_2");
+    h = conv1d(h, p + ".mlp.c_fc", c.intermediateSize, 0.02);
+    auto gelu = nn::GeluOp::create(b, loc, h.getType(), h);
+    gelu.setApproximate(c.activation == "gelu" ? "none" : "tanh");
+    h = conv1d(gelu, p + ".mlp.c_proj", C, residualStd());
+    x = add(x, h);
+  }
+  x = layerNorm(x, "transformer.ln_f");
+  Value head = c.tieEmbeddings ? wte : param("lm_head.weight", {c.vocabSize, C});
+  Value logits = linear(x, head, Value(), /*inOut=*/false);
+  return loss(logits, targets);
+}
+
+Value GraphBuilder::llama() {
+  int64_t C = c.hiddenSize, H = c.numHeads, Hkv = c.numKVHeads,
+          D = c.headDim, I = c.intermediateSize;
+  Value tokens = input("tokens", {B, T});
+  Value targets = input("targets", {B, T});
+  auto rmsNorm = [&](Value x, const Twine &name) {
+    Value w = param(name, {C}, "ones");
+    auto op = nn::RMSNormOp::create(b, loc, x.getType(), x, w);
+    op.setEps(llvm::APFloat(c.normEps));
+    return Value(op);
+  };
+  auto proj = [&](Value x, const Twine &name, int64_t out, double std = 0.02) {
+    Value w = param(name, {out, shapeOf(x).back()}, "normal", std);
+    return linear(x, w, Value(), /*inOut=*/false);
+  };
+  auto rotary = [&](Value x) {
+    auto op = nn::RotaryOp::create(b, loc, x.getType(), x);
+    op.setTheta(llvm::APFloat(c.ropeTheta));
+    return Value(op);
+  };
+
+  Value embed = param("model.embed_tokens.weight", {c.vocabSize, C});
+  Value x = nn::EmbeddingOp::create(b, loc, type({B, T, C}), tokens, embed);
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    std::string p = "model.layers." + std::to_string(l);
+    Value h = rmsNorm(x, p + ".input_layernorm.weight");
+    Value q = rotary(splitHeads(proj(h, p + ".self_attn.q_proj.weight", H * D), H));
+    Value k = rotary(splitHeads(proj(h, p + ".self_attn.k_proj.weight", Hkv * D), Hkv));
+    Value v = splitHeads(proj(h, p + ".self_attn.v_proj.weight", Hkv * D), Hkv);
+    Value a = mergeHeads(attention(q, k, v));
+    x = add(x, proj(a, p + ".self_attn.o_proj.weight", C, residualStd()));
+    h = rmsNorm(x, p + ".post_attention_layernorm.weight");
+    Value gate = proj(h, p + ".mlp.gate_proj.weight", I);
+    Value up = proj(h, p + ".mlp.up_proj.weight", I);
+    Value act = nn::SiluOp::create(b, loc, gate.getType(), gate);
+    Value m = nn::MulOp::create(b, loc, act.getType(), act, up);
+    x = add(x, proj(m, p + ".mlp.down_proj.weight", C, residualStd()));
+  }
+  x = rmsNorm(x, "model.norm.weight");
+  Value head = c.tieEmbeddings ? embed : param("lm_head.weight", {c.vocabSize, C});
+  Value logits = linear(x, head, Value(), /*inOut=*/false);
+  return loss(logits, targets);
+}
+
+OwningOpRef<ModuleOp> GraphBuilder::finish(Value lossValue) {
+  func::ReturnOp::create(b, loc, lossValue);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  auto fnType = b.getFunctionType(block->getArgumentTypes(), lossValue.getType());
+  OpBuilder mb(module->getBodyRegion());
+  auto fn = func::FuncOp::create(mb, loc, "forward", fnType);
+  fn.getBody().push_back(block.release());
+  fn.setAllArgAttrs(argAttrs);
+
+  SmallVector<NamedAttribute> model = {
+      b.getNamedAttr("family", b.getStringAttr(c.family == Family::GPT2 ? "gpt2" : "llama")),
+      b.getNamedAttr("source", b.getStringAttr(c.source)),
+      b.getNamedAttr("vocab_size", b.getI64IntegerAttr(c.vocabSize)),
+      b.getNamedAttr("hidden_size", b.getI64IntegerAttr(c.hiddenSize)),
+      b.getNamedAttr("num_layers", b.getI64IntegerAttr(c.numLayers)),
+      b.getNamedAttr("num_heads", b.getI64IntegerAttr(c.numHeads)),
+      b.getNamedAttr("num_kv_heads", b.getI64IntegerAttr(c.numKVHeads)),
+      b.getNamedAttr("micro_batch", b.getI64IntegerAttr(B)),
+      b.getNamedAttr("seq_len", b.getI64IntegerAttr(T)),
+      b.getNamedAttr("tied_embeddings", b.getBoolAttr(c.tieEmbeddings)),
+  };
+  (*module)->setAttr("nn.model", b.getDictionaryAttr(model));
+  return module;
+}
+
+} // namespace
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+shardc::meta::buildForwardModule(MLIRContext &context, const ModelConfig &c,
+                                 int64_t batch, int64_t seqLen) {
+  context.getOrLoadDialect<nn::NNDialect>();
+  context.getOrLoadDialect<func::FuncDialect>();
+  if (batch <= 0)
+    return llvm::createStringError("--micro-batch must be positive");
+  if (seqLen <= 0)
+    return llvm::createStringError("--seq-len must be positive");
+  if (c.family == Family::GPT2 && seqLen > c.maxPositions)
+    return llvm::createStringError(
+        "--seq-len " + std::to_string(seqLen) + " exceeds the " +
+        std::to_string(c.maxPositions) + " positions of " + c.source);
+  GraphBuilder g(context, c, batch, seqLen);
+  Value loss = c.family == Family::GPT2 ? g.gpt2() : g.llama();
+  OwningOpRef<ModuleOp> module = g.finish(loss);
+  if (failed(verify(*module)))
+    return llvm::createStringError("internal error: the forward graph of " +
+                                   c.source + " does not verify");
+  return module;
+}

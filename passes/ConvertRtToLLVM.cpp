@@ -1,0 +1,222 @@
+//===- ConvertRtToLLVM.cpp - rt step functions to the LLVM dialect --------===//
+//
+// Kernel ABI (runtime/kernels.h):
+//   void shardc_k_<name>(void *ctx, void **buffers, const int64_t *ints,
+//                        const double *floats, int64_t stream);
+// Buffers go in a stack array; ints and floats are private constant
+// globals, shared between kernels with equal arguments.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/Hashing.h"
+#include "llvm/Support/JSON.h"
+
+namespace shardc {
+#define GEN_PASS_DEF_CONVERTRTTOLLVM
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+/// The JSON form of a manifest attribute (dictionaries, arrays, strings,
+/// integers, floats, booleans).
+llvm::json::Value toJSON(Attribute attr) {
+  if (auto dict = dyn_cast<DictionaryAttr>(attr)) {
+    llvm::json::Object obj;
+    for (NamedAttribute entry : dict)
+      obj[entry.getName().str()] = toJSON(entry.getValue());
+    return obj;
+  }
+  if (auto array = dyn_cast<ArrayAttr>(attr)) {
+    llvm::json::Array out;
+    for (Attribute a : array)
+      out.push_back(toJSON(a));
+    return out;
+  }
+  if (auto array = dyn_cast<DenseI64ArrayAttr>(attr))
+    return llvm::json::Array(array.asArrayRef());
+  if (auto s = dyn_cast<StringAttr>(attr))
+    return s.str();
+  if (auto b = dyn_cast<BoolAttr>(attr))
+    return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    return i.getInt();
+  if (auto f = dyn_cast<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  return nullptr;
+}
+
+LLVM::LLVMFuncOp declareFunction(OpBuilder &b, ModuleOp module, StringRef name,
+                                 LLVM::LLVMFunctionType type) {
+  if (auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
+    return fn;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
+}
+
+/// A private constant global holding `values`, reused when one with the same
+/// contents exists.
+template <typename T>
+Value constantArray(OpBuilder &b, ModuleOp module, Location loc, Type elt,
+                    StringRef prefix, ArrayRef<T> values) {
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  if (values.empty())
+    return LLVM::ZeroOp::create(b, loc, ptrType);
+  auto tensor = RankedTensorType::get({int64_t(values.size())}, elt);
+  DenseElementsAttr data = DenseElementsAttr::get(tensor, values);
+  uint64_t hash = llvm::hash_value(values);
+  LLVM::GlobalOp global;
+  for (unsigned suffix = 0;; ++suffix) {
+    std::string name =
+        (prefix + llvm::utohexstr(hash) + "_" + llvm::Twine(suffix)).str();
+    global = module.lookupSymbol<LLVM::GlobalOp>(name);
+    if (!global) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      global = LLVM::GlobalOp::create(
+          b, loc, LLVM::LLVMArrayType::get(elt, values.size()),
+          /*isConstant=*/true, LLVM::Linkage::Private, name, data);
+      break;
+    }
+    if (global.getValueAttr() == data)
+      break;
+  }
+  return LLVM::AddressOfOp::create(b, loc, global);
+}
+
+struct ViewLowering : public ConvertOpToLLVMPattern<rt::ViewOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(rt::ViewOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value offset = LLVM::ConstantOp::create(rewriter, loc, rewriter.getI64Type(),
+                                            op.getOffset());
+    rewriter.replaceOpWithNewOp<LLVM::GEPOp>(
+        op, getVoidPtrType(), rewriter.getI8Type(), adaptor.getBase(),
+        ArrayRef<LLVM::GEPArg>{offset});
+    return success();
+  }
+};
+
+struct KernelLowering : public ConvertOpToLLVMPattern<rt::KernelOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(rt::KernelOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto module = op->getParentOfType<ModuleOp>();
+    Type ptr = getVoidPtrType();
+    auto fnType = LLVM::LLVMFunctionType::get(
+        LLVM::LLVMVoidType::get(rewriter.getContext()),
+        {ptr, ptr, ptr, ptr, rewriter.getI64Type()});
+    LLVM::LLVMFuncOp callee = declareFunction(
+        rewriter, module, ("shardc_k_" + op.getName()).str(), fnType);
+
+    ValueRange buffers = adaptor.getBuffers();
+    Value count = LLVM::ConstantOp::create(rewriter, loc, rewriter.getI64Type(),
+                                           std::max<int64_t>(buffers.size(), 1));
+    Value array = LLVM::AllocaOp::create(rewriter, loc, ptr, ptr, count);
+    for (auto [i, buffer] : llvm::enumerate(buffers)) {
+      Value slot = LLVM::GEPOp::create(rewriter, loc, ptr, ptr, array,
+                                       ArrayRef<LLVM::GEPArg>{int32_t(i)});
+      LLVM::StoreOp::create(rewriter, loc, buffer, slot);
+    }
+    Value ints = constantArray<int64_t>(rewriter, module, loc,
+                                        rewriter.getI64Type(), "__rt_ints_",
+                                        op.getInts());
+    Value floats = constantArray<double>(rewriter, module, loc,
+                                         rewriter.getF64Type(), "__rt_floats_",
+                                         op.getFloats());
+    Value stream = LLVM::ConstantOp::create(rewriter, loc, rewriter.getI64Type(),
+                                            op.getStream());
+    rewriter.replaceOpWithNewOp<LLVM::CallOp>(
+        op, callee, ValueRange{adaptor.getCtx(), array, ints, floats, stream});
+    return success();
+  }
+};
+
+template <typename EventOp>
+struct EventLowering : public ConvertOpToLLVMPattern<EventOp> {
+  EventLowering(const LLVMTypeConverter &converter, StringRef symbol)
+      : ConvertOpToLLVMPattern<EventOp>(converter), symbol(symbol) {}
+  LogicalResult
+  matchAndRewrite(EventOp op, typename EventOp::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type ptr = this->getVoidPtrType(), i64 = rewriter.getI64Type();
+    auto fnType = LLVM::LLVMFunctionType::get(
+        LLVM::LLVMVoidType::get(rewriter.getContext()), {ptr, i64, i64});
+    LLVM::LLVMFuncOp callee = declareFunction(
+        rewriter, op->template getParentOfType<ModuleOp>(), symbol, fnType);
+    Value event = LLVM::ConstantOp::create(rewriter, loc, i64, op.getEvent());
+    Value stream = LLVM::ConstantOp::create(rewriter, loc, i64, op.getStream());
+    rewriter.replaceOpWithNewOp<LLVM::CallOp>(
+        op, callee, ValueRange{adaptor.getCtx(), event, stream});
+    return success();
+  }
+  std::string symbol;
+};
+
+struct ConvertRtToLLVMPass
+    : public shardc::impl::ConvertRtToLLVMBase<ConvertRtToLLVMPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    if (failed(emitManifests(module)))
+      return signalPassFailure();
+
+    LLVMTypeConverter converter(ctx);
+    converter.addConversion(
+        [ctx](rt::BufferType) { return LLVM::LLVMPointerType::get(ctx); });
+    converter.addConversion(
+        [ctx](rt::ContextType) { return LLVM::LLVMPointerType::get(ctx); });
+
+    RewritePatternSet patterns(ctx);
+    populateFuncToLLVMConversionPatterns(converter, patterns);
+    patterns.add<ViewLowering, KernelLowering>(converter);
+    patterns.add<EventLowering<rt::EventRecordOp>>(converter,
+                                                   "shardc_event_record");
+    patterns.add<EventLowering<rt::EventWaitOp>>(converter,
+                                                 "shardc_event_wait");
+
+    LLVMConversionTarget target(*ctx);
+    target.addLegalOp<ModuleOp>();
+    if (failed(applyFullConversion(module, target, std::move(patterns))))
+      signalPassFailure();
+  }
+
+  /// Moves each step function's manifest into the global the runtime reads.
+  LogicalResult emitManifests(ModuleOp module) {
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      auto manifest = fn->getAttrOfType<DictionaryAttr>(attrs::kManifest);
+      if (!manifest)
+        continue;
+      if (module.lookupSymbol(attrs::kManifestSymbol))
+        return fn.emitError("more than one step function has a manifest");
+      std::string json;
+      llvm::raw_string_ostream os(json);
+      os << toJSON(manifest);
+      json.push_back('\0');
+      OpBuilder b(module.getBody(), module.getBody()->begin());
+      auto type = LLVM::LLVMArrayType::get(b.getI8Type(), json.size());
+      LLVM::GlobalOp::create(b, fn.getLoc(), type, /*isConstant=*/true,
+                             LLVM::Linkage::External, attrs::kManifestSymbol,
+                             b.getStringAttr(json));
+      fn->removeAttr(attrs::kManifest);
+    }
+    return success();
+  }
+};
+
+} // namespace

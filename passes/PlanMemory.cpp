@@ -1,0 +1,108 @@
+//===- PlanMemory.cpp - place transient buffers in one arena --------------===//
+//
+// Static memory planning: the step function is one block executed in order,
+// so a buffer is live from its rt.alloc to the last op that uses it. Buffers
+// are placed largest first at the lowest aligned offset that does not
+// overlap any already placed buffer whose live range intersects its own.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace shardc {
+#define GEN_PASS_DEF_RTPLANMEMORY
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+struct Interval {
+  rt::AllocOp alloc;
+  int64_t begin, end; // op indices, inclusive
+  int64_t size;       // aligned bytes
+  int64_t offset = -1;
+};
+
+struct RtPlanMemoryPass
+    : public shardc::impl::RtPlanMemoryBase<RtPlanMemoryPass> {
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (fn.isExternal())
+      return;
+    auto allocs = llvm::to_vector(fn.getOps<rt::AllocOp>());
+    if (allocs.empty() && !fn->hasAttr(attrs::kManifest))
+      return;
+    if (!fn.getBody().hasOneBlock()) {
+      fn.emitError("memory planning expects a single-block step function");
+      return signalPassFailure();
+    }
+    Block &block = fn.getBody().front();
+    if (block.getNumArguments() == 0 ||
+        !isa<rt::BufferType>(block.getArguments().back().getType())) {
+      fn.emitError("memory planning expects the arena as the last argument");
+      return signalPassFailure();
+    }
+
+    DenseMap<Operation *, int64_t> index;
+    for (auto [i, op] : llvm::enumerate(block))
+      index[&op] = i;
+
+    SmallVector<Interval> intervals;
+    for (rt::AllocOp alloc : allocs) {
+      int64_t end = index[alloc];
+      for (Operation *user : alloc->getUsers())
+        end = std::max(end, index[block.findAncestorOpInBlock(*user)]);
+      intervals.push_back({alloc, index[alloc], end, alignTo(alloc.getSize())});
+    }
+
+    // Largest first; ties broken by program order so the plan is stable.
+    SmallVector<Interval *> order;
+    for (Interval &iv : intervals)
+      order.push_back(&iv);
+    llvm::stable_sort(order, [](Interval *a, Interval *b) {
+      return a->size > b->size;
+    });
+
+    int64_t arenaBytes = 0;
+    SmallVector<Interval *> placed;
+    for (Interval *iv : order) {
+      // Busy byte ranges of placed buffers live at the same time, by offset.
+      SmallVector<std::pair<int64_t, int64_t>> busy;
+      for (Interval *other : placed)
+        if (other->begin <= iv->end && iv->begin <= other->end)
+          busy.push_back({other->offset, other->offset + other->size});
+      llvm::sort(busy);
+      int64_t offset = 0;
+      for (auto [lo, hi] : busy) {
+        if (offset + iv->size <= lo)
+          break;
+        offset = std::max(offset, hi);
+      }
+      iv->offset = offset;
+      arenaBytes = std::max(arenaBytes, offset + iv->size);
+      placed.push_back(iv);
+    }
+
+    Value arena = block.getArguments().back();
+    for (Interval &iv : intervals) {
+      OpBuilder b(iv.alloc);
+      Value view = rt::ViewOp::create(b, iv.alloc.getLoc(), arena, iv.offset);
+      iv.alloc.getResult().replaceAllUsesWith(view);
+      iv.alloc.erase();
+    }
+
+    if (auto manifest = fn->getAttrOfType<DictionaryAttr>(attrs::kManifest)) {
+      NamedAttrList entries(manifest);
+      entries.set("arena_bytes", IntegerAttr::get(IntegerType::get(
+                                                      &getContext(), 64),
+                                                  arenaBytes));
+      fn->setAttr(attrs::kManifest, entries.getDictionary(&getContext()));
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,344 @@
+//===- kernels.cpp - CPU backend kernels (OpenBLAS for GEMMs) -------------===//
+//
+// Reductions accumulate in double so that results track PyTorch's f32
+// numerics closely; GEMMs are OpenBLAS sgemm.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using shardc::runtime::Context;
+using shardc::runtime::fatal;
+
+namespace {
+
+float *F(void *p) { return static_cast<float *>(p); }
+const int32_t *I32(void *p) { return static_cast<const int32_t *>(p); }
+
+void launched(void *ctx, int64_t stream) {
+  if (ctx)
+    static_cast<Context *>(ctx)->countLaunch(stream);
+}
+
+/// y = x @ op(w) for row-major x [M,K]; w [N,K] (transposed) or [K,N].
+void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,
+          int64_t N, bool inOut, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, inOut ? CblasNoTrans : CblasTrans,
+              M, N, K, 1.0f, x, K, w, inOut ? N : K, beta, y, N);
+}
+
+/// Elementwise binary op over an output of rank R with per-operand strides.
+template <typename Op>
+void broadcastBinary(void **b, const int64_t *i, Op op) {
+  int64_t R = i[0];
+  const int64_t *dims = i + 1, *as = i + 1 + R, *bs = i + 1 + 2 * R;
+  const float *x = F(b[0]), *y = F(b[1]);
+  float *out = F(b[2]);
+  if (R == 0) {
+    out[0] = op(x[0], y[0]);
+    return;
+  }
+  int64_t inner = dims[R - 1], outer = 1;
+  for (int64_t d = 0; d < R - 1; ++d)
+    outer *= dims[d];
+  std::vector<int64_t> idx(R, 0);
+  int64_t aOff = 0, bOff = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t sa = as[R - 1], sb = bs[R - 1];
+    float *row = out + o * inner;
+    for (int64_t k = 0; k < inner; ++k)
+      row[k] = op(x[aOff + k * sa], y[bOff + k * sb]);
+    // Advance the outer index (dims 0..R-2), carrying like an odometer.
+    for (int64_t d = R - 2; d >= 0; --d) {
+      ++idx[d];
+      aOff += as[d];
+      bOff += bs[d];
+      if (idx[d] < dims[d])
+        break;
+      aOff -= as[d] * dims[d];
+      bOff -= bs[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+} // namespace
+
+SHARDC_KERNEL(embedding) {
+  int64_t N = i[0], V = i[1], C = i[2];
+  const int32_t *ids = I32(b[0]);
+  const float *table = F(b[1]);
+  float *y = F(b[2]);
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t id = ids[n];
+    if (id < 0 || id >= V)
+      fatal("embedding: id %lld at position %lld is outside the table of %lld "
+            "rows",
+            (long long)id, (long long)n, (long long)V);
+    std::memcpy(y + n * C, table + id * C, C * sizeof(float));
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(linear) {
+  int64_t M = i[0], K = i[1], N = i[2];
+  bool inOut = i[3], hasBias = i[4];
+  float *y = F(b[hasBias ? 3 : 2]);
+  if (hasBias) {
+    const float *bias = F(b[2]);
+    for (int64_t m = 0; m < M; ++m)
+      std::memcpy(y + m * N, bias, N * sizeof(float));
+  }
+  gemm(F(b[0]), F(b[1]), y, M, K, N, inOut, hasBias ? 1.0f : 0.0f);
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(add) {
+  broadcastBinary(b, i, [](float x, float y) { return x + y; });
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(mul) {
+  broadcastBinary(b, i, [](float x, float y) { return x * y; });
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(layer_norm) {
+  int64_t M = i[0], C = i[1];
+  bool hasBias = i[2];
+  float eps = float(f[0]);
+  const float *x = F(b[0]), *w = F(b[1]);
+  const float *bias = hasBias ? F(b[2]) : nullptr;
+  float *y = F(b[hasBias ? 3 : 2]);
+  for (int64_t m = 0; m < M; ++m) {
+    const float *row = x + m * C;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c)
+      mean += row[c];
+    mean /= C;
+    for (int64_t c = 0; c < C; ++c)
+      var += (row[c] - mean) * (row[c] - mean);
+    var /= C;
+    float rstd = float(1.0 / std::sqrt(var + eps));
+    for (int64_t c = 0; c < C; ++c) {
+      float v = float(row[c] - mean) * rstd * w[c];
+      y[m * C + c] = bias ? v + bias[c] : v;
+    }
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(rms_norm) {
+  int64_t M = i[0], C = i[1];
+  float eps = float(f[0]);
+  const float *x = F(b[0]), *w = F(b[1]);
+  float *y = F(b[2]);
+  for (int64_t m = 0; m < M; ++m) {
+    const float *row = x + m * C;
+    double ss = 0;
+    for (int64_t c = 0; c < C; ++c)
+      ss += double(row[c]) * row[c];
+    float rstd = float(1.0 / std::sqrt(ss / C + eps));
+    for (int64_t c = 0; c < C; ++c)
+      y[m * C + c] = w[c] * (row[c] * rstd);
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(gelu) {
+  int64_t n = i[0];
+  bool tanhForm = i[1];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  const float kAlpha = std::sqrt(2.0f / float(M_PI));
+  for (int64_t k = 0; k < n; ++k) {
+    float v = x[k];
+    y[k] = tanhForm
+               ? 0.5f * v * (1.0f + std::tanh(kAlpha * (v + 0.044715f * v * v * v)))
+               : 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2)));
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(silu) {
+  int64_t n = i[0];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = x[k] / (1.0f + std::exp(-x[k]));
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(rotary) {
+  int64_t B = i[0], H = i[1], T = i[2], D = i[3], half = D / 2;
+  double theta = f[0];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  // cos/sin tables [T, D/2]; the inverse frequencies are formed in f32 as in
+  // Hugging Face's LlamaRotaryEmbedding.
+  std::vector<float> cosT(T * half), sinT(T * half);
+  for (int64_t k = 0; k < half; ++k) {
+    float invFreq = 1.0f / float(std::pow(theta, double(2 * k) / double(D)));
+    for (int64_t t = 0; t < T; ++t) {
+      float angle = float(t) * invFreq;
+      cosT[t * half + k] = std::cos(angle);
+      sinT[t * half + k] = std::sin(angle);
+    }
+  }
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t t = 0; t < T; ++t) {
+      const float *xr = x + (bh * T + t) * D;
+      float *yr = y + (bh * T + t) * D;
+      for (int64_t k = 0; k < half; ++k) {
+        float c = cosT[t * half + k], s = sinT[t * half + k];
+        float a = xr[k], bb = xr[k + half];
+        yr[k] = a * c - bb * s;
+        yr[k + half] = bb * c + a * s;
+      }
+    }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(attention) {
+  int64_t B = i[0], H = i[1], G = i[2], T = i[3], S = i[4], D = i[5];
+  bool causal = i[6];
+  float scale = float(f[0]);
+  const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]);
+  float *o = F(b[3]);
+  std::vector<float> scores(T * S);
+  int64_t group = H / G;
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t h = 0; h < H; ++h) {
+      const float *qh = q + (bi * H + h) * T * D;
+      const float *kh = k + (bi * G + h / group) * S * D;
+      const float *vh = v + (bi * G + h / group) * S * D;
+      float *oh = o + (bi * H + h) * T * D;
+      // scores [T,S] = scale * q k^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, D, scale, qh,
+                  D, kh, D, 0.0f, scores.data(), S);
+      for (int64_t t = 0; t < T; ++t) {
+        float *row = scores.data() + t * S;
+        int64_t valid = causal ? t + 1 : S;
+        float mx = row[0];
+        for (int64_t s = 1; s < valid; ++s)
+          mx = std::max(mx, row[s]);
+        double sum = 0;
+        for (int64_t s = 0; s < valid; ++s) {
+          row[s] = std::exp(row[s] - mx);
+          sum += row[s];
+        }
+        float inv = float(1.0 / sum);
+        for (int64_t s = 0; s < valid; ++s)
+          row[s] *= inv;
+        for (int64_t s = valid; s < S; ++s)
+          row[s] = 0.0f;
+      }
+      // o [T,D] = p v
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, S, 1.0f,
+                  scores.data(), S, vh, D, 0.0f, oh, D);
+    }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(softmax) {
+  int64_t outer = i[0], n = i[1], inner = i[2];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      const float *xs = x + o * n * inner + in;
+      float *ys = y + o * n * inner + in;
+      float mx = xs[0];
+      for (int64_t k = 1; k < n; ++k)
+        mx = std::max(mx, xs[k * inner]);
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        ys[k * inner] = std::exp(xs[k * inner] - mx);
+        sum += ys[k * inner];
+      }
+      float inv = float(1.0 / sum);
+      for (int64_t k = 0; k < n; ++k)
+        ys[k * inner] *= inv;
+    }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(transpose) {
+  int64_t R = i[0];
+  const int64_t *dims = i + 1, *perm = i + 1 + R;
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  std::vector<int64_t> inStride(R), outDims(R), stride(R), idx(R, 0);
+  int64_t total = 1;
+  for (int64_t d = R - 1, s = 1; d >= 0; --d) {
+    inStride[d] = s;
+    s *= dims[d];
+  }
+  for (int64_t d = 0; d < R; ++d) {
+    outDims[d] = dims[perm[d]];
+    stride[d] = inStride[perm[d]];
+    total *= outDims[d];
+  }
+  // Walk the output in order; keep the input offset of the current index.
+  int64_t off = 0;
+  for (int64_t n = 0; n < total; ++n) {
+    y[n] = x[off];
+    for (int64_t d = R - 1; d >= 0; --d) {
+      ++idx[d];
+      off += stride[d];
+      if (idx[d] < outDims[d])
+        break;
+      off -= stride[d] * outDims[d];
+      idx[d] = 0;
+    }
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(slice) {
+  int64_t outer = i[0], n = i[1], start = i[2], size = i[3], inner = i[4];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(y + o * size * inner, x + (o * n + start) * inner,
+                size * inner * sizeof(float));
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(cross_entropy) {
+  int64_t N = i[0], V = i[1], ignore = i[2];
+  const float *logits = F(b[0]);
+  const int32_t *targets = I32(b[1]);
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t t = targets[n];
+    if (t == ignore)
+      continue;
+    if (t < 0 || t >= V)
+      fatal("cross_entropy: target %lld at position %lld is outside the "
+            "vocabulary of %lld",
+            (long long)t, (long long)n, (long long)V);
+    const float *row = logits + n * V;
+    float mx = *std::max_element(row, row + V);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v)
+      sum += std::exp(double(row[v]) - mx);
+    total += std::log(sum) + mx - row[t];
+    ++count;
+  }
+  F(b[2])[0] = count ? float(total / count) : NAN;
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(copy) {
+  std::memcpy(b[1], b[0], size_t(i[0]));
+  launched(ctx, stream);
+}

@@ -1,0 +1,119 @@
+//===- model.cpp - manifest parsing and parameter initialization ----------===//
+#include "runtime/model.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+using namespace shardc::runtime;
+using nlohmann::json;
+
+static TensorSlot parseSlot(const json &j) {
+  TensorSlot s;
+  s.name = j.at("name").get<std::string>();
+  s.dtype = j.at("dtype").get<std::string>();
+  s.shape = j.at("shape").get<std::vector<int64_t>>();
+  s.offset = j.at("offset").get<int64_t>();
+  s.bytes = j.at("bytes").get<int64_t>();
+  s.init = j.value("init", std::string("normal"));
+  s.std = j.value("std", 0.0);
+  return s;
+}
+
+Manifest Manifest::parse(const char *text) {
+  try {
+    json j = json::parse(text);
+    Manifest m;
+    const json &model = j.at("model");
+    m.family = model.value("family", std::string("?"));
+    m.source = model.value("source", std::string("?"));
+    m.vocabSize = model.at("vocab_size").get<int64_t>();
+    m.microBatch = model.at("micro_batch").get<int64_t>();
+    m.seqLen = model.at("seq_len").get<int64_t>();
+    m.numLayers = model.value("num_layers", int64_t(0));
+    for (const json &p : j.at("params"))
+      m.params.push_back(parseSlot(p));
+    for (const json &p : j.at("inputs"))
+      m.inputs.push_back(parseSlot(p));
+    for (const json &p : j.at("outputs"))
+      m.outputs.push_back(parseSlot(p));
+    m.paramBytes = j.at("param_bytes").get<int64_t>();
+    m.ioBytes = j.at("io_bytes").get<int64_t>();
+    m.arenaBytes = j.at("arena_bytes").get<int64_t>();
+    return m;
+  } catch (const json::exception &e) {
+    throw std::runtime_error(std::string("malformed model manifest: ") +
+                             e.what());
+  }
+}
+
+static const TensorSlot &find(const std::vector<TensorSlot> &slots,
+                              const std::string &name, const char *what) {
+  for (const TensorSlot &s : slots)
+    if (s.name == name)
+      return s;
+  throw std::runtime_error(std::string("the compiled model has no ") + what +
+                           " '" + name + "'");
+}
+
+const TensorSlot &Manifest::input(const std::string &name) const {
+  return find(inputs, name, "input");
+}
+const TensorSlot &Manifest::output(const std::string &name) const {
+  return find(outputs, name, "output");
+}
+
+int64_t Manifest::numParams() const {
+  int64_t n = 0;
+  for (const TensorSlot &p : params)
+    n += p.numel();
+  return n;
+}
+
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t shardc::runtime::streamKey(uint64_t seed, const std::string &name) {
+  uint64_t h = 1469598103934665603ull; // FNV-1a
+  for (unsigned char c : name)
+    h = (h ^ c) * 1099511628211ull;
+  return splitmix64(splitmix64(seed) ^ h);
+}
+
+double shardc::runtime::counterUniform(uint64_t key, uint64_t counter) {
+  uint64_t bits = splitmix64(key ^ splitmix64(counter));
+  // 53 random bits, shifted off zero: a uniform in (0, 1).
+  return (double(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+double shardc::runtime::counterNormal(uint64_t key, uint64_t counter) {
+  double u1 = counterUniform(key, 2 * counter);
+  double u2 = counterUniform(key, 2 * counter + 1);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+void shardc::runtime::initParameters(const Manifest &m, uint64_t seed,
+                                     char *params) {
+  for (const TensorSlot &p : m.params) {
+    float *data = reinterpret_cast<float *>(params + p.offset);
+    int64_t n = p.numel();
+    if (p.init == "zeros" || p.init == "ones") {
+      float v = p.init == "ones" ? 1.0f : 0.0f;
+      for (int64_t k = 0; k < n; ++k)
+        data[k] = v;
+      continue;
+    }
+    if (p.init != "normal")
+      throw std::runtime_error("parameter '" + p.name +
+                               "' has unknown init '" + p.init + "'");
+    uint64_t key = streamKey(seed, p.name);
+    for (int64_t k = 0; k < n; ++k)
+      data[k] = float(p.std * counterNormal(key, uint64_t(k)));
+  }
+}

@@ -1,0 +1,61 @@
+//===- model.h - the compiled model's manifest and parameters ---*- C++ -*-===//
+//
+// The manifest (JSON emitted by the compiler) tells the runtime how large its
+// regions are and where every parameter, input and output lives in them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_MODEL_H
+#define SHARDC_RUNTIME_MODEL_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardc::runtime {
+
+struct TensorSlot {
+  std::string name;
+  std::string dtype; // "f32", "i32"
+  std::vector<int64_t> shape;
+  int64_t offset = 0; // bytes into its region
+  int64_t bytes = 0;
+  std::string init; // parameters: "normal", "zeros", "ones"
+  double std = 0.0;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+struct Manifest {
+  std::string family, source;
+  int64_t vocabSize = 0, microBatch = 0, seqLen = 0, numLayers = 0;
+  std::vector<TensorSlot> params, inputs, outputs;
+  int64_t paramBytes = 0, ioBytes = 0, arenaBytes = 0;
+
+  /// Parses the compiler's manifest; throws std::runtime_error when malformed.
+  static Manifest parse(const char *json);
+  const TensorSlot &input(const std::string &name) const;
+  const TensorSlot &output(const std::string &name) const;
+  int64_t numParams() const;
+};
+
+/// Initializes every parameter from a counter-based generator keyed by
+/// (seed, parameter name, element index), so the value of an element does
+/// not depend on how parameters are later sharded. "normal" draws
+/// N(0, std^2) by Box-Muller; "zeros" and "ones" are constants.
+void initParameters(const Manifest &m, uint64_t seed, char *params);
+
+/// The counter-based generator: a uniform in (0, 1) for (key, counter).
+double counterUniform(uint64_t key, uint64_t counter);
+/// A standard normal for (key, counter).
+double counterNormal(uint64_t key, uint64_t counter);
+/// The key of a named stream of random numbers under a seed.
+uint64_t streamKey(uint64_t seed, const std::string &name);
+
+} // namespace shardc::runtime
+
+#endif // SHARDC_RUNTIME_MODEL_H

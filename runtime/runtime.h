@@ -1,0 +1,49 @@
+//===- runtime.h - the runtime's C ABI: context, streams, events -*- C++ -*-===//
+//
+// What compiled step functions call besides kernels. A context owns the
+// backend's streams (0: compute, 1: communication) and events. The CPU backend
+// runs every stream in program order, so an event is a marker: waiting on one
+// that was never recorded is a schedule bug and aborts with a message.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_RUNTIME_H
+#define SHARDC_RUNTIME_RUNTIME_H
+
+#include <cstdint>
+#include <vector>
+
+namespace shardc::runtime {
+
+enum Stream : int64_t { kComputeStream = 0, kCommStream = 1, kNumStreams = 2 };
+
+struct Context {
+  /// Kernels launched per stream so far.
+  std::vector<int64_t> launched = std::vector<int64_t>(kNumStreams, 0);
+  /// Per event: the stream and position it was recorded at, or -1.
+  std::vector<int64_t> eventStream, eventPosition;
+
+  void recordEvent(int64_t event, int64_t stream);
+  void waitEvent(int64_t event, int64_t stream);
+  void countLaunch(int64_t stream);
+  /// Forgets recorded events: called between steps.
+  void resetEvents();
+};
+
+/// Prints "error: <message>" and exits non-zero: the runtime's answer to an
+/// impossible state inside a compiled step, where no caller can handle it.
+[[noreturn]] void fatal(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
+
+} // namespace shardc::runtime
+
+extern "C" {
+/// The compiled step: (context, parameter region, io region, arena).
+void shardc_step(void *ctx, void *params, void *io, void *arena);
+/// The compiled model's manifest: JSON, NUL-terminated.
+extern const char shardc_manifest[];
+
+void shardc_event_record(void *ctx, int64_t event, int64_t stream);
+void shardc_event_wait(void *ctx, int64_t event, int64_t stream);
+}
+
+#endif // SHARDC_RUNTIME_RUNTIME_H

@@ -1,0 +1,156 @@
+//===- shardc.cpp - the shardc compiler driver ----------------------------===//
+//
+//   shardc [MODEL] [-o FILE] [--emit mlir|rt|llvm|obj|exe]
+//          [--seq-len N] [--micro-batch N]
+//
+// MODEL is a preset name or a Hugging Face config.json (or its directory).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Pipelines.h"
+#include "compiler/Registration.h"
+#include "compiler/Target.h"
+#include "frontends/meta/ModelConfig.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace {
+
+enum class Emit { MLIR, Rt, LLVM, Obj, Exe };
+
+cl::OptionCategory category("shardc options");
+
+std::string presetList() {
+  std::string s;
+  for (const std::string &name : shardc::meta::presetNames())
+    s += (s.empty() ? "" : ", ") + name;
+  return s;
+}
+
+cl::opt<std::string> modelArg(cl::Positional, cl::init("tiny"),
+                              cl::desc("<model: preset name or config.json>"),
+                              cl::cat(category));
+cl::opt<std::string> outputArg("o", cl::desc("Output file (default: 'train' "
+                                             "for exe, 'model.o' for obj, "
+                                             "stdout for text)"),
+                               cl::value_desc("file"), cl::cat(category));
+cl::opt<Emit> emitArg(
+    "emit", cl::desc("What to produce"), cl::init(Emit::Exe),
+    cl::values(clEnumValN(Emit::MLIR, "mlir", "the nn forward graph (MLIR)"),
+               clEnumValN(Emit::Rt, "rt", "the scheduled rt program (MLIR)"),
+               clEnumValN(Emit::LLVM, "llvm", "LLVM IR"),
+               clEnumValN(Emit::Obj, "obj", "an object file"),
+               clEnumValN(Emit::Exe, "exe", "a training executable")),
+    cl::cat(category));
+cl::opt<int64_t> seqLenArg("seq-len",
+                           cl::desc("Tokens per sequence (default: the "
+                                    "model's positions, at most 1024)"),
+                           cl::init(0), cl::cat(category));
+cl::opt<int64_t> microBatchArg("micro-batch",
+                               cl::desc("Sequences per micro-batch"),
+                               cl::init(4), cl::cat(category));
+
+int fail(const Twine &message) {
+  WithColor::error(errs(), "shardc") << message << "\n";
+  return 1;
+}
+
+/// Writes text produced by `print` to the output file or stdout.
+template <typename Fn> int writeText(Fn print) {
+  std::string path = outputArg.empty() ? "-" : outputArg.getValue();
+  std::error_code ec;
+  ToolOutputFile out(path, ec, sys::fs::OF_Text);
+  if (ec)
+    return fail("cannot write '" + path + "': " + ec.message());
+  print(out.os());
+  out.keep();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::SetVersionPrinter([](raw_ostream &os) { os << "shardc 0.1\n"; });
+  std::string overview =
+      "shardc: compile a transformer into a training executable\n\n"
+      "  shardc tiny -o train && ./train --steps 10\n\n"
+      "MODEL is a preset (" +
+      presetList() +
+      ") or a Hugging Face config.json (model_type gpt2 or llama) or a "
+      "directory holding one. The default is 'tiny'.\n";
+  cl::ParseCommandLineOptions(argc, argv, overview);
+
+  Expected<shardc::meta::ModelConfig> config =
+      shardc::meta::loadModelConfig(modelArg);
+  if (!config)
+    return fail(toString(config.takeError()));
+  int64_t seqLen = seqLenArg ? seqLenArg.getValue()
+                             : std::min<int64_t>(config->maxPositions, 1024);
+
+  mlir::DialectRegistry registry;
+  shardc::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  auto module = shardc::meta::buildForwardModule(context, *config,
+                                                 microBatchArg, seqLen);
+  if (!module)
+    return fail(toString(module.takeError()));
+  if (emitArg == Emit::MLIR)
+    return writeText([&](raw_ostream &os) { (*module)->print(os); });
+
+  mlir::PassManager pm(&context);
+  if (emitArg == Emit::Rt)
+    shardc::buildNNToRtPipeline(pm);
+  else
+    shardc::buildLoweringPipeline(pm);
+  if (failed(pm.run(**module)))
+    return fail("lowering " + config->source + " failed");
+  if (emitArg == Emit::Rt)
+    return writeText([&](raw_ostream &os) { (*module)->print(os); });
+
+  LLVMContext llvmContext;
+  std::unique_ptr<Module> llvmModule =
+      shardc::translateToLLVMIR(**module, llvmContext);
+  if (!llvmModule)
+    return fail("translating " + config->source + " to LLVM IR failed");
+  if (emitArg == Emit::LLVM)
+    return writeText([&](raw_ostream &os) { llvmModule->print(os, nullptr); });
+
+  std::string error;
+  if (emitArg == Emit::Obj) {
+    std::string path = outputArg.empty() ? "model.o" : outputArg.getValue();
+    if (!shardc::emitObjectFile(*llvmModule, path, error))
+      return fail(error);
+    return 0;
+  }
+
+  std::string output = outputArg.empty() ? "train" : outputArg.getValue();
+  SmallString<128> objectPath;
+  if (std::error_code ec =
+          sys::fs::createTemporaryFile("shardc-step", "o", objectPath))
+    return fail("cannot create a temporary object file: " + ec.message());
+  FileRemover removeObject(objectPath);
+  if (!shardc::emitObjectFile(*llvmModule, objectPath, error))
+    return fail(error);
+  if (!shardc::linkExecutable(objectPath, output, error))
+    return fail(error);
+  errs() << "shardc: compiled " << config->source << " ("
+         << (config->family == shardc::meta::Family::GPT2 ? "gpt2" : "llama")
+         << ", " << config->numLayers << " layers, micro-batch "
+         << microBatchArg << " x " << seqLen << " tokens) -> " << output
+         << "\n";
+  return 0;
+}
