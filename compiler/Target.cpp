@@ -99,7 +99,7 @@ bool shardc::linkExecutable(llvm::StringRef objectPath,
     args.push_back(std::string(path));
   }
   llvm::SmallVector<llvm::StringRef> extra;
-  llvm::StringRef(SHARDC_RUNTIME_LIBS).split(extra, ';', -1, false);
+  llvm::StringRef(SHARDC_RUNTIME_LIBS).split(extra, ',', -1, false);
   for (llvm::StringRef flag : extra)
     args.push_back(flag.str());
   args.push_back("-o");

@@ -15,6 +15,7 @@
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 
 namespace shardc {
@@ -74,7 +75,8 @@ Value constantArray(OpBuilder &b, ModuleOp module, Location loc, Type elt,
     return LLVM::ZeroOp::create(b, loc, ptrType);
   auto tensor = RankedTensorType::get({int64_t(values.size())}, elt);
   DenseElementsAttr data = DenseElementsAttr::get(tensor, values);
-  uint64_t hash = llvm::hash_value(values);
+  const char *bytes = reinterpret_cast<const char *>(values.data());
+  uint64_t hash = llvm::hash_combine_range(bytes, bytes + values.size() * sizeof(T));
   LLVM::GlobalOp global;
   for (unsigned suffix = 0;; ++suffix) {
     std::string name =

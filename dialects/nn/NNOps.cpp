@@ -221,8 +221,9 @@ LogicalResult AttentionOp::verify() {
     return failure();
   RankedTensorType q = tensorType(getQuery()), k = tensorType(getKey()),
                    v = tensorType(getValue());
-  for (auto [t, name] : llvm::zip(ArrayRef<RankedTensorType>{q, k, v},
-                                  ArrayRef<StringRef>{"query", "key", "value"}))
+  RankedTensorType types[] = {q, k, v};
+  StringRef names[] = {"query", "key", "value"};
+  for (auto [t, name] : llvm::zip(types, names))
     if (t.getRank() != 4)
       return emitOpError("expects ")
              << name << " of rank 4 [batch, heads, seq, head_dim], got " << t;

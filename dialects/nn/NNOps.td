@@ -9,6 +9,8 @@
 #define SHARDC_NN_OPS
 
 include "dialects/nn/NNDialect.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -32,7 +34,7 @@ def NN_EmbeddingOp : NN_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_LinearOp : NN_Op<"linear", [Pure, AttrSizedOperandSegments]> {
+def NN_LinearOp : NN_Op<"linear", [Pure]> {
   let summary = "matrix multiplication by a weight, with an optional bias";
   let description = [{
     `y = x @ W^T + b` for a weight stored as [N, K] (PyTorch `nn.Linear`), or
@@ -59,7 +61,7 @@ def NN_LinearOp : NN_Op<"linear", [Pure, AttrSizedOperandSegments]> {
 //===----------------------------------------------------------------------===//
 
 class NN_BinaryOp<string mnemonic, string what>
-    : NN_Op<mnemonic, [Pure, Commutative]> {
+    : NN_Op<mnemonic, [Pure]> {
   let summary = "elementwise " # what # " with NumPy broadcasting";
   let description = [{
     Elementwise }] # what # [{ of two tensors of one element type. Shapes
@@ -123,7 +125,7 @@ def NN_SiluOp : NN_UnaryOp<"silu"> {
 // Normalization
 //===----------------------------------------------------------------------===//
 
-def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+def NN_LayerNormOp : NN_Op<"layer_norm", [Pure]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `y = (x - mean) / sqrt(var + eps) * weight + bias` over the last dimension

@@ -58,6 +58,9 @@ def Rt_AllocOp : Rt_Op<"alloc"> {
   }];
   let arguments = (ins I64Attr:$size);
   let results = (outs Rt_BufferType:$result);
+  let builders = [OpBuilder<(ins "int64_t":$size), [{
+    build($_builder, $_state, BufferType::get($_builder.getContext()), size);
+  }]>];
   let assemblyFormat = "$size attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
@@ -72,6 +75,10 @@ def Rt_ViewOp : Rt_Op<"view", [Pure]> {
   }];
   let arguments = (ins Rt_BufferType:$base, I64Attr:$offset);
   let results = (outs Rt_BufferType:$result);
+  let builders = [OpBuilder<(ins "mlir::Value":$base, "int64_t":$offset), [{
+    build($_builder, $_state, BufferType::get($_builder.getContext()), base,
+          offset);
+  }]>];
   let assemblyFormat = "$base `[` $offset `]` attr-dict `:` type($result)";
   let hasVerifier = 1;
 }

@@ -63,10 +63,7 @@ public:
   Value linear(Value x, Value w, Value bias, bool inOut) {
     SmallVector<int64_t> shape(shapeOf(x));
     shape.back() = shapeOf(w)[inOut ? 1 : 0];
-    auto op = nn::LinearOp::create(b, loc, type(shape), x, w, bias);
-    if (inOut)
-      op.setWeightInOut(true);
-    return op;
+    return nn::LinearOp::create(b, loc, type(shape), x, w, bias, inOut);
   }
   Value add(Value x, Value y) {
     return nn::AddOp::create(b, loc, x.getType(), x, y);
@@ -94,9 +91,8 @@ public:
     return nn::SliceOp::create(b, loc, type(shape), x, dim, start);
   }
   Value attention(Value q, Value k, Value v) {
-    auto op = nn::AttentionOp::create(b, loc, q.getType(), q, k, v);
-    op.setCausal(true);
-    return op;
+    return nn::AttentionOp::create(b, loc, q.getType(), q, k, v,
+                                   /*causal=*/true, /*scale=*/FloatAttr());
   }
   Value loss(Value logits, Value targets) {
     return nn::CrossEntropyOp::create(
@@ -128,9 +124,8 @@ Value GraphBuilder::gpt2() {
   auto layerNorm = [&](Value x, const Twine &prefix) {
     Value w = param(prefix + ".weight", {C}, "ones");
     Value bias = param(prefix + ".bias", {C}, "zeros");
-    auto op = nn::LayerNormOp::create(b, loc, x.getType(), x, w, bias);
-    op.setEps(llvm::APFloat(c.normEps));
-    return Value(op);
+    return Value(nn::LayerNormOp::create(b, loc, x.getType(), x, w, bias,
+                                         llvm::APFloat(c.normEps)));
   };
   auto conv1d = [&](Value x, const Twine &prefix, int64_t out, double std) {
     Value w = param(prefix + ".weight", {shapeOf(x).back(), out}, "normal", std);
@@ -153,8 +148,8 @@ Value GraphBuilder::gpt2() {
     x = add(x, conv1d(a, p + ".attn.c_proj", C, residualStd()));
     h = layerNorm(x, p + ".ln_2");
     h = conv1d(h, p + ".mlp.c_fc", c.intermediateSize, 0.02);
-    auto gelu = nn::GeluOp::create(b, loc, h.getType(), h);
-    gelu.setApproximate(c.activation == "gelu" ? "none" : "tanh");
+    Value gelu = nn::GeluOp::create(b, loc, h.getType(), h,
+                                    c.activation == "gelu" ? "none" : "tanh");
     h = conv1d(gelu, p + ".mlp.c_proj", C, residualStd());
     x = add(x, h);
   }
@@ -171,18 +166,16 @@ Value GraphBuilder::llama() {
   Value targets = input("targets", {B, T});
   auto rmsNorm = [&](Value x, const Twine &name) {
     Value w = param(name, {C}, "ones");
-    auto op = nn::RMSNormOp::create(b, loc, x.getType(), x, w);
-    op.setEps(llvm::APFloat(c.normEps));
-    return Value(op);
+    return Value(nn::RMSNormOp::create(b, loc, x.getType(), x, w,
+                                       llvm::APFloat(c.normEps)));
   };
   auto proj = [&](Value x, const Twine &name, int64_t out, double std = 0.02) {
     Value w = param(name, {out, shapeOf(x).back()}, "normal", std);
     return linear(x, w, Value(), /*inOut=*/false);
   };
   auto rotary = [&](Value x) {
-    auto op = nn::RotaryOp::create(b, loc, x.getType(), x);
-    op.setTheta(llvm::APFloat(c.ropeTheta));
-    return Value(op);
+    return Value(nn::RotaryOp::create(b, loc, x.getType(), x,
+                                      llvm::APFloat(c.ropeTheta)));
   };
 
   Value embed = param("model.embed_tokens.weight", {c.vocabSize, C});
