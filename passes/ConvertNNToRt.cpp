@@ -197,7 +197,9 @@ LogicalResult StepBuilder::lower(Operation *op) {
       })
       .Case([&](nn::SoftmaxOp s) {
         ArrayRef<int64_t> shape = tensorType(s.getInput()).getShape();
-        int64_t axis = s.getAxis() < 0 ? s.getAxis() + shape.size() : s.getAxis();
+        int64_t axis = s.getAxis();
+        if (axis < 0)
+          axis += shape.size();
         Value x = buf(s.getInput());
         kernel(loc, "softmax", {x, define(s.getResult())},
                {product(shape.take_front(axis)), shape[axis],
@@ -244,11 +246,11 @@ LogicalResult StepBuilder::lower(Operation *op) {
       })
       .Case([&](nn::SliceOp s) {
         ArrayRef<int64_t> in = tensorType(s.getInput()).getShape();
-        int64_t dim = s.getDim();
+        int64_t dim = s.getDim(), start = s.getStart();
         int64_t size = tensorType(s.getResult()).getDimSize(dim);
         Value x = buf(s.getInput());
         kernel(loc, "slice", {x, define(s.getResult())},
-               {product(in.take_front(dim)), in[dim], s.getStart(), size,
+               {product(in.take_front(dim)), in[dim], start, size,
                 product(in.drop_front(dim + 1))});
         return success();
       })
@@ -256,7 +258,8 @@ LogicalResult StepBuilder::lower(Operation *op) {
         ArrayRef<int64_t> shape = tensorType(ce.getLogits()).getShape();
         Value logits = buf(ce.getLogits()), targets = buf(ce.getTargets());
         kernel(loc, "cross_entropy", {logits, targets, define(ce.getResult())},
-               {product(shape.drop_back()), shape.back(), ce.getIgnoreIndex()});
+               {product(shape.drop_back()), shape.back(),
+                int64_t(ce.getIgnoreIndex())});
         return success();
       })
       .Default([&](Operation *other) {

@@ -184,8 +184,9 @@ LogicalResult RMSNormOp::verify() {
 
 LogicalResult SoftmaxOp::verify() {
   int64_t rank = tensorType(getInput()).getRank();
-  if (getAxis() < -rank || getAxis() >= rank)
-    return emitOpError("axis ") << getAxis() << " is out of range for rank "
+  int64_t axis = getAxis();
+  if (axis < -rank || axis >= rank)
+    return emitOpError("axis ") << axis << " is out of range for rank "
                                 << rank;
   return verifyStaticShapes(*this);
 }
@@ -289,7 +290,7 @@ LogicalResult SliceOp::verify() {
                                  {"input", "result"})))
     return failure();
   RankedTensorType x = tensorType(getInput()), y = tensorType(getResult());
-  int64_t dim = getDim();
+  int64_t dim = getDim(), start = getStart();
   if (dim < 0 || dim >= x.getRank())
     return emitOpError("dim ") << dim << " is out of range for rank "
                                << x.getRank();
@@ -299,9 +300,9 @@ LogicalResult SliceOp::verify() {
     if (i != dim && x.getDimSize(i) != y.getDimSize(i))
       return emitOpError("result dimension ")
              << i << " must equal the input's (" << x.getDimSize(i) << ")";
-  if (getStart() < 0 || getStart() + y.getDimSize(dim) > x.getDimSize(dim))
+  if (start < 0 || start + y.getDimSize(dim) > x.getDimSize(dim))
     return emitOpError("slice [")
-           << getStart() << ", " << getStart() + y.getDimSize(dim)
+           << start << ", " << start + y.getDimSize(dim)
            << ") is out of bounds for dimension " << dim << " of size "
            << x.getDimSize(dim);
   return success();

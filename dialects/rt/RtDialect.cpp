@@ -27,14 +27,16 @@ void RtDialect::initialize() {
 }
 
 LogicalResult AllocOp::verify() {
-  if (getSize() <= 0)
-    return emitOpError("size must be positive, got ") << getSize();
+  int64_t size = getSize();
+  if (size <= 0)
+    return emitOpError("size must be positive, got ") << size;
   return success();
 }
 
 LogicalResult ViewOp::verify() {
-  if (getOffset() < 0)
-    return emitOpError("offset must be non-negative, got ") << getOffset();
+  int64_t offset = getOffset();
+  if (offset < 0)
+    return emitOpError("offset must be non-negative, got ") << offset;
   return success();
 }
 
@@ -45,7 +47,7 @@ LogicalResult KernelOp::verify() {
     if (!llvm::isAlnum(c) && c != '_')
       return emitOpError("kernel name '")
              << getName() << "' must be an identifier";
-  if (getStream() < 0)
+  if (int64_t(getStream()) < 0)
     return emitOpError("stream must be non-negative");
   return success();
 }

@@ -1,0 +1,26 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "SHARDC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit",
+                   "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.shardc_obj_root, "test")
+
+llvm_config.with_system_environment(["HOME", "TMPDIR", "OMP_NUM_THREADS",
+                                     "OPENBLAS_NUM_THREADS"])
+llvm_config.use_default_substitutions()
+
+# The system interpreter: it has Debian's PyTorch for the reference checks.
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e")))
+
+tool_dirs = [config.shardc_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["shardc", "shardc-opt"], tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.shardc_tools_dir, append_path=True)

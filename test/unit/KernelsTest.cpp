@@ -1,0 +1,313 @@
+//===- KernelsTest.cpp - CPU kernels against naive references -------------===//
+//
+// Each kernel runs on random inputs and is compared with a direct, double
+// precision transcription of the op's definition in the nn dialect.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+using Vec = std::vector<float>;
+
+Vec randomVec(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  Vec v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+void expectNear(const Vec &got, const std::vector<double> &want,
+                double tol = 1e-5) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k)
+    ASSERT_NEAR(got[k], want[k], tol * (1.0 + std::fabs(want[k])))
+        << "at element " << k;
+}
+
+template <typename... Bufs> std::vector<void *> bufs(Bufs &...b) {
+  return {static_cast<void *>(b.data())...};
+}
+
+shardc::runtime::Context ctx;
+
+TEST(Kernels, Embedding) {
+  const int64_t N = 7, V = 11, C = 5;
+  std::vector<int32_t> ids = {0, 3, 10, 3, 7, 1, 9};
+  Vec table = randomVec(V * C, 1), y(N * C);
+  std::vector<void *> b = bufs(ids, table, y);
+  int64_t ints[] = {N, V, C};
+  shardc_k_embedding(&ctx, b.data(), ints, nullptr, 0);
+  std::vector<double> want;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      want.push_back(table[ids[n] * C + c]);
+  expectNear(y, want, 0);
+}
+
+void checkLinear(bool inOut, bool bias) {
+  const int64_t M = 6, K = 9, N = 4;
+  Vec x = randomVec(M * K, 2), w = randomVec(K * N, 3), bv = randomVec(N, 4),
+      y(M * N);
+  std::vector<void *> b = bias ? bufs(x, w, bv, y) : bufs(x, w, y);
+  int64_t ints[] = {M, K, N, inOut, bias};
+  shardc_k_linear(&ctx, b.data(), ints, nullptr, 0);
+  std::vector<double> want;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = bias ? bv[n] : 0.0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(x[m * K + k]) * (inOut ? w[k * N + n] : w[n * K + k]);
+      want.push_back(s);
+    }
+  expectNear(y, want);
+}
+
+TEST(Kernels, LinearOutIn) { checkLinear(false, false); }
+TEST(Kernels, LinearOutInBias) { checkLinear(false, true); }
+TEST(Kernels, LinearInOutBias) { checkLinear(true, true); }
+
+TEST(Kernels, AddMulBroadcast) {
+  // [2,3,4] op [3,1] -> [2,3,4]: rhs strides (0, 1, 0).
+  Vec a = randomVec(24, 5), c = randomVec(3, 6), y(24);
+  int64_t ints[] = {3, 2, 3, 4, 12, 4, 1, 0, 1, 0};
+  std::vector<void *> b = bufs(a, c, y);
+  for (bool isMul : {false, true}) {
+    (isMul ? shardc_k_mul : shardc_k_add)(&ctx, b.data(), ints, nullptr, 0);
+    std::vector<double> want;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k) {
+          double l = a[i * 12 + j * 4 + k], r = c[j];
+          want.push_back(isMul ? l * r : l + r);
+        }
+    expectNear(y, want);
+  }
+}
+
+TEST(Kernels, LayerNorm) {
+  const int64_t M = 5, C = 16;
+  Vec x = randomVec(M * C, 7, 3.0f), w = randomVec(C, 8), bv = randomVec(C, 9),
+      y(M * C);
+  std::vector<void *> b = bufs(x, w, bv, y);
+  int64_t ints[] = {M, C, 1};
+  double eps[] = {1e-5};
+  shardc_k_layer_norm(&ctx, b.data(), ints, eps, 0);
+  std::vector<double> want;
+  for (int64_t m = 0; m < M; ++m) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c)
+      mean += x[m * C + c] / double(C);
+    for (int64_t c = 0; c < C; ++c)
+      var += std::pow(x[m * C + c] - mean, 2) / double(C);
+    for (int64_t c = 0; c < C; ++c)
+      want.push_back((x[m * C + c] - mean) / std::sqrt(var + 1e-5) * w[c] + bv[c]);
+  }
+  expectNear(y, want);
+}
+
+TEST(Kernels, RMSNorm) {
+  const int64_t M = 4, C = 12;
+  Vec x = randomVec(M * C, 10, 2.0f), w = randomVec(C, 11), y(M * C);
+  std::vector<void *> b = bufs(x, w, y);
+  int64_t ints[] = {M, C};
+  double eps[] = {1e-6};
+  shardc_k_rms_norm(&ctx, b.data(), ints, eps, 0);
+  std::vector<double> want;
+  for (int64_t m = 0; m < M; ++m) {
+    double ms = 0;
+    for (int64_t c = 0; c < C; ++c)
+      ms += std::pow(x[m * C + c], 2) / double(C);
+    for (int64_t c = 0; c < C; ++c)
+      want.push_back(x[m * C + c] / std::sqrt(ms + 1e-6) * w[c]);
+  }
+  expectNear(y, want);
+}
+
+TEST(Kernels, GeluBothForms) {
+  Vec x = randomVec(100, 12, 3.0f), y(100);
+  std::vector<void *> b = bufs(x, y);
+  for (int64_t tanhForm : {0, 1}) {
+    int64_t ints[] = {100, tanhForm};
+    shardc_k_gelu(&ctx, b.data(), ints, nullptr, 0);
+    std::vector<double> want;
+    for (float v : x) {
+      double d = v;
+      want.push_back(tanhForm ? 0.5 * d *
+                                    (1 + std::tanh(std::sqrt(2 / M_PI) *
+                                                   (d + 0.044715 * d * d * d)))
+                              : 0.5 * d * (1 + std::erf(d / std::sqrt(2.0))));
+    }
+    expectNear(y, want);
+  }
+}
+
+TEST(Kernels, Silu) {
+  Vec x = randomVec(50, 13, 3.0f), y(50);
+  std::vector<void *> b = bufs(x, y);
+  int64_t ints[] = {50};
+  shardc_k_silu(&ctx, b.data(), ints, nullptr, 0);
+  std::vector<double> want;
+  for (float v : x)
+    want.push_back(v / (1.0 + std::exp(-double(v))));
+  expectNear(y, want);
+}
+
+TEST(Kernels, Rotary) {
+  const int64_t B = 2, H = 3, T = 5, D = 8;
+  Vec x = randomVec(B * H * T * D, 14), y(x.size());
+  std::vector<void *> b = bufs(x, y);
+  int64_t ints[] = {B, H, T, D};
+  double theta[] = {10000.0};
+  shardc_k_rotary(&ctx, b.data(), ints, theta, 0);
+  std::vector<double> want(x.size());
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        // y = x cos + rotate_half(x) sin, frequencies repeated over halves.
+        int64_t k = d % (D / 2);
+        double angle = t * std::pow(10000.0, -2.0 * k / D);
+        const float *row = &x[(bh * T + t) * D];
+        double rot = d < D / 2 ? -row[d + D / 2] : row[d - D / 2];
+        want[(bh * T + t) * D + d] = row[d] * std::cos(angle) + rot * std::sin(angle);
+      }
+  expectNear(y, want, 1e-5);
+}
+
+void checkAttention(int64_t H, int64_t G, bool causal) {
+  const int64_t B = 2, T = 6, D = 4;
+  Vec q = randomVec(B * H * T * D, 15), k = randomVec(B * G * T * D, 16),
+      v = randomVec(B * G * T * D, 17), o(q.size());
+  std::vector<void *> b = bufs(q, k, v, o);
+  int64_t ints[] = {B, H, G, T, T, D, causal};
+  double scale[] = {1.0 / std::sqrt(double(D))};
+  shardc_k_attention(&ctx, b.data(), ints, scale, 0);
+  std::vector<double> want(o.size());
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t g = h / (H / G);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> p(T, 0.0);
+        double mx = -1e300, sum = 0;
+        int64_t valid = causal ? t + 1 : T;
+        for (int64_t s = 0; s < valid; ++s) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += double(q[((bi * H + h) * T + t) * D + d]) *
+                   k[((bi * G + g) * T + s) * D + d];
+          p[s] = dot * scale[0];
+          mx = std::max(mx, p[s]);
+        }
+        for (int64_t s = 0; s < valid; ++s)
+          sum += (p[s] = std::exp(p[s] - mx));
+        for (int64_t d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int64_t s = 0; s < valid; ++s)
+            acc += p[s] / sum * v[((bi * G + g) * T + s) * D + d];
+          want[((bi * H + h) * T + t) * D + d] = acc;
+        }
+      }
+    }
+  expectNear(o, want);
+}
+
+TEST(Kernels, AttentionCausalMultiHead) { checkAttention(4, 4, true); }
+TEST(Kernels, AttentionCausalGroupedQuery) { checkAttention(6, 2, true); }
+TEST(Kernels, AttentionFull) { checkAttention(2, 1, false); }
+
+TEST(Kernels, SoftmaxMiddleAxis) {
+  const int64_t O = 3, N = 5, I = 4;
+  Vec x = randomVec(O * N * I, 18, 4.0f), y(x.size());
+  std::vector<void *> b = bufs(x, y);
+  int64_t ints[] = {O, N, I};
+  shardc_k_softmax(&ctx, b.data(), ints, nullptr, 0);
+  std::vector<double> want(x.size());
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i) {
+      double sum = 0;
+      for (int64_t n = 0; n < N; ++n)
+        sum += std::exp(double(x[(o * N + n) * I + i]));
+      for (int64_t n = 0; n < N; ++n)
+        want[(o * N + n) * I + i] = std::exp(double(x[(o * N + n) * I + i])) / sum;
+    }
+  expectNear(y, want);
+}
+
+TEST(Kernels, Transpose0213) {
+  const int64_t A = 2, Bd = 3, C = 4, D = 5;
+  Vec x = randomVec(A * Bd * C * D, 19), y(x.size());
+  std::vector<void *> b = bufs(x, y);
+  int64_t ints[] = {4, A, Bd, C, D, 0, 2, 1, 3};
+  shardc_k_transpose(&ctx, b.data(), ints, nullptr, 0);
+  std::vector<double> want;
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t bb = 0; bb < Bd; ++bb)
+        for (int64_t d = 0; d < D; ++d)
+          want.push_back(x[((a * Bd + bb) * C + c) * D + d]);
+  expectNear(y, want, 0);
+}
+
+TEST(Kernels, Slice) {
+  // [2, 6, 3] -> dim 1, start 2, size 3 -> [2, 3, 3]
+  Vec x = randomVec(36, 20), y(18);
+  std::vector<void *> b = bufs(x, y);
+  int64_t ints[] = {2, 6, 2, 3, 3};
+  shardc_k_slice(&ctx, b.data(), ints, nullptr, 0);
+  std::vector<double> want;
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 2; j < 5; ++j)
+      for (int64_t k = 0; k < 3; ++k)
+        want.push_back(x[(i * 6 + j) * 3 + k]);
+  expectNear(y, want, 0);
+}
+
+TEST(Kernels, CrossEntropyWithIgnoreIndex) {
+  const int64_t N = 6, V = 9;
+  Vec logits = randomVec(N * V, 21, 2.0f), loss(1);
+  std::vector<int32_t> targets = {3, -100, 8, 0, -100, 5};
+  std::vector<void *> b = bufs(logits, targets, loss);
+  int64_t ints[] = {N, V, -100};
+  shardc_k_cross_entropy(&ctx, b.data(), ints, nullptr, 0);
+  double total = 0;
+  int count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (targets[n] == -100)
+      continue;
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v)
+      sum += std::exp(double(logits[n * V + v]));
+    total += std::log(sum) - logits[n * V + targets[n]];
+    ++count;
+  }
+  expectNear(loss, {total / count});
+}
+
+TEST(Kernels, Copy) {
+  Vec x = randomVec(10, 22), y(10);
+  std::vector<void *> b = bufs(x, y);
+  int64_t ints[] = {40};
+  shardc_k_copy(&ctx, b.data(), ints, nullptr, 0);
+  EXPECT_EQ(x, y);
+}
+
+TEST(Context, LaunchesAreCountedPerStream) {
+  shardc::runtime::Context c;
+  Vec x = randomVec(4, 23), y(4);
+  std::vector<void *> b = bufs(x, y);
+  int64_t ints[] = {16};
+  shardc_k_copy(&c, b.data(), ints, nullptr, 1);
+  EXPECT_EQ(c.launched[0], 0);
+  EXPECT_EQ(c.launched[1], 1);
+}
+
+} // namespace

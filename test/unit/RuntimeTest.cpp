@@ -1,0 +1,162 @@
+//===- RuntimeTest.cpp - loaders, checkpoints and initialization ----------===//
+#include "runtime/data.h"
+#include "runtime/model.h"
+#include "runtime/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace shardc::runtime;
+
+namespace {
+
+std::string tempPath(const std::string &name) {
+  return ::testing::TempDir() + "/shardc_" + name;
+}
+
+void writeTokenFile(const std::string &path, int32_t magic, int32_t version,
+                    int32_t declared, const std::vector<uint16_t> &tokens) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = magic;
+  header[1] = version;
+  header[2] = declared;
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(header.data()), 1024);
+  out.write(reinterpret_cast<const char *>(tokens.data()), 2 * tokens.size());
+}
+
+std::string errorOf(const std::function<void()> &fn) {
+  try {
+    fn();
+  } catch (const std::runtime_error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TokenData, BatchLayoutFollowsLlmc) {
+  std::vector<uint16_t> tokens(100);
+  for (int k = 0; k < 100; ++k)
+    tokens[k] = uint16_t(k);
+  std::string path = tempPath("tokens.bin");
+  writeTokenFile(path, 20240520, 1, 100, tokens);
+  TokenData d = TokenData::load(path, 1000);
+  const int64_t B = 2, T = 4;
+  std::vector<int32_t> x(B * T), y(B * T);
+  d.batch(/*step=*/3, B, 0, B, T, x.data(), y.data());
+  // Row b of step s starts at token (s*B + b) * T; y is x shifted by one.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      EXPECT_EQ(x[b * T + t], (3 * B + b) * T + t);
+      EXPECT_EQ(y[b * T + t], (3 * B + b) * T + t + 1);
+    }
+  // A data-parallel rank's rows are the same rows of the global batch.
+  std::vector<int32_t> x1(T), y1(T);
+  d.batch(3, B, /*firstRow=*/1, 1, T, x1.data(), y1.data());
+  EXPECT_EQ(std::vector<int32_t>(x.begin() + T, x.end()), x1);
+}
+
+TEST(TokenData, BadHeadersAreNamed) {
+  std::string path = tempPath("bad.bin");
+  writeTokenFile(path, 12345, 1, 3, {1, 2, 3});
+  EXPECT_NE(errorOf([&] { TokenData::load(path, 10); }).find("bad header: magic 12345"),
+            std::string::npos);
+  writeTokenFile(path, 20240520, 7, 3, {1, 2, 3});
+  EXPECT_NE(errorOf([&] { TokenData::load(path, 10); }).find("version 7"),
+            std::string::npos);
+  writeTokenFile(path, 20240520, 1, 5, {1, 2, 3});
+  EXPECT_NE(errorOf([&] { TokenData::load(path, 10); }).find("declares 5 tokens"),
+            std::string::npos);
+  writeTokenFile(path, 20240520, 1, 3, {1, 12, 3});
+  EXPECT_NE(errorOf([&] { TokenData::load(path, 10); })
+                .find("token 12 at position 1 is outside the model's vocabulary of 10"),
+            std::string::npos);
+}
+
+TEST(Safetensors, RoundTripAndHeader) {
+  std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f};
+  std::vector<float> b = {42.0f};
+  std::string path = tempPath("w.safetensors");
+  writeSafetensors(path, {{"x.weight", {2, 3}, a.data()}, {"y", {1}, b.data()}});
+  auto loaded = readSafetensors(path);
+  ASSERT_EQ(loaded.size(), 2u);
+  EXPECT_EQ(loaded["x.weight"].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(loaded["x.weight"].data, a);
+  EXPECT_EQ(loaded["y"].data, b);
+  // The data section starts 8-byte aligned after the header, as the format
+  // requires.
+  std::ifstream in(path, std::ios::binary);
+  uint64_t headerSize = 0;
+  in.read(reinterpret_cast<char *>(&headerSize), 8);
+  EXPECT_EQ(headerSize % 8, 0u);
+}
+
+TEST(Safetensors, TruncatedFileIsAnError) {
+  std::vector<float> a(64, 1.0f);
+  std::string path = tempPath("t.safetensors");
+  writeSafetensors(path, {{"w", {64}, a.data()}});
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  for (size_t keep : {size_t(3), size_t(20), bytes.size() - 4}) {
+    std::ofstream(path, std::ios::binary).write(bytes.data(), keep);
+    EXPECT_NE(errorOf([&] { readSafetensors(path); }).find("not a valid safetensors"),
+              std::string::npos)
+        << "kept " << keep << " bytes";
+  }
+}
+
+TEST(Init, CounterBasedNormalIsMeshInvariantAndCalibrated) {
+  uint64_t key = streamKey(1337, "transformer.h.0.attn.c_attn.weight");
+  // Indexed by the global element: the value of element k does not depend
+  // on which other elements are drawn, nor in which order.
+  double late = counterNormal(key, 123456);
+  for (int k = 0; k < 1000; ++k)
+    (void)counterNormal(key, k);
+  EXPECT_EQ(counterNormal(key, 123456), late);
+  EXPECT_NE(streamKey(1337, "a"), streamKey(1337, "b"));
+  EXPECT_NE(streamKey(1337, "a"), streamKey(1338, "a"));
+  const int n = 200000;
+  double sum = 0, sq = 0;
+  for (int k = 0; k < n; ++k) {
+    double v = counterNormal(key, k);
+    sum += v;
+    sq += v * v;
+  }
+  double mean = sum / n, var = sq / n - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.01);
+  EXPECT_NEAR(var, 1.0, 0.01);
+}
+
+TEST(Manifest, ParsesAndInitializes) {
+  const char *json = R"({"format": 1,
+    "model": {"family": "gpt2", "source": "t", "vocab_size": 10,
+              "micro_batch": 2, "seq_len": 3},
+    "params": [{"name": "w", "dtype": "f32", "shape": [4, 8], "offset": 0,
+                "bytes": 128, "init": "normal", "std": 0.5},
+               {"name": "g", "dtype": "f32", "shape": [8], "offset": 128,
+                "bytes": 32, "init": "ones"}],
+    "inputs": [], "outputs": [], "param_bytes": 192, "io_bytes": 0,
+    "arena_bytes": 0})";
+  Manifest m = Manifest::parse(json);
+  EXPECT_EQ(m.numParams(), 40);
+  std::vector<char> params(192);
+  initParameters(m, 7, params.data());
+  const float *w = reinterpret_cast<const float *>(params.data());
+  const float *g = reinterpret_cast<const float *>(params.data() + 128);
+  uint64_t key = streamKey(7, "w");
+  for (int k = 0; k < 32; ++k)
+    EXPECT_FLOAT_EQ(w[k], float(0.5 * counterNormal(key, k)));
+  for (int k = 0; k < 8; ++k)
+    EXPECT_EQ(g[k], 1.0f);
+  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 1}"); })
+                .find("malformed model manifest"),
+            std::string::npos);
+}
+
+} // namespace
