@@ -1,0 +1,103 @@
+// RUN: shardc-opt %s --split-input-file --convert-nn-to-rt --verify-diagnostics | FileCheck %s
+
+// Parameters and inputs become views of their regions at aligned offsets;
+// every op becomes a kernel with the arguments of runtime/kernels.h; the
+// returned loss is written straight into the io region.
+
+// CHECK-LABEL: func.func @shardc_step
+// CHECK-SAME: (%[[CTX:.*]]: !rt.context, %[[P:.*]]: !rt.buffer, %[[IO:.*]]: !rt.buffer, %{{.*}}: !rt.buffer)
+// CHECK-SAME: rt.manifest = {format = 1 : i64
+// CHECK-SAME: inputs = [{bytes = 32 : i64, dtype = "i32", name = "tokens", offset = 0 : i64, shape = [2, 4]}, {bytes = 32 : i64, dtype = "i32", name = "targets", offset = 64 : i64, shape = [2, 4]}]
+// CHECK-SAME: io_bytes = 192 : i64
+// CHECK-SAME: outputs = [{bytes = 4 : i64, dtype = "f32", name = "loss", offset = 128 : i64, shape = []}]
+// CHECK-SAME: param_bytes = 256 : i64
+// CHECK-SAME: params = [{bytes = 160 : i64, dtype = "f32", init = "normal", name = "wte", offset = 0 : i64, shape = [10, 4], std = 2.000000e-02 : f64}, {bytes = 16 : i64, dtype = "f32", init = "ones", name = "g", offset = 192 : i64, shape = [4]}]
+// CHECK-DAG: %[[TOK:.*]] = rt.view %[[IO]][0]
+// CHECK-DAG: %[[TGT:.*]] = rt.view %[[IO]][64]
+// CHECK-DAG: %[[WTE:.*]] = rt.view %[[P]][0]
+// CHECK-DAG: %[[G:.*]] = rt.view %[[P]][192]
+// CHECK-DAG: %[[LOSS:.*]] = rt.view %[[IO]][128]
+// CHECK: %[[X:.*]] = rt.alloc 128
+// CHECK: rt.kernel %[[CTX]], "embedding"(%[[TOK]], %[[WTE]], %[[X]]) {floats = array<f64>, ints = array<i64: 8, 10, 4>}
+// CHECK: %[[N:.*]] = rt.alloc 128
+// CHECK: rt.kernel %[[CTX]], "rms_norm"(%[[X]], %[[G]], %[[N]]) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 4>}
+// Reshapes alias their input: no kernel, no buffer.
+// CHECK-NEXT: %[[L:.*]] = rt.alloc 320
+// CHECK-NEXT: rt.kernel %[[CTX]], "linear"(%[[N]], %[[WTE]], %[[L]]) {floats = array<f64>, ints = array<i64: 8, 4, 10, 0, 0>}
+// CHECK-NEXT: rt.kernel %[[CTX]], "cross_entropy"(%[[L]], %[[TGT]], %[[LOSS]]) {floats = array<f64>, ints = array<i64: 8, 10, -100>}
+// CHECK-NEXT: return
+func.func @forward(%tok: tensor<2x4xi32> {nn.input = "tokens"},
+                   %tgt: tensor<2x4xi32> {nn.input = "targets"},
+                   %wte: tensor<10x4xf32> {nn.param = "wte", nn.init = "normal", nn.init_std = 0.02 : f64},
+                   %g: tensor<4xf32> {nn.param = "g", nn.init = "ones"}) -> tensor<f32> {
+  %x = nn.embedding %tok, %wte : (tensor<2x4xi32>, tensor<10x4xf32>) -> tensor<2x4x4xf32>
+  %n = nn.rms_norm %x, %g : (tensor<2x4x4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
+  %n2 = nn.reshape %n : (tensor<2x4x4xf32>) -> tensor<8x4xf32>
+  %l = nn.linear %n2, %wte : (tensor<8x4xf32>, tensor<10x4xf32>) -> tensor<8x10xf32>
+  %r = nn.reshape %l : (tensor<8x10xf32>) -> tensor<2x4x10xf32>
+  %loss = nn.cross_entropy %r, %tgt : (tensor<2x4x10xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Broadcast strides, transposes, slices, attention and the rest.
+// CHECK-LABEL: func.func @shardc_step
+func.func @forward(%x: tensor<2x4x8xf32> {nn.param = "x"},
+                   %pos: tensor<4x8xf32> {nn.param = "pos"},
+                   %b: tensor<24xf32> {nn.param = "b", nn.init = "zeros"},
+                   %w: tensor<8x24xf32> {nn.param = "w"},
+                   %g: tensor<8xf32> {nn.param = "g"}) -> tensor<2x4x8xf32> {
+  // CHECK: rt.kernel %{{.*}}, "add"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 3, 2, 4, 8, 32, 8, 1, 0, 8, 1>}
+  %a = nn.add %x, %pos : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: "layer_norm"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8, 0>}
+  %n = nn.layer_norm %a, %g : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: "linear"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 24, 1, 1>}
+  %qkv = nn.linear %n, %w, %b {weight_in_out} : (tensor<2x4x8xf32>, tensor<8x24xf32>, tensor<24xf32>) -> tensor<2x4x24xf32>
+  // CHECK: "slice"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 24, 8, 8, 1>}
+  %k = nn.slice %qkv {dim = 2 : i64, start = 8 : i64} : (tensor<2x4x24xf32>) -> tensor<2x4x8xf32>
+  %r = nn.reshape %k : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  // CHECK: "transpose"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 2, 4, 2, 4, 0, 2, 1, 3>}
+  %t = nn.transpose %r {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  // CHECK: "rotary"(%{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 4, 4>}
+  %q = nn.rotary %t : tensor<2x2x4x4xf32>
+  // CHECK: "attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 4, 4, 4, 1>}
+  %o = nn.attention %q, %t, %t {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  // CHECK: "softmax"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 4, 4>}
+  %s = nn.softmax %o {axis = 2 : i64} : tensor<2x2x4x4xf32>
+  // CHECK: "gelu"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 64, 1>}
+  %ge = nn.gelu %s {approximate = "tanh"} : tensor<2x2x4x4xf32>
+  // CHECK: "silu"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 64>}
+  %si = nn.silu %ge : tensor<2x2x4x4xf32>
+  // CHECK: "mul"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 2, 2, 4, 4, 32, 16, 4, 1, 32, 16, 4, 1>}
+  %m = nn.mul %si, %ge : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  // A returned reshape needs its own bytes: a copy into the io region.
+  // CHECK: "copy"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 256>}
+  %out = nn.reshape %m : (tensor<2x2x4x4xf32>) -> tensor<2x4x8xf32>
+  return %out : tensor<2x4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 is neither a parameter ('nn.param') nor an input ('nn.input')}}
+func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = nn.silu %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @forward(%x: tensor<4xbf16> {nn.param = "x"}) -> tensor<4xbf16> {
+  // expected-error @+1 {{'nn.silu' op on 'bf16' is not supported by the CPU backend yet (f32 only)}}
+  %y = nn.silu %x : tensor<4xbf16>
+  return %y : tensor<4xbf16>
+}
+
+// -----
+
+// expected-error @+1 {{no model function named 'forward'}}
+module {
+  func.func @other() {
+    return
+  }
+}

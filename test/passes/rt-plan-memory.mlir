@@ -1,0 +1,39 @@
+// RUN: shardc-opt %s --split-input-file --rt-plan-memory | FileCheck %s
+
+// Buffers whose live ranges do not overlap share bytes; overlapping ones do
+// not. The arena size is the planned peak.
+
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: arena_bytes = 384 : i64
+func.func @chain(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) attributes {rt.manifest = {format = 1 : i64}} {
+  // a [0,3], b [2,5], c [4,6] (op indices): a and c can share; b, the
+  // largest, is placed first.
+  // CHECK: %[[A:.*]] = rt.view %[[ARENA:.*]][256]
+  %a = rt.alloc 100 : !rt.buffer
+  rt.kernel %ctx, "silu"(%p, %a) {ints = array<i64: 25>, floats = array<f64>}
+  // CHECK: %[[B:.*]] = rt.view %[[ARENA]][0]
+  %b = rt.alloc 256 : !rt.buffer
+  rt.kernel %ctx, "silu"(%a, %b) {ints = array<i64: 25>, floats = array<f64>}
+  // CHECK: %[[C:.*]] = rt.view %[[ARENA]][256]
+  %c = rt.alloc 64 : !rt.buffer
+  rt.kernel %ctx, "silu"(%b, %c) {ints = array<i64: 16>, floats = array<f64>}
+  rt.kernel %ctx, "copy"(%c, %io) {ints = array<i64: 64>, floats = array<f64>}
+  // CHECK-NOT: rt.alloc
+  return
+}
+
+// -----
+
+// Three buffers all live at once: no overlap, largest first.
+// CHECK-LABEL: func.func @all_live
+// CHECK-SAME: arena_bytes = 448 : i64
+func.func @all_live(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) attributes {rt.manifest = {format = 1 : i64}} {
+  // CHECK: rt.view %{{.*}}[384]
+  %a = rt.alloc 64 : !rt.buffer
+  // CHECK: rt.view %{{.*}}[0]
+  %b = rt.alloc 256 : !rt.buffer
+  // CHECK: rt.view %{{.*}}[256]
+  %c = rt.alloc 65 : !rt.buffer
+  rt.kernel %ctx, "attention"(%a, %b, %c, %io) {ints = array<i64>, floats = array<f64>}
+  return
+}
