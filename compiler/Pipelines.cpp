@@ -8,9 +8,23 @@
 
 using namespace mlir;
 
-void shardc::buildNNToRtPipeline(OpPassManager &pm) {
+void shardc::buildTrainingPipeline(OpPassManager &pm,
+                                   const PipelineOptions &options) {
+  // Simplify the forward graph only: after autodiff, CSE would merge the
+  // ops recomputed for backward with their forward originals.
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (!options.training)
+    return;
+  NNAutodiffOptions autodiff;
+  autodiff.recompute = options.recompute;
+  pm.addPass(createNNAutodiff(autodiff));
+  NNBuildOptimizerOptions optimizer;
+  optimizer.optimizer = options.optimizer;
+  pm.addPass(createNNBuildOptimizer(optimizer));
+}
+
+void shardc::buildNNToRtPipeline(OpPassManager &pm) {
   pm.addPass(createConvertNNToRt());
   pm.addNestedPass<func::FuncOp>(createRtPlanMemory());
 }
@@ -20,19 +34,24 @@ void shardc::buildRtToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void shardc::buildLoweringPipeline(OpPassManager &pm) {
+void shardc::buildLoweringPipeline(OpPassManager &pm,
+                                   const PipelineOptions &options) {
+  buildTrainingPipeline(pm, options);
   buildNNToRtPipeline(pm);
   buildRtToLLVMPipeline(pm);
 }
 
 void shardc::registerPipelines() {
+  PassPipelineRegistration<>(
+      "shardc-train", "Build the training step (autodiff, AdamW) in nn",
+      [](OpPassManager &pm) { buildTrainingPipeline(pm, PipelineOptions()); });
   PassPipelineRegistration<>("shardc-lower-to-rt",
-                             "Lower the nn forward graph to a planned rt step",
+                             "Lower nn model functions to planned rt steps",
                              buildNNToRtPipeline);
   PassPipelineRegistration<>("shardc-lower-to-llvm",
                              "Lower rt step functions to the LLVM dialect",
                              buildRtToLLVMPipeline);
-  PassPipelineRegistration<>("shardc-lower",
-                             "Lower the nn forward graph to the LLVM dialect",
-                             buildLoweringPipeline);
+  PassPipelineRegistration<>(
+      "shardc-lower", "Train and lower the nn forward graph to LLVM",
+      [](OpPassManager &pm) { buildLoweringPipeline(pm, PipelineOptions()); });
 }

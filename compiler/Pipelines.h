@@ -4,17 +4,34 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <string>
+
 namespace shardc {
 
-/// nn forward graph -> rt step function with a memory plan.
-void buildNNToRtPipeline(mlir::OpPassManager &pm);
-/// rt step function -> LLVM dialect, ready for translation to LLVM IR.
-void buildRtToLLVMPipeline(mlir::OpPassManager &pm);
-/// Both, in order: what `shardc` runs on a frontend's module.
-void buildLoweringPipeline(mlir::OpPassManager &pm);
+struct PipelineOptions {
+  /// Build the training step (autodiff and optimizer); otherwise lower the
+  /// forward function as it is.
+  bool training = true;
+  /// Activations recomputed in backward: "none" or "block".
+  std::string recompute = "none";
+  /// "adamw" or "sgd".
+  std::string optimizer = "adamw";
+};
 
-/// Registers the pipelines above as `shardc-lower-to-rt`,
-/// `shardc-lower-to-llvm` and `shardc-lower` for shardc-opt.
+/// The nn forward graph -> the training functions in nn (autodiff,
+/// optimizer), when `options.training`.
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const PipelineOptions &options);
+/// nn model functions -> rt step functions with a memory plan.
+void buildNNToRtPipeline(mlir::OpPassManager &pm);
+/// rt step functions -> LLVM dialect, ready for translation to LLVM IR.
+void buildRtToLLVMPipeline(mlir::OpPassManager &pm);
+/// All of the above, in order: what `shardc` runs on a frontend's module.
+void buildLoweringPipeline(mlir::OpPassManager &pm,
+                           const PipelineOptions &options);
+
+/// Registers `shardc-train`, `shardc-lower-to-rt`, `shardc-lower-to-llvm`
+/// and `shardc-lower` (default options) for shardc-opt.
 void registerPipelines();
 
 } // namespace shardc

@@ -56,13 +56,11 @@ std::string dtypeName(Type t) {
 /// Lowers one model function into the body of a step function.
 class StepBuilder {
 public:
-  StepBuilder(OpBuilder &builder, Value ctx, Value params, Value io)
-      : b(builder), ctx(ctx), paramsBase(params), ioBase(io) {}
+  StepBuilder(OpBuilder &builder, Value ctx) : b(builder), ctx(ctx) {}
 
   /// Binds a tensor to an existing buffer (parameter, input or output view).
   void bind(Value tensor, Value buffer) { buffers[tensor] = buffer; }
   void reserveOutput(Value tensor, Value buffer) { outputs[tensor] = buffer; }
-  Value lookup(Value tensor) const { return buffers.lookup(tensor); }
 
   LogicalResult lower(Operation *op);
 
@@ -88,7 +86,7 @@ private:
   void lowerBinary(Operation *op, StringRef name);
 
   OpBuilder &b;
-  Value ctx, paramsBase, ioBase;
+  Value ctx;
   DenseMap<Value, Value> buffers;
   DenseMap<Value, Value> outputs;
 };
@@ -99,7 +97,7 @@ LogicalResult StepBuilder::checkSupported(Operation *op) {
     if (isa<FloatType>(elt) && !elt.isF32())
       return op->emitOpError("on ")
              << elt << " is not supported by the CPU backend yet (f32 only)";
-    if (isa<IntegerType>(elt) && !elt.isInteger(32))
+    if (isa<IntegerType>(elt) && !elt.isInteger(32) && !isa<nn::FillOp>(op))
       return op->emitOpError("on ")
              << elt << " ids is not supported by the CPU backend (i32 only)";
   }
@@ -208,6 +206,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
       })
       .Case([&](nn::RotaryOp r) {
         SmallVector<int64_t> ints(tensorType(r.getInput()).getShape());
+        ints.push_back(r.getInverse() ? 1 : 0);
         Value x = buf(r.getInput());
         kernel(loc, "rotary", {x, define(r.getResult())}, ints,
                {r.getTheta().convertToDouble()});
@@ -262,114 +261,352 @@ LogicalResult StepBuilder::lower(Operation *op) {
                 int64_t(ce.getIgnoreIndex())});
         return success();
       })
+      .Case([&](nn::FillOp fill) {
+        kernel(loc, "fill", {define(fill.getResult())},
+               {tensorType(fill.getResult()).getNumElements()},
+               {fill.getValue().convertToDouble()});
+        return success();
+      })
+      .Case([&](nn::MatmulOp mm) {
+        RankedTensorType a = tensorType(mm.getLhs());
+        int64_t m = a.getDimSize(mm.getTransposeA() ? 1 : 0);
+        int64_t k = a.getDimSize(mm.getTransposeA() ? 0 : 1);
+        int64_t n = tensorType(mm.getResult()).getDimSize(1);
+        Value l = buf(mm.getLhs()), r = buf(mm.getRhs());
+        kernel(loc, "matmul", {l, r, define(mm.getResult())},
+               {m, k, n, mm.getTransposeA() ? 1 : 0, mm.getTransposeB() ? 1 : 0});
+        return success();
+      })
+      .Case([&](nn::SumToOp st) {
+        // ints: [rank, out numel, in dims..., out strides aligned to the
+        // input's dims (0 where summed)].
+        ArrayRef<int64_t> in = tensorType(st.getInput()).getShape();
+        ArrayRef<int64_t> out = tensorType(st.getResult()).getShape();
+        int64_t rank = in.size();
+        SmallVector<int64_t> ints = {rank, product(out)};
+        ints.append(in.begin(), in.end());
+        SmallVector<int64_t> strides(rank, 0);
+        int64_t stride = 1;
+        for (int64_t i = rank - 1, j = int64_t(out.size()) - 1; j >= 0; --i, --j) {
+          strides[i] = out[j] == 1 ? 0 : stride;
+          stride *= out[j];
+        }
+        ints.append(strides);
+        Value x = buf(st.getInput());
+        kernel(loc, "sum_to", {x, define(st.getResult())}, ints);
+        return success();
+      })
+      .Case([&](nn::EmbeddingGradOp eg) {
+        RankedTensorType table = tensorType(eg.getResult());
+        Value ids = buf(eg.getIds()), dy = buf(eg.getGrad());
+        kernel(loc, "embedding_grad", {ids, dy, define(eg.getResult())},
+               {tensorType(eg.getIds()).getNumElements(), table.getDimSize(0),
+                table.getDimSize(1)});
+        return success();
+      })
+      .Case([&](nn::LayerNormGradOp g) {
+        int64_t c = tensorType(g.getInput()).getShape().back();
+        int64_t m = tensorType(g.getInput()).getNumElements() / c;
+        Value x = buf(g.getInput()), w = buf(g.getWeight()), dy = buf(g.getGrad());
+        Value dx = define(g.getInputGrad()), dw = define(g.getWeightGrad()),
+              db = define(g.getBiasGrad());
+        kernel(loc, "layer_norm_grad", {x, w, dy, dx, dw, db}, {m, c},
+               {g.getEps().convertToDouble()});
+        return success();
+      })
+      .Case([&](nn::RMSNormGradOp g) {
+        int64_t c = tensorType(g.getInput()).getShape().back();
+        int64_t m = tensorType(g.getInput()).getNumElements() / c;
+        Value x = buf(g.getInput()), w = buf(g.getWeight()), dy = buf(g.getGrad());
+        Value dx = define(g.getInputGrad()), dw = define(g.getWeightGrad());
+        kernel(loc, "rms_norm_grad", {x, w, dy, dx, dw}, {m, c},
+               {g.getEps().convertToDouble()});
+        return success();
+      })
+      .Case([&](nn::GeluGradOp g) {
+        Value x = buf(g.getInput()), dy = buf(g.getGrad());
+        kernel(loc, "gelu_grad", {x, dy, define(g.getResult())},
+               {tensorType(g.getInput()).getNumElements(),
+                g.getApproximate() == "tanh" ? 1 : 0});
+        return success();
+      })
+      .Case([&](nn::SiluGradOp g) {
+        Value x = buf(g.getInput()), dy = buf(g.getGrad());
+        kernel(loc, "silu_grad", {x, dy, define(g.getResult())},
+               {tensorType(g.getInput()).getNumElements()});
+        return success();
+      })
+      .Case([&](nn::SoftmaxGradOp g) {
+        ArrayRef<int64_t> shape = tensorType(g.getOutput()).getShape();
+        int64_t axis = g.getAxis();
+        if (axis < 0)
+          axis += shape.size();
+        Value y = buf(g.getOutput()), dy = buf(g.getGrad());
+        kernel(loc, "softmax_grad", {y, dy, define(g.getResult())},
+               {product(shape.take_front(axis)), shape[axis],
+                product(shape.drop_front(axis + 1))});
+        return success();
+      })
+      .Case([&](nn::AttentionGradOp g) {
+        ArrayRef<int64_t> q = tensorType(g.getQuery()).getShape();
+        ArrayRef<int64_t> k = tensorType(g.getKey()).getShape();
+        Value qb = buf(g.getQuery()), kb = buf(g.getKey()), vb = buf(g.getValue()),
+              dy = buf(g.getGrad());
+        Value dq = define(g.getQueryGrad()), dk = define(g.getKeyGrad()),
+              dv = define(g.getValueGrad());
+        kernel(loc, "attention_grad", {qb, kb, vb, dy, dq, dk, dv},
+               {q[0], q[1], k[1], q[2], k[2], q[3], g.getCausal() ? 1 : 0},
+               {g.getScale().convertToDouble()});
+        return success();
+      })
+      .Case([&](nn::SliceGradOp g) {
+        ArrayRef<int64_t> full = tensorType(g.getResult()).getShape();
+        int64_t dim = g.getDim(), start = g.getStart();
+        int64_t size = tensorType(g.getGrad()).getDimSize(dim);
+        Value dy = buf(g.getGrad());
+        kernel(loc, "slice_grad", {dy, define(g.getResult())},
+               {product(full.take_front(dim)), full[dim], start, size,
+                product(full.drop_front(dim + 1))});
+        return success();
+      })
+      .Case([&](nn::CrossEntropyGradOp g) {
+        ArrayRef<int64_t> shape = tensorType(g.getLogits()).getShape();
+        Value logits = buf(g.getLogits()), targets = buf(g.getTargets()),
+              dloss = buf(g.getGrad());
+        kernel(loc, "cross_entropy_grad",
+               {logits, targets, dloss, define(g.getResult())},
+               {product(shape.drop_back()), shape.back(),
+                int64_t(g.getIgnoreIndex())});
+        return success();
+      })
+      .Case([&](nn::AccumulateOp a) {
+        Value acc = buf(a.getAcc()), g = buf(a.getGrad()),
+              ctl = buf(a.getControl());
+        kernel(loc, "accumulate", {acc, g, ctl, define(a.getResult())},
+               {tensorType(a.getAcc()).getNumElements()});
+        return success();
+      })
+      .Case([&](nn::SquaredNormOp sq) {
+        Value x = buf(sq.getInput());
+        kernel(loc, "squared_norm", {x, define(sq.getResult())},
+               {tensorType(sq.getInput()).getNumElements()});
+        return success();
+      })
+      .Case([&](nn::ClipCoefOp c) {
+        Value sq = buf(c.getSquaredNorm()), mx = buf(c.getMaxNorm());
+        kernel(loc, "clip_coef", {sq, mx, define(c.getResult())}, {});
+        return success();
+      })
+      .Case([&](nn::AdamWOp a) {
+        RankedTensorType t = tensorType(a.getParam());
+        SmallVector<Value> bufs = {buf(a.getParam()), buf(a.getGrad()),
+                                   buf(a.getExpAvg()), buf(a.getExpAvgSq()),
+                                   buf(a.getHyper()), buf(a.getGradScale())};
+        bufs.push_back(define(a.getNewParam()));
+        bufs.push_back(define(a.getNewExpAvg()));
+        bufs.push_back(define(a.getNewExpAvgSq()));
+        kernel(loc, "adamw", bufs, {t.getNumElements(), t.getRank() == 1 ? 1 : 0});
+        return success();
+      })
+      .Case([&](nn::SGDOp a) {
+        RankedTensorType t = tensorType(a.getParam());
+        SmallVector<Value> bufs = {buf(a.getParam()), buf(a.getGrad()),
+                                   buf(a.getMomentumBuffer()), buf(a.getHyper()),
+                                   buf(a.getGradScale())};
+        bufs.push_back(define(a.getNewParam()));
+        bufs.push_back(define(a.getNewMomentumBuffer()));
+        kernel(loc, "sgd", bufs, {t.getNumElements(), t.getRank() == 1 ? 1 : 0});
+        return success();
+      })
       .Default([&](Operation *other) {
         return other->emitOpError("has no lowering to the rt dialect");
       });
 }
 
-/// The manifest entry of one tensor placed in a region.
-NamedAttrList tensorEntry(OpBuilder &b, StringRef name, Value v,
-                          int64_t offset) {
-  RankedTensorType t = tensorType(v);
-  NamedAttrList entry;
-  entry.set("name", b.getStringAttr(name));
-  entry.set("dtype", b.getStringAttr(dtypeName(t.getElementType())));
-  entry.set("shape", b.getI64ArrayAttr(t.getShape()));
-  entry.set("offset", b.getI64IntegerAttr(offset));
-  entry.set("bytes", b.getI64IntegerAttr(byteSize(v)));
-  return entry;
-}
+/// One region of runtime memory (params, state, io): named slots at aligned
+/// offsets, shared by every entry point of the module.
+class Region {
+public:
+  explicit Region(StringRef kind) : kind(kind.str()) {}
+
+  /// The offset of slot `name` of `type`, placing it on first use.
+  FailureOr<int64_t> place(Operation *where, StringRef name, Type type,
+                           NamedAttrList extra = {}) {
+    auto it = index.find(name);
+    if (it != index.end()) {
+      Slot &slot = slots[it->second];
+      if (slot.type != type)
+        return where->emitError() << kind << " slot '" << name << "' has type "
+                                  << type << " here but " << slot.type
+                                  << " elsewhere";
+      return slot.offset;
+    }
+    index[name] = slots.size();
+    slots.push_back({name.str(), type, bytes, extra});
+    int64_t offset = bytes;
+    bytes += alignTo(byteSize(type));
+    return offset;
+  }
+
+  ArrayAttr manifest(OpBuilder &b) const {
+    SmallVector<Attribute> entries;
+    for (const Slot &s : slots) {
+      auto t = cast<RankedTensorType>(s.type);
+      NamedAttrList entry(s.extra);
+      entry.set("name", b.getStringAttr(s.name));
+      entry.set("dtype", b.getStringAttr(dtypeName(t.getElementType())));
+      entry.set("shape", b.getI64ArrayAttr(t.getShape()));
+      entry.set("offset", b.getI64IntegerAttr(s.offset));
+      entry.set("bytes", b.getI64IntegerAttr(byteSize(s.type)));
+      entries.push_back(entry.getDictionary(b.getContext()));
+    }
+    return b.getArrayAttr(entries);
+  }
+
+  int64_t size() const { return bytes; }
+
+private:
+  static int64_t byteSize(Type type) {
+    auto t = cast<RankedTensorType>(type);
+    return t.getNumElements() * elementBytes(t.getElementType());
+  }
+  struct Slot {
+    std::string name;
+    Type type;
+    int64_t offset;
+    NamedAttrList extra;
+  };
+  std::string kind;
+  std::vector<Slot> slots;
+  llvm::StringMap<size_t> index;
+  int64_t bytes = 0;
+};
 
 struct ConvertNNToRtPass
     : public shardc::impl::ConvertNNToRtBase<ConvertNNToRtPass> {
-  using Base::Base;
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto fn = module.lookupSymbol<func::FuncOp>(entryName);
-    if (!fn) {
-      module.emitError("no model function named '") << entryName << "'";
+    SmallVector<func::FuncOp> entries;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (!fn.isExternal() && fn.isPublic())
+        entries.push_back(fn);
+    if (entries.empty()) {
+      module.emitError("no model function to lower");
       return signalPassFailure();
     }
-    if (failed(lowerFunction(module, fn)))
-      return signalPassFailure();
-    fn.erase();
+    SmallVector<Attribute> names;
+    for (func::FuncOp fn : entries) {
+      if (failed(lowerFunction(fn)))
+        return signalPassFailure();
+      names.push_back(StringAttr::get(&getContext(), fn.getName()));
+    }
+    for (func::FuncOp fn : entries)
+      fn.erase();
+
+    OpBuilder b(&getContext());
+    NamedAttrList manifest;
+    manifest.set("format", b.getI64IntegerAttr(2));
+    if (auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel))
+      manifest.set("model", model);
+    manifest.set("entries", b.getArrayAttr(names));
+    manifest.set("params", params.manifest(b));
+    manifest.set("state", state.manifest(b));
+    manifest.set("io", io.manifest(b));
+    manifest.set("param_bytes", b.getI64IntegerAttr(params.size()));
+    manifest.set("state_bytes", b.getI64IntegerAttr(state.size()));
+    manifest.set("io_bytes", b.getI64IntegerAttr(io.size()));
+    module->setAttr(attrs::kManifest, manifest.getDictionary(&getContext()));
   }
 
-  LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn) {
+  /// Lowers `fn` into `shardc_<name>(ctx, params, state, io, arena)`.
+  LogicalResult lowerFunction(func::FuncOp fn) {
     if (!fn.getBody().hasOneBlock())
-      return fn.emitError("the model function must have a single block");
+      return fn.emitError("a model function must have a single block");
     MLIRContext *ctx = &getContext();
-    OpBuilder b(ctx);
-    b.setInsertionPoint(fn);
+    OpBuilder b(fn);
     Type bufferType = rt::BufferType::get(ctx);
-    auto stepType = b.getFunctionType(
-        {rt::ContextType::get(ctx), bufferType, bufferType, bufferType}, {});
-    auto step = func::FuncOp::create(b, fn.getLoc(), attrs::kStepName, stepType);
+    auto stepType = b.getFunctionType({rt::ContextType::get(ctx), bufferType,
+                                       bufferType, bufferType, bufferType},
+                                      {});
+    auto step = func::FuncOp::create(
+        b, fn.getLoc(), (attrs::kEntryPrefix + fn.getName()).str(), stepType);
     Block *entry = step.addEntryBlock();
     b.setInsertionPointToStart(entry);
-    Value ctxArg = entry->getArgument(0), params = entry->getArgument(1),
-          io = entry->getArgument(2);
-    StepBuilder lowering(b, ctxArg, params, io);
+    Value regionBase[] = {entry->getArgument(1), entry->getArgument(2),
+                          entry->getArgument(3)};
+    StepBuilder lowering(b, entry->getArgument(0));
 
-    // Lay out parameters and inputs at aligned offsets of their regions.
-    SmallVector<Attribute> paramEntries, inputEntries, outputEntries;
-    int64_t paramBytes = 0, ioBytes = 0;
     Block &body = fn.getBody().front();
+    SmallVector<Value> argViews;
     for (BlockArgument arg : body.getArguments()) {
       unsigned i = arg.getArgNumber();
       if (!isa<RankedTensorType>(arg.getType()))
         return fn.emitError("argument #") << i << " is not a ranked tensor";
+      FailureOr<int64_t> offset = failure();
+      int region = 0;
       if (auto name = fn.getArgAttrOfType<StringAttr>(i, attrs::kParam)) {
-        NamedAttrList entry = tensorEntry(b, name, arg, paramBytes);
-        auto init = fn.getArgAttrOfType<StringAttr>(i, attrs::kInit);
-        entry.set("init", init ? init : b.getStringAttr("normal"));
+        NamedAttrList init;
+        auto kind = fn.getArgAttrOfType<StringAttr>(i, attrs::kInit);
+        init.set("init", kind ? kind : b.getStringAttr("normal"));
         if (auto std = fn.getArgAttrOfType<FloatAttr>(i, attrs::kInitStd))
-          entry.set("std", std);
-        paramEntries.push_back(entry.getDictionary(ctx));
-        lowering.bind(arg, rt::ViewOp::create(b, arg.getLoc(), params, paramBytes));
-        paramBytes += alignTo(byteSize(arg));
+          init.set("std", std);
+        offset = params.place(fn, name, arg.getType(), init);
+      } else if (auto name = fn.getArgAttrOfType<StringAttr>(i, attrs::kState)) {
+        region = 1;
+        offset = state.place(fn, name, arg.getType());
       } else if (auto name = fn.getArgAttrOfType<StringAttr>(i, attrs::kInput)) {
-        inputEntries.push_back(tensorEntry(b, name, arg, ioBytes).getDictionary(ctx));
-        lowering.bind(arg, rt::ViewOp::create(b, arg.getLoc(), io, ioBytes));
-        ioBytes += alignTo(byteSize(arg));
+        region = 2;
+        offset = io.place(fn, name, arg.getType());
       } else {
         return fn.emitError("argument #")
                << i << " is neither a parameter ('" << attrs::kParam
-               << "') nor an input ('" << attrs::kInput << "')";
+               << "'), a state ('" << attrs::kState << "') nor an input ('"
+               << attrs::kInput << "')";
       }
+      if (failed(offset))
+        return failure();
+      Value view = rt::ViewOp::create(b, arg.getLoc(), regionBase[region], *offset);
+      lowering.bind(arg, view);
+      argViews.push_back(view);
     }
 
-    // Outputs get their views in the io region before the body is lowered,
-    // so that the ops producing them write there directly.
+    // Results are written where they belong before the body is lowered: a
+    // named io slot, or in place over the argument they update.
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      std::string name = i == 0 ? "loss" : "output" + std::to_string(i);
-      outputEntries.push_back(tensorEntry(b, name, v, ioBytes).getDictionary(ctx));
-      Value view = rt::ViewOp::create(b, v.getLoc(), io, ioBytes);
       if (isa<BlockArgument>(v))
-        return fn.emitError("returning an argument directly is not supported");
-      lowering.reserveOutput(v, view);
-      ioBytes += alignTo(byteSize(v));
+        return fn.emitError("result #") << i << " returns an argument directly";
+      if (auto updated = fn.getResultAttrOfType<IntegerAttr>(i, attrs::kUpdates)) {
+        int64_t a = updated.getInt();
+        if (a < 0 || a >= int64_t(argViews.size()) ||
+            body.getArgument(a).getType() != v.getType())
+          return fn.emitError("result #") << i << " updates argument #" << a
+                                          << " of another type or none";
+        // In place is safe only if nothing reads the old value afterwards.
+        Operation *writer = v.getDefiningOp();
+        for (Operation *user : body.getArgument(a).getUsers())
+          if (user != writer && writer->isBeforeInBlock(user))
+            return user->emitError("reads argument #")
+                   << a << " after result #" << i << " overwrote it in place";
+        lowering.reserveOutput(v, argViews[a]);
+        continue;
+      }
+      auto name = fn.getResultAttrOfType<StringAttr>(i, attrs::kOutput);
+      std::string outName = name ? name.str() : "output" + std::to_string(i);
+      FailureOr<int64_t> offset = io.place(fn, outName, v.getType());
+      if (failed(offset))
+        return failure();
+      lowering.reserveOutput(v, rt::ViewOp::create(b, v.getLoc(), regionBase[2], *offset));
     }
 
     for (Operation &op : body.without_terminator())
       if (failed(lowering.lower(&op)))
         return failure();
     func::ReturnOp::create(b, fn.getLoc());
-
-    NamedAttrList manifest;
-    manifest.set("format", b.getI64IntegerAttr(1));
-    if (auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel))
-      manifest.set("model", model);
-    manifest.set("params", b.getArrayAttr(paramEntries));
-    manifest.set("inputs", b.getArrayAttr(inputEntries));
-    manifest.set("outputs", b.getArrayAttr(outputEntries));
-    manifest.set("param_bytes", b.getI64IntegerAttr(paramBytes));
-    manifest.set("io_bytes", b.getI64IntegerAttr(ioBytes));
-    step->setAttr(attrs::kManifest, manifest.getDictionary(ctx));
     return success();
   }
+
+  Region params{"parameter"}, state{"state"}, io{"io"};
 };
 
 } // namespace

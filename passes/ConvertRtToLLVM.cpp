@@ -198,25 +198,37 @@ struct ConvertRtToLLVMPass
       signalPassFailure();
   }
 
-  /// Moves each step function's manifest into the global the runtime reads.
+  /// Completes the module's manifest with the arena each entry needs and
+  /// moves it into the global the runtime reads.
   LogicalResult emitManifests(ModuleOp module) {
+    auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest);
+    if (!manifest)
+      return success();
+    OpBuilder b(module.getBody(), module.getBody()->begin());
+    int64_t arenaBytes = 0;
+    SmallVector<Attribute> arenas;
     for (auto fn : module.getOps<func::FuncOp>()) {
-      auto manifest = fn->getAttrOfType<DictionaryAttr>(attrs::kManifest);
-      if (!manifest)
+      auto bytes = fn->getAttrOfType<IntegerAttr>(attrs::kArenaBytes);
+      if (!bytes)
         continue;
-      if (module.lookupSymbol(attrs::kManifestSymbol))
-        return fn.emitError("more than one step function has a manifest");
-      std::string json;
-      llvm::raw_string_ostream os(json);
-      os << toJSON(manifest);
-      json.push_back('\0');
-      OpBuilder b(module.getBody(), module.getBody()->begin());
-      auto type = LLVM::LLVMArrayType::get(b.getI8Type(), json.size());
-      LLVM::GlobalOp::create(b, fn.getLoc(), type, /*isConstant=*/true,
-                             LLVM::Linkage::External, attrs::kManifestSymbol,
-                             b.getStringAttr(json));
-      fn->removeAttr(attrs::kManifest);
+      arenaBytes = std::max(arenaBytes, bytes.getInt());
+      arenas.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("symbol", b.getStringAttr(fn.getName())),
+           b.getNamedAttr("arena_bytes", bytes)}));
+      fn->removeAttr(attrs::kArenaBytes);
     }
+    NamedAttrList entries(manifest);
+    entries.set("arena_bytes", b.getI64IntegerAttr(arenaBytes));
+    entries.set("arenas", b.getArrayAttr(arenas));
+    std::string json;
+    llvm::raw_string_ostream os(json);
+    os << toJSON(entries.getDictionary(&getContext()));
+    json.push_back('\0');
+    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), json.size());
+    LLVM::GlobalOp::create(b, module.getLoc(), type, /*isConstant=*/true,
+                           LLVM::Linkage::External, attrs::kManifestSymbol,
+                           b.getStringAttr(json));
+    module->removeAttr(attrs::kManifest);
     return success();
   }
 };

@@ -26,14 +26,30 @@ constexpr llvm::StringLiteral kInit = "nn.init";
 constexpr llvm::StringLiteral kInitStd = "nn.init_std";
 /// On a model function argument: the input's name ("tokens", "targets").
 constexpr llvm::StringLiteral kInput = "nn.input";
+/// On a model function argument: persistent training state (gradient
+/// accumulators "grad.<param>", optimizer states "exp_avg.<param>", ...).
+constexpr llvm::StringLiteral kState = "nn.state";
+/// On a model function result: written to the io region under this name.
+constexpr llvm::StringLiteral kOutput = "nn.output";
+/// On a model function result: the index of the argument it updates in place.
+constexpr llvm::StringLiteral kUpdates = "nn.updates";
+/// On a forward op: the transformer block it belongs to.
+constexpr llvm::StringLiteral kBlock = "nn.block";
 /// On the model module: a dictionary describing the model (for the manifest).
 constexpr llvm::StringLiteral kModel = "nn.model";
-/// On a step function: the dictionary the runtime reads to lay out memory.
+/// On the lowered module: the dictionary the runtime reads to lay out memory.
 constexpr llvm::StringLiteral kManifest = "rt.manifest";
-/// The symbol of the compiled step and of its manifest.
-constexpr llvm::StringLiteral kStepName = "shardc_step";
+/// The prefix of compiled entry points (shardc_micro_step, ...).
+constexpr llvm::StringLiteral kEntryPrefix = "shardc_";
+/// On a lowered step function: the bytes of arena it needs.
+constexpr llvm::StringLiteral kArenaBytes = "rt.arena_bytes";
 constexpr llvm::StringLiteral kManifestSymbol = "shardc_manifest";
 } // namespace attrs
+
+/// The layout of the optimizer hyper-parameter input (tensor<7xf32>).
+namespace hyper {
+enum : int64_t { kLr, kBeta1, kBeta2, kEps, kWeightDecay, kWeightDecay1D, kStep, kSize };
+} // namespace hyper
 
 /// Byte alignment of every buffer in every region.
 constexpr int64_t kBufferAlignment = 64;

@@ -4,22 +4,63 @@
 
 include "mlir/Pass/PassBase.td"
 
-def ConvertNNToRt : Pass<"convert-nn-to-rt", "mlir::ModuleOp"> {
-  let summary = "Lower the nn forward graph to an rt step function";
+def NNAutodiff : Pass<"nn-autodiff", "mlir::ModuleOp"> {
+  let summary = "Build the training micro-step by reverse-mode differentiation";
   let description = [{
-    Turns the model function (arguments tagged `nn.param` or `nn.input`, one
-    scalar loss result) into `shardc_step(ctx, params, io, arena)`: parameters
-    and inputs/outputs become views at fixed byte offsets of their regions,
-    every intermediate tensor an `rt.alloc`, every nn op one or more
-    `rt.kernel` calls of the CPU/CUDA backend ABI. Reshapes alias their
-    input's buffer. The layout of the regions is recorded in the step
-    function's `rt.manifest` attribute, which the runtime reads.
+    From the model function `forward(tokens, targets, params...) -> loss`,
+    builds `micro_step(tokens, targets, params..., grad accumulators...,
+    accumulate) -> (loss, accumulators...)`: the forward ops, then the
+    vector-Jacobian product of every op in reverse order (each op's
+    DifferentiableOpInterface), gradients of values with several uses
+    summed, and each parameter's gradient folded into its accumulator by
+    `nn.accumulate` (in place). The forward function is replaced.
+
+    With `recompute=block`, the forward ops of each transformer block
+    (tagged `nn.block`) are re-emitted in backward just before the block's
+    gradient, so only block inputs stay live from forward to backward
+    (activation checkpointing); the numbers do not change.
   }];
-  let dependentDialects = ["::shardc::rt::RtDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::shardc::nn::NNDialect"];
   let options = [
     Option<"entryName", "entry", "std::string", "\"forward\"",
-           "name of the nn model function to lower">,
+           "name of the model function">,
+    Option<"recompute", "recompute", "std::string", "\"none\"",
+           "activations to recompute in backward: none or block">,
   ];
+}
+
+def NNBuildOptimizer : Pass<"nn-build-optimizer", "mlir::ModuleOp"> {
+  let summary = "Build the optimizer step: global-norm clipping and updates";
+  let description = [{
+    Adds `opt_step(params..., grads..., optimizer states..., optimizer,
+    max_grad_norm) -> (grad_sq_norm, params..., states...)` for the
+    parameters and gradient accumulators of `micro_step`: the squared global
+    gradient norm, the clipping coefficient, and one `nn.adamw` (states
+    exp_avg, exp_avg_sq) or `nn.sgd` (state momentum) per parameter, all
+    updated in place. Hyper-parameters are runtime inputs, so one compiled
+    step serves every learning-rate schedule.
+  }];
+  let dependentDialects = ["::shardc::nn::NNDialect"];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
+           "adamw or sgd">,
+  ];
+}
+
+def ConvertNNToRt : Pass<"convert-nn-to-rt", "mlir::ModuleOp"> {
+  let summary = "Lower nn model functions to rt step functions";
+  let description = [{
+    Turns every public model function into `shardc_<name>(ctx, params,
+    state, io, arena)`. Arguments are views of the region their role names
+    (`nn.param`: parameters, `nn.state`: persistent training state,
+    `nn.input`: inputs); results go to a named io slot (`nn.output`) or in
+    place over the argument they update (`nn.updates`, checked to be safe);
+    every other tensor is an `rt.alloc`, and every nn op one `rt.kernel`
+    call of the backend ABI (runtime/kernels.h). Reshapes alias their input.
+    Slots are shared by name across functions; the layout of the regions is
+    recorded in the module's `rt.manifest`, which the runtime reads.
+  }];
+  let dependentDialects = ["::shardc::rt::RtDialect", "::mlir::func::FuncDialect"];
 }
 
 def RtPlanMemory : Pass<"rt-plan-memory", "mlir::func::FuncOp"> {
@@ -28,8 +69,8 @@ def RtPlanMemory : Pass<"rt-plan-memory", "mlir::func::FuncOp"> {
     Replaces every `rt.alloc` of a step function by an `rt.view` of its
     arena argument (the last argument) at an offset chosen so that buffers
     whose live ranges overlap never share bytes (greedy, largest first,
-    lowest fitting offset, 64-byte aligned). Records the arena size in the
-    manifest as `arena_bytes`: the planned peak of transient memory.
+    lowest fitting offset, 64-byte aligned). Records the arena size, the
+    planned peak of transient memory, as the function's `rt.arena_bytes`.
   }];
 }
 
@@ -40,7 +81,9 @@ def ConvertRtToLLVM : Pass<"convert-rt-to-llvm", "mlir::ModuleOp"> {
     kernels become calls `shardc_k_<name>(ctx, buffers, ints, floats, stream)` with
     the buffers in a stack array and the constant arguments in private
     globals; events become calls of `shardc_event_record/wait`. The
-    manifest becomes the NUL-terminated JSON global `shardc_manifest`.
+    module's manifest, completed with each entry's arena size and their
+    maximum `arena_bytes`, becomes the NUL-terminated JSON global
+    `shardc_manifest`.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

@@ -34,7 +34,7 @@ struct RtPlanMemoryPass
     if (fn.isExternal())
       return;
     auto allocs = llvm::to_vector(fn.getOps<rt::AllocOp>());
-    if (allocs.empty() && !fn->hasAttr(attrs::kManifest))
+    if (allocs.empty() && !fn.getName().starts_with(attrs::kEntryPrefix))
       return;
     if (!fn.getBody().hasOneBlock()) {
       fn.emitError("memory planning expects a single-block step function");
@@ -95,13 +95,8 @@ struct RtPlanMemoryPass
       iv.alloc.erase();
     }
 
-    if (auto manifest = fn->getAttrOfType<DictionaryAttr>(attrs::kManifest)) {
-      NamedAttrList entries(manifest);
-      entries.set("arena_bytes", IntegerAttr::get(IntegerType::get(
-                                                      &getContext(), 64),
-                                                  arenaBytes));
-      fn->setAttr(attrs::kManifest, entries.getDictionary(&getContext()));
-    }
+    fn->setAttr(attrs::kArenaBytes,
+                IntegerAttr::get(IntegerType::get(&getContext(), 64), arenaBytes));
   }
 };
 

@@ -15,13 +15,35 @@
 //   rms_norm       x[M,C] w[C] y           M C                       eps
 //   gelu           x y                     n tanh
 //   silu           x y                     n
-//   rotary         x[B,H,T,D] y            B H T D                   theta
+//   rotary         x[B,H,T,D] y            B H T D inverse           theta
 //   attention      q[B,H,T,D] k[B,G,S,D] v o[B,H,T,D]  B H G T S D causal  scale
 //   softmax        x y                     outer n inner (softmax over n)
 //   transpose      x y                     R dims[R] perm[R]
 //   slice          x y                     outer n start size inner
 //   cross_entropy  logits[N,V] t[N] loss[] N V ignore_index
 //   copy           x y                     bytes
+//
+// Backward and training kernels (cpu/train_kernels.cpp):
+//   fill           y                       n                         value
+//   matmul         a b y[M,N]              M K N trans_a trans_b     (a is [M,K] or [K,M], b [K,N] or [N,K])
+//   sum_to         x y                     R out_n dims[R] ystr[R]   (x has dims; ystr 0 where summed)
+//   embedding_grad ids[N] dy[N,C] dtable[V,C]  N V C
+//   layer_norm_grad x w dy dx dw db        M C                       eps
+//   rms_norm_grad  x w dy dx dw            M C                       eps
+//   gelu_grad      x dy dx                 n tanh
+//   silu_grad      x dy dx                 n
+//   softmax_grad   y dy dx                 outer n inner
+//   attention_grad q k v do dq dk dv       B H G T S D causal        scale
+//   slice_grad     dy dx                   outer n start size inner  (dx zero outside the slice)
+//   cross_entropy_grad logits t dloss dlogits  N V ignore_index
+//   accumulate     acc g ctl[2] out        n                         (out = ctl[0] ? acc + ctl[1] g : ctl[1] g)
+//   squared_norm   x y[]                   n
+//   clip_coef      sq[] max[] y[]
+//   adamw          p g m v hyper[7] c[] p' m' v'   n is_1d           (outputs may alias p m v)
+//   sgd            p g buf hyper[7] c[] p' buf'    n is_1d
+//
+// hyper = [lr, beta1 (momentum for SGD), beta2, eps, weight_decay,
+//          weight_decay_1d, step (from 1)].
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_KERNELS_H
@@ -48,5 +70,23 @@ SHARDC_KERNEL(transpose);
 SHARDC_KERNEL(slice);
 SHARDC_KERNEL(cross_entropy);
 SHARDC_KERNEL(copy);
+
+SHARDC_KERNEL(fill);
+SHARDC_KERNEL(matmul);
+SHARDC_KERNEL(sum_to);
+SHARDC_KERNEL(embedding_grad);
+SHARDC_KERNEL(layer_norm_grad);
+SHARDC_KERNEL(rms_norm_grad);
+SHARDC_KERNEL(gelu_grad);
+SHARDC_KERNEL(silu_grad);
+SHARDC_KERNEL(softmax_grad);
+SHARDC_KERNEL(attention_grad);
+SHARDC_KERNEL(slice_grad);
+SHARDC_KERNEL(cross_entropy_grad);
+SHARDC_KERNEL(accumulate);
+SHARDC_KERNEL(squared_norm);
+SHARDC_KERNEL(clip_coef);
+SHARDC_KERNEL(adamw);
+SHARDC_KERNEL(sgd);
 
 #endif // SHARDC_RUNTIME_KERNELS_H

@@ -1,6 +1,8 @@
 //===- main.cpp - the trainer's main: flags, data, steps, logging ---------===//
 //
-// Linked with a compiled step object into the executable shardc produces.
+// Linked with a compiled model object into the executable shardc produces.
+// Each step runs the compiled micro-step once per micro-batch (forward,
+// backward, gradient accumulation), then the compiled optimizer step.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/data.h"
@@ -9,10 +11,10 @@
 #include "runtime/safetensors.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -23,26 +25,51 @@ namespace {
 
 const char *kUsage = R"(usage: %s [options]
 
-Runs the compiled training step of %s (%s).
+Trains %s (%s), compiled for micro-batches of %lld x %lld tokens.
 
-options:
+data and run:
   --data FILE           llm.c token file (header of 256 int32: magic 20240520,
-                        version 1, token count; then uint16 tokens); the batch
-                        of step s takes row b from token (s*B+b)*T, wrapping
+                        version 1, token count; then uint16 tokens); row b of
+                        the global batch of step s starts at token
+                        (s*G + b)*T with G = micro-batch x grad-accum, wrapping
                         around the file; without it, seeded synthetic tokens
-  --steps N             number of steps (default 10)
+  --steps N             optimizer steps (default 10)
+  --grad-accum N        micro-batches per step, gradients averaged (default 1)
   --seed N              seed of initialization and synthetic data (default 1337)
   --init-from FILE      initial weights from a safetensors file (Hugging Face
                         names, with or without the transformer./model. prefix)
   --save-weights FILE   write the weights after the last step (safetensors)
-  --log FILE            JSON lines, one per step: step, loss, ms, tok_per_s
+  --dump-grads FILE     write the last step's gradients, averaged over its
+                        micro-batches and before clipping (safetensors)
+  --log FILE            JSON lines, one per step: step, loss, lr, grad_norm,
+                        ms, tok_per_s
+
+optimizer (compiled: %s; semantics of torch.optim.AdamW / SGD):
+  --lr X                peak learning rate (default 0.001)
+  --beta1 X             AdamW beta1 (default 0.9)
+  --beta2 X             AdamW beta2 (default 0.999)
+  --eps X               AdamW epsilon (default 1e-8)
+  --momentum X          SGD momentum (default 0)
+  --weight-decay X      decoupled (AdamW) or L2 (SGD) weight decay, applied to
+                        every parameter (default 0.01 for AdamW, 0 for SGD)
+  --no-decay-1d         exclude 1-D parameters (norms, biases) from weight decay
+  --clip-grad-norm X    clip gradients to global norm X (default 0: off), as
+                        torch.nn.utils.clip_grad_norm_
+  --lr-schedule S       constant (default), cosine or linear decay to zero
+                        after warmup, over --steps
+  --warmup-steps N      linear warmup: lr * (s+1)/N for steps s < N (default 0)
   --help                this message
 )";
 
 struct Options {
-  std::string data, initFrom, saveWeights, log;
-  int64_t steps = 10;
+  std::string data, initFrom, saveWeights, dumpGrads, log;
+  int64_t steps = 10, gradAccum = 1, warmupSteps = 0;
   uint64_t seed = 1337;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.0;
+  double weightDecay = -1.0; // -1: the optimizer's default
+  bool noDecay1D = false;
+  double clipGradNorm = 0.0;
+  std::string schedule = "constant";
 };
 
 int64_t parseInt(const std::string &flag, const std::string &value) {
@@ -55,12 +82,28 @@ int64_t parseInt(const std::string &flag, const std::string &value) {
   return v;
 }
 
+double parseFloat(const std::string &flag, const std::string &value) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0)
+    throw std::runtime_error(flag + " expects a non-negative number, got '" +
+                             value + "'");
+  return v;
+}
+
+std::string optimizerName(const Manifest &m) {
+  return m.hasState("momentum." + m.params.front().name) ? "sgd" : "adamw";
+}
+
 Options parseOptions(int argc, char **argv, const Manifest &m) {
   Options o;
   for (int k = 1; k < argc; ++k) {
-    std::string arg = argv[k], value;
+    std::string arg = argv[k];
     if (arg == "--help" || arg == "-h") {
-      std::printf(kUsage, argv[0], m.source.c_str(), m.family.c_str());
+      std::printf(kUsage, argv[0], m.source.c_str(), m.family.c_str(),
+                  (long long)m.microBatch, (long long)m.seqLen,
+                  optimizerName(m).c_str());
       std::exit(0);
     }
     size_t eq = arg.find('=');
@@ -77,18 +120,65 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
       o.data = next();
     else if (flag == "--steps")
       o.steps = parseInt(flag, next());
+    else if (flag == "--grad-accum")
+      o.gradAccum = parseInt(flag, next());
     else if (flag == "--seed")
       o.seed = uint64_t(parseInt(flag, next()));
     else if (flag == "--init-from")
       o.initFrom = next();
     else if (flag == "--save-weights")
       o.saveWeights = next();
+    else if (flag == "--dump-grads")
+      o.dumpGrads = next();
     else if (flag == "--log")
       o.log = next();
-    else
+    else if (flag == "--lr")
+      o.lr = parseFloat(flag, next());
+    else if (flag == "--beta1")
+      o.beta1 = parseFloat(flag, next());
+    else if (flag == "--beta2")
+      o.beta2 = parseFloat(flag, next());
+    else if (flag == "--eps")
+      o.eps = parseFloat(flag, next());
+    else if (flag == "--momentum")
+      o.momentum = parseFloat(flag, next());
+    else if (flag == "--weight-decay")
+      o.weightDecay = parseFloat(flag, next());
+    else if (flag == "--no-decay-1d" && !inlineValue)
+      o.noDecay1D = true;
+    else if (flag == "--clip-grad-norm")
+      o.clipGradNorm = parseFloat(flag, next());
+    else if (flag == "--warmup-steps")
+      o.warmupSteps = parseInt(flag, next());
+    else if (flag == "--lr-schedule") {
+      o.schedule = next();
+      if (o.schedule != "constant" && o.schedule != "cosine" &&
+          o.schedule != "linear")
+        throw std::runtime_error("--lr-schedule must be constant, cosine or "
+                                 "linear, got '" + o.schedule + "'");
+    } else
       throw std::runtime_error("unknown option '" + arg + "' (see --help)");
   }
+  if (o.gradAccum < 1)
+    throw std::runtime_error("--grad-accum must be at least 1");
+  if (o.beta1 >= 1 || o.beta2 >= 1)
+    throw std::runtime_error("--beta1 and --beta2 must be below 1");
+  if (o.weightDecay < 0)
+    o.weightDecay = optimizerName(m) == "adamw" ? 0.01 : 0.0;
   return o;
+}
+
+/// The learning rate of step s (from 0) of `steps`.
+double learningRate(const Options &o, int64_t s) {
+  if (s < o.warmupSteps)
+    return o.lr * double(s + 1) / double(o.warmupSteps);
+  if (o.schedule == "constant")
+    return o.lr;
+  double span = double(std::max<int64_t>(1, o.steps - o.warmupSteps));
+  double progress = std::min(1.0, double(s - o.warmupSteps) / span);
+  if (o.schedule == "cosine")
+    return o.lr * 0.5 * (1.0 + std::cos(M_PI * progress));
+  return o.lr * (1.0 - progress);
 }
 
 /// The checkpoint name of a parameter without its model prefix, if any.
@@ -99,6 +189,13 @@ std::string withoutPrefix(const std::string &name) {
   return name;
 }
 
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s;
+  for (int64_t d : shape)
+    s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
 void loadParameters(const Manifest &m, const std::string &path, char *params) {
   std::map<std::string, LoadedTensor> file = readSafetensors(path);
   for (const TensorSlot &p : m.params) {
@@ -107,26 +204,24 @@ void loadParameters(const Manifest &m, const std::string &path, char *params) {
       it = file.find(withoutPrefix(p.name));
     if (it == file.end())
       throw std::runtime_error(path + ": missing parameter '" + p.name + "'");
-    if (it->second.shape != p.shape) {
-      std::string want, got;
-      for (int64_t d : p.shape)
-        want += (want.empty() ? "" : ", ") + std::to_string(d);
-      for (int64_t d : it->second.shape)
-        got += (got.empty() ? "" : ", ") + std::to_string(d);
+    if (it->second.shape != p.shape)
       throw std::runtime_error(path + ": parameter '" + p.name +
-                               "' has shape [" + got + "], expected [" + want +
-                               "]");
-    }
+                               "' has shape " + shapeString(it->second.shape) +
+                               ", expected " + shapeString(p.shape));
     std::memcpy(params + p.offset, it->second.data.data(), p.numel() * 4);
   }
 }
 
-void saveParameters(const Manifest &m, const std::string &path,
-                    const char *params) {
+/// Writes one tensor per parameter, read from `region` at the slot of
+/// `prefix + name` (params: no prefix; gradients: "grad.").
+void saveTensors(const Manifest &m, const std::string &path, const char *region,
+                 const std::string &prefix) {
   std::vector<NamedTensor> tensors;
-  for (const TensorSlot &p : m.params)
-    tensors.push_back({p.name, p.shape,
-                       reinterpret_cast<const float *>(params + p.offset)});
+  for (const TensorSlot &p : m.params) {
+    int64_t offset = prefix.empty() ? p.offset : m.stateSlot(prefix + p.name).offset;
+    tensors.push_back(
+        {p.name, p.shape, reinterpret_cast<const float *>(region + offset)});
+  }
   writeSafetensors(path, tensors, {{"format", "pt"}, {"producer", "shardc"}});
 }
 
@@ -149,17 +244,24 @@ Region allocateRegion(int64_t bytes, const char *what) {
 
 double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
+template <typename T> T *at(const Region &r, const TensorSlot &slot) {
+  return reinterpret_cast<T *>(r.get() + slot.offset);
+}
+
 int run(int argc, char **argv) {
   Manifest m = Manifest::parse(shardc_manifest);
+  if (m.params.empty())
+    throw std::runtime_error("the compiled model has no parameters");
   Options o = parseOptions(argc, argv, m);
 
-  const int64_t B = m.microBatch, T = m.seqLen;
+  const int64_t B = m.microBatch, T = m.seqLen, G = B * o.gradAccum;
   TokenData data = o.data.empty()
                        ? TokenData::synthetic(o.seed, m.vocabSize,
-                                              (o.steps + 1) * B * T + 1)
+                                              (o.steps + 1) * G * T + 1)
                        : TokenData::load(o.data, m.vocabSize);
 
   Region params = allocateRegion(m.paramBytes, "parameters");
+  Region state = allocateRegion(m.stateBytes, "gradients and optimizer state");
   Region io = allocateRegion(m.ioBytes, "inputs and outputs");
   Region arena = allocateRegion(m.arenaBytes, "activations");
   if (o.initFrom.empty())
@@ -171,44 +273,68 @@ int run(int argc, char **argv) {
   if (!o.log.empty() && !(log = std::fopen(o.log.c_str(), "w")))
     throw std::runtime_error(o.log + ": cannot open log file for writing");
 
-  std::printf("shardc: %s (%s), %.2fM parameters, micro-batch %lld x %lld, "
-              "memory: params %.1f MiB, activations %.1f MiB\n",
+  int64_t totalBytes = m.paramBytes + m.stateBytes + m.ioBytes + m.arenaBytes;
+  std::printf("shardc: %s (%s), %.2fM parameters, batch %lld x %lld x %lld "
+              "tokens, %s; memory: params %.1f MiB, grads+optimizer %.1f MiB, "
+              "activations %.1f MiB\n",
               m.source.c_str(), m.family.c_str(), m.numParams() / 1e6,
-              (long long)B, (long long)T, mib(m.paramBytes),
+              (long long)o.gradAccum, (long long)B, (long long)T,
+              optimizerName(m).c_str(), mib(m.paramBytes), mib(m.stateBytes),
               mib(m.arenaBytes));
-  const TensorSlot &tokens = m.input("tokens"), &targets = m.input("targets");
-  const TensorSlot &lossSlot = m.output("loss");
+  const TensorSlot &tokens = m.ioSlot("tokens"), &targets = m.ioSlot("targets");
+  const TensorSlot &lossSlot = m.ioSlot("loss"), &control = m.ioSlot("accumulate");
+  const TensorSlot &hyper = m.ioSlot("optimizer");
+  const TensorSlot &maxNorm = m.ioSlot("max_grad_norm");
+  const TensorSlot &gradSq = m.ioSlot("grad_sq_norm");
   Context ctx;
   for (int64_t step = 0; step < o.steps; ++step) {
-    data.batch(step, B, 0, B, T,
-               reinterpret_cast<int32_t *>(io.get() + tokens.offset),
-               reinterpret_cast<int32_t *>(io.get() + targets.offset));
     auto start = std::chrono::steady_clock::now();
-    shardc_step(&ctx, params.get(), io.get(), arena.get());
+    double loss = 0;
+    for (int64_t k = 0; k < o.gradAccum; ++k) {
+      data.batch(step, G, k * B, B, T, at<int32_t>(io, tokens),
+                 at<int32_t>(io, targets));
+      float *ctl = at<float>(io, control);
+      ctl[0] = k > 0 ? 1.0f : 0.0f;                 // keep the accumulator
+      ctl[1] = float(1.0 / double(o.gradAccum));   // average micro-batches
+      shardc_micro_step(&ctx, params.get(), state.get(), io.get(), arena.get());
+      loss += *at<float>(io, lossSlot) / double(o.gradAccum);
+    }
+    if (!o.dumpGrads.empty() && step + 1 == o.steps)
+      saveTensors(m, o.dumpGrads, state.get(), "grad.");
+    double lr = learningRate(o, step);
+    float *h = at<float>(io, hyper);
+    h[0] = float(lr);
+    h[1] = float(optimizerName(m) == "adamw" ? o.beta1 : o.momentum);
+    h[2] = float(o.beta2);
+    h[3] = float(o.eps);
+    h[4] = float(o.weightDecay);
+    h[5] = float(o.noDecay1D ? 0.0 : o.weightDecay);
+    h[6] = float(step + 1);
+    *at<float>(io, maxNorm) = float(o.clipGradNorm);
+    shardc_opt_step(&ctx, params.get(), state.get(), io.get(), arena.get());
     ctx.resetEvents();
+    double gradNorm = std::sqrt(double(*at<float>(io, gradSq)));
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
-    float loss;
-    std::memcpy(&loss, io.get() + lossSlot.offset, sizeof(float));
-    double tokPerS = double(B * T) / (ms / 1000.0);
-    std::printf("step %4lld/%lld | loss %.6f | %8.2f ms | %10.0f tok/s | "
-                "mem %.1f MiB\n",
-                (long long)step, (long long)o.steps, loss, ms, tokPerS,
-                mib(m.paramBytes + m.ioBytes + m.arenaBytes));
+    double tokPerS = double(G * T) / (ms / 1000.0);
+    std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms | "
+                "%10.0f tok/s | mem %.1f MiB\n",
+                (long long)step, (long long)o.steps, loss, lr, gradNorm, ms,
+                tokPerS, mib(totalBytes));
     std::fflush(stdout);
     if (log) {
       std::fprintf(log,
-                   "{\"step\": %lld, \"loss\": %.9g, \"ms\": %.3f, "
-                   "\"tok_per_s\": %.1f}\n",
-                   (long long)step, loss, ms, tokPerS);
+                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
+                   "\"grad_norm\": %.9g, \"ms\": %.3f, \"tok_per_s\": %.1f}\n",
+                   (long long)step, loss, lr, gradNorm, ms, tokPerS);
       std::fflush(log);
     }
   }
   if (log)
     std::fclose(log);
   if (!o.saveWeights.empty()) {
-    saveParameters(m, o.saveWeights, params.get());
+    saveTensors(m, o.saveWeights, params.get(), "");
     std::printf("saved weights to %s\n", o.saveWeights.c_str());
   }
   return 0;

@@ -35,11 +35,13 @@ Manifest Manifest::parse(const char *text) {
     m.numLayers = model.value("num_layers", int64_t(0));
     for (const json &p : j.at("params"))
       m.params.push_back(parseSlot(p));
-    for (const json &p : j.at("inputs"))
-      m.inputs.push_back(parseSlot(p));
-    for (const json &p : j.at("outputs"))
-      m.outputs.push_back(parseSlot(p));
+    for (const json &p : j.at("state"))
+      m.state.push_back(parseSlot(p));
+    for (const json &p : j.at("io"))
+      m.io.push_back(parseSlot(p));
+    m.entries = j.at("entries").get<std::vector<std::string>>();
     m.paramBytes = j.at("param_bytes").get<int64_t>();
+    m.stateBytes = j.at("state_bytes").get<int64_t>();
     m.ioBytes = j.at("io_bytes").get<int64_t>();
     m.arenaBytes = j.at("arena_bytes").get<int64_t>();
     return m;
@@ -58,11 +60,17 @@ static const TensorSlot &find(const std::vector<TensorSlot> &slots,
                            " '" + name + "'");
 }
 
-const TensorSlot &Manifest::input(const std::string &name) const {
-  return find(inputs, name, "input");
+const TensorSlot &Manifest::ioSlot(const std::string &name) const {
+  return find(io, name, "input or output");
 }
-const TensorSlot &Manifest::output(const std::string &name) const {
-  return find(outputs, name, "output");
+const TensorSlot &Manifest::stateSlot(const std::string &name) const {
+  return find(state, name, "state");
+}
+bool Manifest::hasState(const std::string &name) const {
+  for (const TensorSlot &s : state)
+    if (s.name == name)
+      return true;
+  return false;
 }
 
 int64_t Manifest::numParams() const {

@@ -33,13 +33,18 @@ struct TensorSlot {
 struct Manifest {
   std::string family, source;
   int64_t vocabSize = 0, microBatch = 0, seqLen = 0, numLayers = 0;
-  std::vector<TensorSlot> params, inputs, outputs;
-  int64_t paramBytes = 0, ioBytes = 0, arenaBytes = 0;
+  /// Parameters; persistent training state (gradient accumulators
+  /// "grad.<param>", optimizer states "exp_avg.<param>", ...); inputs and
+  /// outputs of the entry points.
+  std::vector<TensorSlot> params, state, io;
+  std::vector<std::string> entries;
+  int64_t paramBytes = 0, stateBytes = 0, ioBytes = 0, arenaBytes = 0;
 
   /// Parses the compiler's manifest; throws std::runtime_error when malformed.
   static Manifest parse(const char *json);
-  const TensorSlot &input(const std::string &name) const;
-  const TensorSlot &output(const std::string &name) const;
+  const TensorSlot &ioSlot(const std::string &name) const;
+  const TensorSlot &stateSlot(const std::string &name) const;
+  bool hasState(const std::string &name) const;
   int64_t numParams() const;
 };
 

@@ -37,8 +37,14 @@ struct Context {
 } // namespace shardc::runtime
 
 extern "C" {
-/// The compiled step: (context, parameter region, io region, arena).
-void shardc_step(void *ctx, void *params, void *io, void *arena);
+/// The compiled entry points: (context, parameter region, state region, io
+/// region, arena). A micro-step runs forward and backward on one
+/// micro-batch and accumulates gradients; the optimizer step clips and
+/// updates the parameters and optimizer states in place.
+void shardc_micro_step(void *ctx, void *params, void *state, void *io,
+                       void *arena);
+void shardc_opt_step(void *ctx, void *params, void *state, void *io,
+                     void *arena);
 /// The compiled model's manifest: JSON, NUL-terminated.
 extern const char shardc_manifest[];
 

@@ -5,6 +5,7 @@ using namespace mlir;
 using namespace shardc::nn;
 
 #include "dialects/nn/NNDialect.cpp.inc"
+#include "dialects/nn/NNInterfaces.cpp.inc"
 
 void NNDialect::initialize() {
   addOperations<

@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/nn/NNDialect.h.inc"
+#include "dialects/nn/NNInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/nn/NNOps.h.inc"

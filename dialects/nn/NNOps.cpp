@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/nn/NNDialect.h"
+#include "dialects/nn/NNVerify.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -15,48 +16,7 @@
 using namespace mlir;
 using namespace shardc::nn;
 
-namespace {
-
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
-/// Every operand and result of an nn op has a static shape.
-LogicalResult verifyStaticShapes(Operation *op) {
-  for (Value v : op->getOperands())
-    if (!tensorType(v).hasStaticShape())
-      return op->emitOpError("requires statically shaped operands, got ")
-             << v.getType();
-  for (Value v : op->getResults())
-    if (!tensorType(v).hasStaticShape())
-      return op->emitOpError("requires a statically shaped result, got ")
-             << v.getType();
-  return success();
-}
-
-/// The floating-point operands and result share one element type.
-LogicalResult verifySameFloatType(Operation *op, ArrayRef<Value> values,
-                                  ArrayRef<StringRef> names) {
-  Type expected = tensorType(values.front()).getElementType();
-  for (auto [v, name] : llvm::zip(values, names))
-    if (tensorType(v).getElementType() != expected)
-      return op->emitOpError("expects ")
-             << name << " to have element type " << expected << ", got "
-             << tensorType(v).getElementType();
-  return success();
-}
-
-LogicalResult expectShape(Operation *op, StringRef what, RankedTensorType type,
-                          ArrayRef<int64_t> expected) {
-  if (type.getShape() == expected)
-    return success();
-  InFlightDiagnostic diag = op->emitOpError("expects ") << what << " of shape [";
-  llvm::interleaveComma(expected, diag);
-  diag << "], got " << type;
-  return diag;
-}
-
-} // namespace
+using namespace shardc::nn::detail;
 
 LogicalResult EmbeddingOp::verify() {
   if (failed(verifyStaticShapes(*this)))
@@ -103,21 +63,6 @@ LogicalResult LinearOp::verify() {
   SmallVector<int64_t> shape(x.getShape());
   shape.back() = n;
   return expectShape(*this, "result", tensorType(getResult()), shape);
-}
-
-/// NumPy broadcasting of two static shapes; failure when incompatible.
-static FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
-                                                       ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  SmallVector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return failure();
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
 }
 
 static LogicalResult verifyBinary(Operation *op) {

@@ -9,6 +9,7 @@
 #define SHARDC_NN_OPS
 
 include "dialects/nn/NNDialect.td"
+include "dialects/nn/NNInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -17,7 +18,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Embeddings and projections
 //===----------------------------------------------------------------------===//
 
-def NN_EmbeddingOp : NN_Op<"embedding", [Pure]> {
+def NN_EmbeddingOp : NN_Op<"embedding", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "token embedding lookup";
   let description = [{
     Gathers rows of `table` [V, C] by the integer `ids` [d0, ..., dn]; the
@@ -34,7 +35,7 @@ def NN_EmbeddingOp : NN_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_LinearOp : NN_Op<"linear", [Pure]> {
+def NN_LinearOp : NN_Op<"linear", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "matrix multiplication by a weight, with an optional bias";
   let description = [{
     `y = x @ W^T + b` for a weight stored as [N, K] (PyTorch `nn.Linear`), or
@@ -61,7 +62,7 @@ def NN_LinearOp : NN_Op<"linear", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class NN_BinaryOp<string mnemonic, string what>
-    : NN_Op<mnemonic, [Pure]> {
+    : NN_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "elementwise " # what # " with NumPy broadcasting";
   let description = [{
     Elementwise }] # what # [{ of two tensors of one element type. Shapes
@@ -83,13 +84,15 @@ def NN_AddOp : NN_BinaryOp<"add", "addition">;
 def NN_MulOp : NN_BinaryOp<"mul", "multiplication">;
 
 class NN_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+                                DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>], traits)> {
   let arguments = (ins NN_FloatTensor:$input);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType,
+                                DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "Gaussian error linear unit, exact (erf) or tanh form";
   let description = [{
     `approximate = "none"`: `0.5 x (1 + erf(x / sqrt(2)))`;
@@ -125,7 +128,7 @@ def NN_SiluOp : NN_UnaryOp<"silu"> {
 // Normalization
 //===----------------------------------------------------------------------===//
 
-def NN_LayerNormOp : NN_Op<"layer_norm", [Pure]> {
+def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `y = (x - mean) / sqrt(var + eps) * weight + bias` over the last dimension
@@ -147,7 +150,7 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_RMSNormOp : NN_Op<"rms_norm", [Pure]> {
+def NN_RMSNormOp : NN_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "root-mean-square normalization over the last dimension";
   let description = [{
     `y = x / sqrt(mean(x^2) + eps) * weight` over the last dimension C of `x`
@@ -165,7 +168,8 @@ def NN_RMSNormOp : NN_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_SoftmaxOp : NN_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def NN_SoftmaxOp : NN_Op<"softmax", [Pure, SameOperandsAndResultType,
+                                  DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "softmax along one axis";
   let description = [{
     `y = exp(x - max) / sum(exp(x - max))` along `axis` (negative counts from
@@ -187,14 +191,17 @@ def NN_SoftmaxOp : NN_Op<"softmax", [Pure, SameOperandsAndResultType]> {
 // Attention
 //===----------------------------------------------------------------------===//
 
-def NN_RotaryOp : NN_Op<"rotary", [Pure, SameOperandsAndResultType]> {
+def NN_RotaryOp : NN_Op<"rotary", [Pure, SameOperandsAndResultType,
+                                 DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "rotary position embedding (rotate-half form)";
   let description = [{
     Applies rotary position embedding to `x` [B, H, T, D] at positions
     `0..T-1`, as Hugging Face Llama does: with `f_i = theta^(-2i/D)` for
     `i < D/2`, `y = x * cos + rotate_half(x) * sin`, where
     `rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2])` and both cos and
-    sin are repeated over the two halves. D must be even.
+    sin are repeated over the two halves. D must be even. With `inverse`,
+    the rotation is by the negative angles (the transpose, used for the
+    gradient).
 
     Example:
     ```mlir
@@ -202,13 +209,14 @@ def NN_RotaryOp : NN_Op<"rotary", [Pure, SameOperandsAndResultType]> {
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input,
-                   DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+                   DefaultValuedAttr<F64Attr, "10000.0">:$theta,
+                   UnitAttr:$inverse);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
-def NN_AttentionOp : NN_Op<"attention", [Pure]> {
+def NN_AttentionOp : NN_Op<"attention", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "scaled dot-product attention, multi-head or grouped-query";
   let description = [{
     `softmax(q k^T * scale + mask) v` per head. `query` is [B, H, T, D];
@@ -239,7 +247,7 @@ def NN_AttentionOp : NN_Op<"attention", [Pure]> {
 // Shape ops
 //===----------------------------------------------------------------------===//
 
-def NN_ReshapeOp : NN_Op<"reshape", [Pure]> {
+def NN_ReshapeOp : NN_Op<"reshape", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "reshape to a static shape with the same element count";
   let description = [{
     Reinterprets the row-major elements of `input` with the result's shape.
@@ -255,7 +263,7 @@ def NN_ReshapeOp : NN_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_TransposeOp : NN_Op<"transpose", [Pure]> {
+def NN_TransposeOp : NN_Op<"transpose", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "permutation of dimensions";
   let description = [{
     Result dimension i is input dimension `permutation[i]`.
@@ -271,7 +279,7 @@ def NN_TransposeOp : NN_Op<"transpose", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_SliceOp : NN_Op<"slice", [Pure]> {
+def NN_SliceOp : NN_Op<"slice", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "contiguous slice along one dimension";
   let description = [{
     Takes elements `start .. start + size - 1` of dimension `dim`, where size
@@ -294,7 +302,7 @@ def NN_SliceOp : NN_Op<"slice", [Pure]> {
 // Loss
 //===----------------------------------------------------------------------===//
 
-def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure]> {
+def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "mean cross-entropy loss over tokens, with an ignore index";
   let description = [{
     `logits` is [d0, ..., dn, V] and `targets` is [d0, ..., dn]. The result is
@@ -314,5 +322,7 @@ def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure]> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
+
+include "dialects/nn/NNTrainOps.td"
 
 #endif // SHARDC_NN_OPS

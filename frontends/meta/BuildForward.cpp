@@ -99,6 +99,15 @@ public:
         b, loc, RankedTensorType::get({}, f32), logits, targets);
   }
 
+  /// Tags the ops built since `begin()` with `nn.block = layer`: the unit
+  /// of activation checkpointing.
+  void beginBlock() { blockStart = block->empty() ? nullptr : &block->back(); }
+  void endBlock(int64_t layer) {
+    auto it = blockStart ? std::next(Block::iterator(blockStart)) : block->begin();
+    for (Operation &op : llvm::make_range(it, block->end()))
+      op.setAttr("nn.block", b.getI64IntegerAttr(layer));
+  }
+
   /// The residual projections' init std, scaled as in GPT-2.
   double residualStd() const { return 0.02 / std::sqrt(2.0 * c.numLayers); }
 
@@ -114,6 +123,7 @@ private:
   Type f32;
   Location loc;
   std::unique_ptr<Block> block;
+  Operation *blockStart = nullptr;
   SmallVector<Attribute> argAttrs;
 };
 
@@ -139,6 +149,7 @@ Value GraphBuilder::gpt2() {
   x = add(x, slice(wpe, 0, 0, T));
   for (int64_t l = 0; l < c.numLayers; ++l) {
     std::string p = "transformer.h." + std::to_string(l);
+    beginBlock();
     Value h = layerNorm(x, p + ".ln_1");
     Value qkv = conv1d(h, p + ".attn.c_attn", 3 * C, 0.02);
     Value q = splitHeads(slice(qkv, 2, 0, C), H);
@@ -152,6 +163,7 @@ Value GraphBuilder::gpt2() {
                                     c.activation == "gelu" ? "none" : "tanh");
     h = conv1d(gelu, p + ".mlp.c_proj", C, residualStd());
     x = add(x, h);
+    endBlock(l);
   }
   x = layerNorm(x, "transformer.ln_f");
   Value head = c.tieEmbeddings ? wte : param("lm_head.weight", {c.vocabSize, C});
@@ -182,6 +194,7 @@ Value GraphBuilder::llama() {
   Value x = nn::EmbeddingOp::create(b, loc, type({B, T, C}), tokens, embed);
   for (int64_t l = 0; l < c.numLayers; ++l) {
     std::string p = "model.layers." + std::to_string(l);
+    beginBlock();
     Value h = rmsNorm(x, p + ".input_layernorm.weight");
     Value q = rotary(splitHeads(proj(h, p + ".self_attn.q_proj.weight", H * D), H));
     Value k = rotary(splitHeads(proj(h, p + ".self_attn.k_proj.weight", Hkv * D), Hkv));
@@ -194,6 +207,7 @@ Value GraphBuilder::llama() {
     Value act = nn::SiluOp::create(b, loc, gate.getType(), gate);
     Value m = nn::MulOp::create(b, loc, act.getType(), act, up);
     x = add(x, proj(m, p + ".mlp.down_proj.weight", C, residualStd()));
+    endBlock(l);
   }
   x = rmsNorm(x, "model.norm.weight");
   Value head = c.tieEmbeddings ? embed : param("lm_head.weight", {c.vocabSize, C});

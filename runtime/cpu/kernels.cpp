@@ -178,6 +178,7 @@ SHARDC_KERNEL(silu) {
 
 SHARDC_KERNEL(rotary) {
   int64_t B = i[0], H = i[1], T = i[2], D = i[3], half = D / 2;
+  bool inverse = i[4];
   double theta = f[0];
   const float *x = F(b[0]);
   float *y = F(b[1]);
@@ -189,7 +190,7 @@ SHARDC_KERNEL(rotary) {
     for (int64_t t = 0; t < T; ++t) {
       float angle = float(t) * invFreq;
       cosT[t * half + k] = std::cos(angle);
-      sinT[t * half + k] = std::sin(angle);
+      sinT[t * half + k] = inverse ? -std::sin(angle) : std::sin(angle);
     }
   }
   for (int64_t bh = 0; bh < B * H; ++bh)

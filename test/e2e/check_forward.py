@@ -68,7 +68,8 @@ def main():
 
     # 1. Given weights: every step's loss matches PyTorch.
     log = os.path.join(args.workdir, "log.jsonl")
-    run([exe, "--init-from", w_path, "--data", tok_path, "--steps", str(S), "--log", log])
+    # --lr 0: every step sees the same weights.
+    run([exe, "--lr", "0", "--init-from", w_path, "--data", tok_path, "--steps", str(S), "--log", log])
     worst = 0.0
     with torch.no_grad():
         for entry in read_log(log):
@@ -85,7 +86,7 @@ def main():
     # 2. The executable's own init, saved and reloaded by PyTorch.
     saved = os.path.join(args.workdir, "init.safetensors")
     log2 = os.path.join(args.workdir, "log2.jsonl")
-    run([exe, "--seed", "7", "--data", tok_path, "--steps", "1", "--log", log2,
+    run([exe, "--lr", "0", "--seed", "7", "--data", tok_path, "--steps", "1", "--log", log2,
          "--save-weights", saved])
     W2 = tm.read_safetensors(saved)
     expected = tm.param_shapes(c)

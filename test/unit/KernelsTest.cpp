@@ -166,7 +166,7 @@ TEST(Kernels, Rotary) {
   const int64_t B = 2, H = 3, T = 5, D = 8;
   Vec x = randomVec(B * H * T * D, 14), y(x.size());
   std::vector<void *> b = bufs(x, y);
-  int64_t ints[] = {B, H, T, D};
+  int64_t ints[] = {B, H, T, D, 0};
   double theta[] = {10000.0};
   shardc_k_rotary(&ctx, b.data(), ints, theta, 0);
   std::vector<double> want(x.size());

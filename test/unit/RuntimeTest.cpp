@@ -134,15 +134,15 @@ TEST(Init, CounterBasedNormalIsMeshInvariantAndCalibrated) {
 }
 
 TEST(Manifest, ParsesAndInitializes) {
-  const char *json = R"({"format": 1,
+  const char *json = R"({"format": 2,
     "model": {"family": "gpt2", "source": "t", "vocab_size": 10,
               "micro_batch": 2, "seq_len": 3},
     "params": [{"name": "w", "dtype": "f32", "shape": [4, 8], "offset": 0,
                 "bytes": 128, "init": "normal", "std": 0.5},
                {"name": "g", "dtype": "f32", "shape": [8], "offset": 128,
                 "bytes": 32, "init": "ones"}],
-    "inputs": [], "outputs": [], "param_bytes": 192, "io_bytes": 0,
-    "arena_bytes": 0})";
+    "state": [], "io": [], "entries": ["micro_step", "opt_step"],
+    "param_bytes": 192, "state_bytes": 0, "io_bytes": 0, "arena_bytes": 0})";
   Manifest m = Manifest::parse(json);
   EXPECT_EQ(m.numParams(), 40);
   std::vector<char> params(192);

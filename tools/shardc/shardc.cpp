@@ -27,7 +27,7 @@ using namespace llvm;
 
 namespace {
 
-enum class Emit { MLIR, Rt, LLVM, Obj, Exe };
+enum class Emit { MLIR, Train, Rt, LLVM, Obj, Exe };
 
 cl::OptionCategory category("shardc options");
 
@@ -48,6 +48,8 @@ cl::opt<std::string> outputArg("o", cl::desc("Output file (default: 'train' "
 cl::opt<Emit> emitArg(
     "emit", cl::desc("What to produce"), cl::init(Emit::Exe),
     cl::values(clEnumValN(Emit::MLIR, "mlir", "the nn forward graph (MLIR)"),
+               clEnumValN(Emit::Train, "train",
+                          "the training step in the nn dialect (MLIR)"),
                clEnumValN(Emit::Rt, "rt", "the scheduled rt program (MLIR)"),
                clEnumValN(Emit::LLVM, "llvm", "LLVM IR"),
                clEnumValN(Emit::Obj, "obj", "an object file"),
@@ -60,6 +62,15 @@ cl::opt<int64_t> seqLenArg("seq-len",
 cl::opt<int64_t> microBatchArg("micro-batch",
                                cl::desc("Sequences per micro-batch"),
                                cl::init(4), cl::cat(category));
+cl::opt<std::string> recomputeArg(
+    "recompute",
+    cl::desc("Activations recomputed in backward instead of kept: none, or "
+             "block (each transformer block's, activation checkpointing)"),
+    cl::init("none"), cl::cat(category));
+cl::opt<std::string> optimizerArg("optimizer",
+                                  cl::desc("The compiled optimizer: adamw or "
+                                           "sgd (with momentum)"),
+                                  cl::init("adamw"), cl::cat(category));
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "shardc") << message << "\n";
@@ -93,6 +104,16 @@ int main(int argc, char **argv) {
       "directory holding one. The default is 'tiny'.\n";
   cl::ParseCommandLineOptions(argc, argv, overview);
 
+  if (recomputeArg != "none" && recomputeArg != "block")
+    return fail("--recompute must be 'none' or 'block', got '" + recomputeArg +
+                "'");
+  if (optimizerArg != "adamw" && optimizerArg != "sgd")
+    return fail("--optimizer must be 'adamw' or 'sgd', got '" + optimizerArg +
+                "'");
+  shardc::PipelineOptions pipeline;
+  pipeline.recompute = recomputeArg;
+  pipeline.optimizer = optimizerArg;
+
   Expected<shardc::meta::ModelConfig> config =
       shardc::meta::loadModelConfig(modelArg);
   if (!config)
@@ -113,10 +134,18 @@ int main(int argc, char **argv) {
     return writeText([&](raw_ostream &os) { (*module)->print(os); });
 
   mlir::PassManager pm(&context);
-  if (emitArg == Emit::Rt)
+  if (emitArg == Emit::Train) {
+    shardc::buildTrainingPipeline(pm, pipeline);
+    if (failed(pm.run(**module)))
+      return fail("building the training step of " + config->source + " failed");
+    return writeText([&](raw_ostream &os) { (*module)->print(os); });
+  }
+  if (emitArg == Emit::Rt) {
+    shardc::buildTrainingPipeline(pm, pipeline);
     shardc::buildNNToRtPipeline(pm);
-  else
-    shardc::buildLoweringPipeline(pm);
+  } else {
+    shardc::buildLoweringPipeline(pm, pipeline);
+  }
   if (failed(pm.run(**module)))
     return fail("lowering " + config->source + " failed");
   if (emitArg == Emit::Rt)
@@ -151,7 +180,9 @@ int main(int argc, char **argv) {
   errs() << "shardc: compiled " << config->source << " ("
          << (config->family == shardc::meta::Family::GPT2 ? "gpt2" : "llama")
          << ", " << config->numLayers << " layers, micro-batch "
-         << microBatchArg << " x " << seqLen << " tokens) -> " << output
+         << microBatchArg << " x " << seqLen << " tokens, " << optimizerArg
+         << (recomputeArg == "block" ? ", recompute block" : "") << ") -> "
+         << output
          << "\n";
   return 0;
 }

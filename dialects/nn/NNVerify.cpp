@@ -1,0 +1,59 @@
+//===- NNVerify.cpp - shared helpers of the nn verifiers ------------------===//
+#include "dialects/nn/NNVerify.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace shardc::nn;
+using shardc::nn::detail::tensorType;
+
+/// Every operand and result of an nn op has a static shape.
+LogicalResult shardc::nn::detail::verifyStaticShapes(Operation *op) {
+  for (Value v : op->getOperands())
+    if (!tensorType(v).hasStaticShape())
+      return op->emitOpError("requires statically shaped operands, got ")
+             << v.getType();
+  for (Value v : op->getResults())
+    if (!tensorType(v).hasStaticShape())
+      return op->emitOpError("requires a statically shaped result, got ")
+             << v.getType();
+  return success();
+}
+
+/// The floating-point operands and result share one element type.
+LogicalResult shardc::nn::detail::verifySameFloatType(Operation *op, ArrayRef<Value> values,
+                                  ArrayRef<StringRef> names) {
+  Type expected = tensorType(values.front()).getElementType();
+  for (auto [v, name] : llvm::zip(values, names))
+    if (tensorType(v).getElementType() != expected)
+      return op->emitOpError("expects ")
+             << name << " to have element type " << expected << ", got "
+             << tensorType(v).getElementType();
+  return success();
+}
+
+LogicalResult shardc::nn::detail::expectShape(Operation *op, StringRef what, RankedTensorType type,
+                          ArrayRef<int64_t> expected) {
+  if (type.getShape() == expected)
+    return success();
+  InFlightDiagnostic diag = op->emitOpError("expects ") << what << " of shape [";
+  llvm::interleaveComma(expected, diag);
+  diag << "], got " << type;
+  return diag;
+}
+
+/// NumPy broadcasting of two static shapes; failure when incompatible.
+FailureOr<SmallVector<int64_t>> shardc::nn::detail::broadcastShapes(ArrayRef<int64_t> a,
+                                                        ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}

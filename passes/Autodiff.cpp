@@ -1,0 +1,169 @@
+//===- Autodiff.cpp - reverse-mode differentiation of the forward graph ---===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace shardc {
+#define GEN_PASS_DEF_NNAUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (recompute != "none" && recompute != "block") {
+      module.emitError("recompute must be 'none' or 'block', got '")
+          << recompute << "'";
+      return signalPassFailure();
+    }
+    auto fwd = module.lookupSymbol<func::FuncOp>(entryName);
+    if (!fwd) {
+      module.emitError("no model function named '") << entryName << "'";
+      return signalPassFailure();
+    }
+    if (failed(differentiate(fwd)))
+      return signalPassFailure();
+    fwd.erase();
+  }
+
+  /// The gradient of `v` so far, or null.
+  Value gradOf(Value v) const { return grads.lookup(v); }
+
+  void addGrad(OpBuilder &b, Value v, Value g) {
+    Value &slot = grads[v];
+    slot = slot ? Value(nn::AddOp::create(b, g.getLoc(), g.getType(), slot, g))
+                : g;
+  }
+
+  Value zeros(OpBuilder &b, Location loc, Type type) {
+    return nn::FillOp::create(b, loc, type, b.getF64FloatAttr(0.0));
+  }
+
+  LogicalResult differentiate(func::FuncOp fwd) {
+    if (!fwd.getBody().hasOneBlock())
+      return fwd.emitError("the model function must have a single block");
+    auto ret = cast<func::ReturnOp>(fwd.getBody().front().getTerminator());
+    auto lossType = RankedTensorType::get({}, Float32Type::get(&getContext()));
+    if (ret.getNumOperands() != 1 || ret.getOperand(0).getType() != lossType)
+      return fwd.emitError("the model function must return one scalar f32 loss");
+
+    // micro_step(forward args..., grad accumulators..., accumulate)
+    OpBuilder b(fwd);
+    MLIRContext *ctx = &getContext();
+    SmallVector<Type> argTypes(fwd.getArgumentTypes());
+    SmallVector<DictionaryAttr> argAttrs;
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      argAttrs.push_back(fwd.getArgAttrDict(i) ? fwd.getArgAttrDict(i)
+                                               : b.getDictionaryAttr({}));
+    SmallVector<unsigned> paramArgs;
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, attrs::kParam)) {
+        paramArgs.push_back(i);
+        argTypes.push_back(fwd.getArgumentTypes()[i]);
+        argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+            attrs::kState, b.getStringAttr("grad." + name.str()))));
+      }
+    auto controlType = RankedTensorType::get({2}, Float32Type::get(ctx));
+    argTypes.push_back(controlType);
+    argAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(attrs::kInput, b.getStringAttr("accumulate"))));
+
+    SmallVector<Type> resultTypes = {lossType};
+    SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
+        b.getNamedAttr(attrs::kOutput, b.getStringAttr("loss")))};
+    unsigned firstAcc = fwd.getNumArguments();
+    for (auto [k, i] : llvm::enumerate(paramArgs)) {
+      resultTypes.push_back(fwd.getArgumentTypes()[i]);
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+          attrs::kUpdates, b.getI64IntegerAttr(firstAcc + k))));
+    }
+
+    auto step = func::FuncOp::create(b, fwd.getLoc(), "micro_step",
+                                     b.getFunctionType(argTypes, resultTypes));
+    step.setAllArgAttrs(argAttrs);
+    step.setAllResultAttrs(resultAttrs);
+    Block *entry = step.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+
+    // Forward.
+    IRMapping map;
+    for (BlockArgument arg : fwd.getArguments())
+      map.map(arg, entry->getArgument(arg.getArgNumber()));
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : fwd.getBody().front().without_terminator())
+      forwardOps.push_back(b.clone(op, map));
+    Value loss = map.lookup(ret.getOperand(0));
+
+    // Backward, in reverse order.
+    grads[loss] = nn::FillOp::create(b, fwd.getLoc(), lossType,
+                                     b.getF64FloatAttr(1.0));
+    DenseMap<Operation *, Operation *> recomputed;
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      if (llvm::none_of(op->getResults(), [&](Value r) { return gradOf(r); }))
+        continue;
+      Operation *target = op;
+      if (recompute == "block" && op->hasAttr(attrs::kBlock)) {
+        if (!recomputed.count(op))
+          recomputeBlock(b, forwardOps, op->getAttr(attrs::kBlock), recomputed);
+        target = recomputed.lookup(op);
+      }
+      auto vjp = dyn_cast<nn::DifferentiableOpInterface>(target);
+      if (!vjp)
+        return op->emitOpError("is not differentiable (it has no "
+                               "DifferentiableOpInterface)");
+      SmallVector<Value> resultGrads;
+      for (Value r : op->getResults())
+        resultGrads.push_back(gradOf(r) ? gradOf(r)
+                                        : zeros(b, op->getLoc(), r.getType()));
+      SmallVector<Value> operandGrads = vjp.buildVJP(b, resultGrads);
+      if (operandGrads.size() != op->getNumOperands())
+        return op->emitOpError("VJP rule returned ")
+               << operandGrads.size() << " gradients for "
+               << op->getNumOperands() << " operands";
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
+        if (g)
+          addGrad(b, operand, g);
+    }
+
+    // Fold each parameter's gradient into its accumulator.
+    SmallVector<Value> results = {loss};
+    Value control = entry->getArguments().back();
+    for (auto [k, i] : llvm::enumerate(paramArgs)) {
+      Value param = entry->getArgument(i);
+      Value g = gradOf(param);
+      if (!g)
+        g = zeros(b, fwd.getLoc(), param.getType());
+      Value acc = entry->getArgument(firstAcc + k);
+      results.push_back(nn::AccumulateOp::create(b, fwd.getLoc(), acc.getType(),
+                                                 acc, g, control));
+    }
+    func::ReturnOp::create(b, fwd.getLoc(), results);
+    return success();
+  }
+
+  /// Re-emits every forward op of `block` at the insertion point; operands
+  /// produced inside the block read the re-emitted values.
+  void recomputeBlock(OpBuilder &b, ArrayRef<Operation *> forwardOps,
+                      Attribute block,
+                      DenseMap<Operation *, Operation *> &recomputed) {
+    IRMapping map;
+    for (Operation *op : forwardOps) {
+      if (op->getAttr(attrs::kBlock) != block)
+        continue;
+      Operation *clone = b.clone(*op, map);
+      recomputed[op] = clone;
+    }
+  }
+
+  DenseMap<Value, Value> grads;
+};
+
+} // namespace

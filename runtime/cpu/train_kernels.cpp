@@ -1,0 +1,390 @@
+//===- train_kernels.cpp - CPU backward, reduction and optimizer kernels --===//
+//
+// Arguments as listed in runtime/kernels.h. Reductions accumulate in double;
+// the optimizers follow torch.optim's f32 arithmetic step by step.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using shardc::runtime::Context;
+using shardc::runtime::fatal;
+
+namespace {
+
+float *F(void *p) { return static_cast<float *>(p); }
+const int32_t *I32(void *p) { return static_cast<const int32_t *>(p); }
+
+void launched(void *ctx, int64_t stream) {
+  if (ctx)
+    static_cast<Context *>(ctx)->countLaunch(stream);
+}
+
+void zero(float *p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
+
+/// Row-wise softmax of `scores` [T, S] in place, with a causal mask.
+void maskedSoftmax(float *scores, int64_t T, int64_t S, bool causal) {
+  for (int64_t t = 0; t < T; ++t) {
+    float *row = scores + t * S;
+    int64_t valid = causal ? t + 1 : S;
+    float mx = *std::max_element(row, row + valid);
+    double sum = 0;
+    for (int64_t s = 0; s < valid; ++s)
+      sum += (row[s] = std::exp(row[s] - mx));
+    float inv = float(1.0 / sum);
+    for (int64_t s = 0; s < valid; ++s)
+      row[s] *= inv;
+    for (int64_t s = valid; s < S; ++s)
+      row[s] = 0.0f;
+  }
+}
+
+} // namespace
+
+SHARDC_KERNEL(fill) {
+  std::fill(F(b[0]), F(b[0]) + i[0], float(f[0]));
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(matmul) {
+  int64_t M = i[0], K = i[1], N = i[2];
+  bool ta = i[3], tb = i[4];
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, F(b[0]),
+              ta ? M : K, F(b[1]), tb ? K : N, 0.0f, F(b[2]), N);
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(sum_to) {
+  int64_t R = i[0], outN = i[1];
+  const int64_t *dims = i + 2, *ystr = i + 2 + R;
+  const float *x = F(b[0]);
+  std::vector<double> acc(outN, 0.0);
+  int64_t total = 1;
+  for (int64_t d = 0; d < R; ++d)
+    total *= dims[d];
+  std::vector<int64_t> idx(R, 0);
+  int64_t off = 0;
+  for (int64_t n = 0; n < total; ++n) {
+    acc[off] += x[n];
+    for (int64_t d = R - 1; d >= 0; --d) {
+      ++idx[d];
+      off += ystr[d];
+      if (idx[d] < dims[d])
+        break;
+      off -= ystr[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+  float *y = F(b[1]);
+  for (int64_t k = 0; k < outN; ++k)
+    y[k] = float(acc[k]);
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(embedding_grad) {
+  int64_t N = i[0], V = i[1], C = i[2];
+  const int32_t *ids = I32(b[0]);
+  const float *dy = F(b[1]);
+  float *dt = F(b[2]);
+  zero(dt, V * C);
+  for (int64_t n = 0; n < N; ++n) {
+    float *row = dt + int64_t(ids[n]) * C;
+    for (int64_t c = 0; c < C; ++c)
+      row[c] += dy[n * C + c];
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(layer_norm_grad) {
+  int64_t M = i[0], C = i[1];
+  double eps = f[0];
+  const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
+  float *dx = F(b[3]), *dw = F(b[4]), *db = F(b[5]);
+  std::vector<double> dwAcc(C, 0.0), dbAcc(C, 0.0), xhat(C), g(C);
+  for (int64_t m = 0; m < M; ++m) {
+    const float *xr = x + m * C, *dyr = dy + m * C;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c)
+      mean += xr[c];
+    mean /= C;
+    for (int64_t c = 0; c < C; ++c)
+      var += (xr[c] - mean) * (xr[c] - mean);
+    var /= C;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    double meanG = 0, meanGX = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      xhat[c] = (xr[c] - mean) * rstd;
+      g[c] = double(dyr[c]) * w[c];
+      dwAcc[c] += double(dyr[c]) * xhat[c];
+      dbAcc[c] += dyr[c];
+      meanG += g[c];
+      meanGX += g[c] * xhat[c];
+    }
+    meanG /= C;
+    meanGX /= C;
+    for (int64_t c = 0; c < C; ++c)
+      dx[m * C + c] = float(rstd * (g[c] - meanG - xhat[c] * meanGX));
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    dw[c] = float(dwAcc[c]);
+    db[c] = float(dbAcc[c]);
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(rms_norm_grad) {
+  int64_t M = i[0], C = i[1];
+  double eps = f[0];
+  const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
+  float *dx = F(b[3]), *dw = F(b[4]);
+  std::vector<double> dwAcc(C, 0.0);
+  for (int64_t m = 0; m < M; ++m) {
+    const float *xr = x + m * C, *dyr = dy + m * C;
+    double ss = 0;
+    for (int64_t c = 0; c < C; ++c)
+      ss += double(xr[c]) * xr[c];
+    double r = 1.0 / std::sqrt(ss / C + eps);
+    double gx = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      gx += double(dyr[c]) * w[c] * xr[c];
+      dwAcc[c] += double(dyr[c]) * xr[c] * r;
+    }
+    for (int64_t c = 0; c < C; ++c)
+      dx[m * C + c] =
+          float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C);
+  }
+  for (int64_t c = 0; c < C; ++c)
+    dw[c] = float(dwAcc[c]);
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(gelu_grad) {
+  int64_t n = i[0];
+  bool tanhForm = i[1];
+  const float *x = F(b[0]), *dy = F(b[1]);
+  float *dx = F(b[2]);
+  const double kAlpha = std::sqrt(2.0 / M_PI);
+  for (int64_t k = 0; k < n; ++k) {
+    double v = x[k], d;
+    if (tanhForm) {
+      double t = std::tanh(kAlpha * (v + 0.044715 * v * v * v));
+      d = 0.5 * (1 + t) +
+          0.5 * v * (1 - t * t) * kAlpha * (1 + 3 * 0.044715 * v * v);
+    } else {
+      d = 0.5 * (1 + std::erf(v * M_SQRT1_2)) +
+          v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    }
+    dx[k] = float(dy[k] * d);
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(silu_grad) {
+  int64_t n = i[0];
+  const float *x = F(b[0]), *dy = F(b[1]);
+  float *dx = F(b[2]);
+  for (int64_t k = 0; k < n; ++k) {
+    double s = 1.0 / (1.0 + std::exp(-double(x[k])));
+    dx[k] = float(dy[k] * s * (1.0 + x[k] * (1.0 - s)));
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(softmax_grad) {
+  int64_t outer = i[0], n = i[1], inner = i[2];
+  const float *y = F(b[0]), *dy = F(b[1]);
+  float *dx = F(b[2]);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      int64_t base = o * n * inner + in;
+      double dot = 0;
+      for (int64_t k = 0; k < n; ++k)
+        dot += double(y[base + k * inner]) * dy[base + k * inner];
+      for (int64_t k = 0; k < n; ++k)
+        dx[base + k * inner] =
+            float(y[base + k * inner] * (dy[base + k * inner] - dot));
+    }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(attention_grad) {
+  int64_t B = i[0], H = i[1], G = i[2], T = i[3], S = i[4], D = i[5];
+  bool causal = i[6];
+  float scale = float(f[0]);
+  const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]), *dO = F(b[3]);
+  float *dq = F(b[4]), *dk = F(b[5]), *dv = F(b[6]);
+  zero(dk, B * G * S * D);
+  zero(dv, B * G * S * D);
+  std::vector<float> p(T * S), dp(T * S);
+  int64_t group = H / G;
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t g = bi * G + h / group;
+      const float *qh = q + (bi * H + h) * T * D, *kh = k + g * S * D,
+                  *vh = v + g * S * D, *doh = dO + (bi * H + h) * T * D;
+      float *dqh = dq + (bi * H + h) * T * D, *dkh = dk + g * S * D,
+            *dvh = dv + g * S * D;
+      // P = softmax(scale q k^T), as in forward.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, D, scale, qh,
+                  D, kh, D, 0.0f, p.data(), S);
+      maskedSoftmax(p.data(), T, S, causal);
+      // dV += P^T dO; dP = dO V^T.
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, T, 1.0f,
+                  p.data(), S, doh, D, 1.0f, dvh, D);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, D, 1.0f, doh,
+                  D, vh, D, 0.0f, dp.data(), S);
+      // dS = P * (dP - rowsum(dP * P)), stored in dp.
+      for (int64_t t = 0; t < T; ++t) {
+        float *pr = p.data() + t * S, *dr = dp.data() + t * S;
+        double dot = 0;
+        for (int64_t s = 0; s < S; ++s)
+          dot += double(pr[s]) * dr[s];
+        for (int64_t s = 0; s < S; ++s)
+          dr[s] = float(pr[s] * (dr[s] - dot));
+      }
+      // dQ = scale dS K; dK += scale dS^T Q.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, S, scale,
+                  dp.data(), S, kh, D, 0.0f, dqh, D);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, T, scale,
+                  dp.data(), S, qh, D, 1.0f, dkh, D);
+    }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(slice_grad) {
+  int64_t outer = i[0], n = i[1], start = i[2], size = i[3], inner = i[4];
+  const float *dy = F(b[0]);
+  float *dx = F(b[1]);
+  zero(dx, outer * n * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dx + (o * n + start) * inner, dy + o * size * inner,
+                size * inner * sizeof(float));
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(cross_entropy_grad) {
+  int64_t N = i[0], V = i[1], ignore = i[2];
+  const float *logits = F(b[0]);
+  const int32_t *targets = I32(b[1]);
+  float dloss = F(b[2])[0];
+  float *dl = F(b[3]);
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n)
+    count += targets[n] != ignore;
+  float scale = count ? dloss / float(count) : 0.0f;
+  for (int64_t n = 0; n < N; ++n) {
+    float *out = dl + n * V;
+    int64_t t = targets[n];
+    if (t == ignore) {
+      zero(out, V);
+      continue;
+    }
+    if (t < 0 || t >= V)
+      fatal("cross_entropy_grad: target %lld is outside the vocabulary of %lld",
+            (long long)t, (long long)V);
+    const float *row = logits + n * V;
+    float mx = *std::max_element(row, row + V);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v)
+      sum += std::exp(double(row[v]) - mx);
+    for (int64_t v = 0; v < V; ++v)
+      out[v] = float(std::exp(double(row[v]) - mx) / sum) * scale;
+    out[t] -= scale;
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(accumulate) {
+  int64_t n = i[0];
+  const float *acc = F(b[0]), *g = F(b[1]), *ctl = F(b[2]);
+  float *out = F(b[3]);
+  bool keep = ctl[0] != 0.0f;
+  float scale = ctl[1];
+  for (int64_t k = 0; k < n; ++k)
+    out[k] = keep ? acc[k] + scale * g[k] : scale * g[k];
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(squared_norm) {
+  int64_t n = i[0];
+  const float *x = F(b[0]);
+  double s = 0;
+  for (int64_t k = 0; k < n; ++k)
+    s += double(x[k]) * x[k];
+  F(b[1])[0] = float(s);
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(clip_coef) {
+  float sq = F(b[0])[0], maxNorm = F(b[1])[0];
+  float coef = 1.0f;
+  if (maxNorm > 0.0f)
+    coef = std::min(1.0f, maxNorm / (std::sqrt(sq) + 1e-6f));
+  F(b[2])[0] = coef;
+  launched(ctx, stream);
+}
+
+namespace {
+enum { kLr, kBeta1, kBeta2, kEps, kWeightDecay, kWeightDecay1D, kStep };
+} // namespace
+
+SHARDC_KERNEL(adamw) {
+  int64_t n = i[0];
+  bool is1D = i[1];
+  const float *p = F(b[0]), *g = F(b[1]), *m = F(b[2]), *v = F(b[3]);
+  const float *h = F(b[4]);
+  float coef = F(b[5])[0];
+  float *p2 = F(b[6]), *m2 = F(b[7]), *v2 = F(b[8]);
+  // Scalars in double, then applied in f32, as torch.optim.AdamW does.
+  double lr = h[kLr], b1 = h[kBeta1], b2 = h[kBeta2], eps = h[kEps];
+  double wd = is1D ? h[kWeightDecay1D] : h[kWeightDecay], step = h[kStep];
+  float decay = float(1.0 - lr * wd);
+  float bc2Sqrt = float(std::sqrt(1.0 - std::pow(b2, step)));
+  float stepSize = float(lr / (1.0 - std::pow(b1, step)));
+  float fb1 = float(b1), fb2 = float(b2), f1b1 = float(1 - b1),
+        f1b2 = float(1 - b2), feps = float(eps);
+  for (int64_t k = 0; k < n; ++k) {
+    float gk = g[k] * coef;
+    float pk = p[k] * decay;
+    float mk = m[k] * fb1 + gk * f1b1;
+    float vk = v[k] * fb2 + f1b2 * gk * gk;
+    float denom = std::sqrt(vk) / bc2Sqrt + feps;
+    p2[k] = pk + (-stepSize) * mk / denom; // addcdiv: p + value * m / denom
+    m2[k] = mk;
+    v2[k] = vk;
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(sgd) {
+  int64_t n = i[0];
+  bool is1D = i[1];
+  const float *p = F(b[0]), *g = F(b[1]), *buf = F(b[2]), *h = F(b[3]);
+  float coef = F(b[4])[0];
+  float *p2 = F(b[5]), *buf2 = F(b[6]);
+  float lr = h[kLr], momentum = h[kBeta1];
+  float wd = is1D ? h[kWeightDecay1D] : h[kWeightDecay];
+  bool first = h[kStep] <= 1.0f;
+  for (int64_t k = 0; k < n; ++k) {
+    float d = g[k] * coef;
+    if (wd != 0.0f)
+      d = d + wd * p[k];
+    if (momentum != 0.0f) {
+      float bk = first ? d : buf[k] * momentum + d;
+      buf2[k] = bk;
+      d = bk;
+    } else {
+      buf2[k] = buf[k];
+    }
+    p2[k] = p[k] + (-lr) * d;
+  }
+  launched(ctx, stream);
+}

@@ -1,0 +1,175 @@
+"""End-to-end: compiled training equals PyTorch training.
+
+Compiles CONFIG with shardc, then from the same random weights and token
+file checks, against an independent PyTorch run (torch_models + torch.optim):
+  * the gradients after one step (--dump-grads), per parameter:
+    |g_shardc - g_torch| / |g_torch| < --grad-rtol (norms over the tensor);
+  * the loss at every one of --steps optimizer steps (relative < --rtol).
+Options mirror the trainer's flags (grad accumulation, clipping, schedules,
+SGD, weight decay on 1-D parameters, recomputation).
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import torch_models as tm  # noqa: E402
+
+torch.set_default_dtype(torch.float32)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def lr_at(args, s):
+    if s < args.warmup:
+        return args.lr * (s + 1) / args.warmup
+    if args.schedule == "constant":
+        return args.lr
+    progress = min(1.0, (s - args.warmup) / max(1, args.steps - args.warmup))
+    if args.schedule == "cosine":
+        return args.lr * 0.5 * (1 + math.cos(math.pi * progress))
+    return args.lr * (1 - progress)
+
+
+def torch_run(args, c, W0, tokens, steps):
+    """Returns per-step losses and the gradients of the last step."""
+    B, T, N = args.batch, args.seq, args.grad_accum
+    W = {n: t.clone().requires_grad_(True) for n, t in W0.items()}
+    wd = args.weight_decay
+    decay = [t for t in W.values() if t.dim() > 1 or not args.no_decay_1d]
+    no_decay = [t for t in W.values() if t.dim() == 1 and args.no_decay_1d]
+    groups = [{"params": decay, "weight_decay": wd}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    if args.optimizer == "adamw":
+        opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.999), eps=1e-8)
+    else:
+        opt = torch.optim.SGD(groups, lr=args.lr, momentum=args.momentum)
+    losses, grads = [], None
+    for s in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(args, s)
+        opt.zero_grad()
+        total = 0.0
+        for k in range(N):
+            # Rows k*B .. k*B+B-1 of the global batch of G = N*B rows.
+            x, y = tm.batch(tokens, s * N + k, B, T)
+            loss = tm.loss(c, W, x, y) / N
+            loss.backward()
+            total += loss.item()
+        grads = {n: t.grad.clone() for n, t in W.items()}
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(list(W.values()), args.clip)
+        opt.step()
+        losses.append(total)
+    return losses, grads
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--shardc", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--clip", type=float, default=0.0)
+    ap.add_argument("--recompute", default="none")
+    ap.add_argument("--optimizer", default="adamw")
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--no-decay-1d", action="store_true")
+    ap.add_argument("--schedule", default="constant")
+    ap.add_argument("--warmup", type=int, default=0)
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--grad-rtol", type=float, default=1e-4)
+    ap.add_argument("--same-as-log", help="a log this run's losses must equal exactly")
+    args = ap.parse_args()
+
+    os.makedirs(args.workdir, exist_ok=True)
+    c = tm.load_config(args.config)
+    B, T, N, S = args.batch, args.seq, args.grad_accum, args.steps
+    # Learnable tokens: a fixed successor rule, with 20% noise.
+    V = c["vocab_size"]
+    rng = np.random.default_rng(0)
+    tokens = np.empty(B * N * T * S + 1, dtype=np.int64)
+    tokens[0] = 1
+    for i in range(1, len(tokens)):
+        tokens[i] = (tokens[i - 1] * 7 + 3) % V if rng.random() < 0.8 else rng.integers(0, V)
+    tok_path = os.path.join(args.workdir, "tokens.bin")
+    tm.write_tokens(tok_path, tokens)
+    W0 = tm.random_params(c, seed=1, std=0.1)
+    w_path = os.path.join(args.workdir, "weights.safetensors")
+    tm.write_safetensors(w_path, W0)
+
+    exe = os.path.join(args.workdir, "train")
+    run([args.shardc, args.config, "--micro-batch", str(B), "--seq-len", str(T),
+         "--optimizer", args.optimizer, "--recompute", args.recompute, "-o", exe])
+    flags = ["--init-from", w_path, "--data", tok_path, "--grad-accum", str(N),
+             "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
+             "--clip-grad-norm", str(args.clip), "--lr-schedule", args.schedule,
+             "--warmup-steps", str(args.warmup), "--momentum", str(args.momentum)]
+    if args.no_decay_1d:
+        flags.append("--no-decay-1d")
+
+    # 1. Gradients of the first step.
+    grads_path = os.path.join(args.workdir, "grads.safetensors")
+    run([exe, *flags, "--steps", "1", "--dump-grads", grads_path])
+    got = tm.read_safetensors(grads_path)
+    _, ref = torch_run(args, c, W0, tokens, 1)
+    worst_grad = 0.0
+    for name, g in ref.items():
+        rel = ((got[name] - g).norm() / g.norm().clamp_min(1e-30)).item()
+        worst_grad = max(worst_grad, rel)
+        if not rel < args.grad_rtol:
+            sys.exit(f"FAIL: gradient of {name}: relative difference {rel:.3e}")
+    print(f"gradients: {len(ref)} tensors, worst relative difference {worst_grad:.2e}")
+
+    # 2. The loss curve.
+    log = os.path.join(args.workdir, "log.jsonl")
+    run([exe, *flags, "--steps", str(S), "--log", log])
+    entries = read_log(log)
+    ref_losses, _ = torch_run(args, c, W0, tokens, S)
+    if len(entries) != S:
+        sys.exit(f"FAIL: {len(entries)} log lines, expected {S}")
+    worst = 0.0
+    for e, r in zip(entries, ref_losses):
+        rel = abs(e["loss"] - r) / abs(r)
+        worst = max(worst, rel)
+        print(f"step {e['step']:2d}: shardc {e['loss']:.7f} torch {r:.7f} rel {rel:.2e} "
+              f"lr {e['lr']:.3e} norm {e['grad_norm']:.4f}")
+        if not rel < args.rtol:
+            sys.exit(f"FAIL: step {e['step']} relative difference {rel:.3e} >= {args.rtol}")
+    if np.mean(ref_losses[-3:]) >= np.mean(ref_losses[:3]):
+        sys.exit("FAIL: the loss did not decrease; the check would not be telling")
+    if args.clip > 0 and not any(e["grad_norm"] > args.clip for e in entries):
+        sys.exit("FAIL: clipping never engaged; raise the learning rate or lower --clip")
+    if args.same_as_log:
+        base = read_log(args.same_as_log)
+        if [e["loss"] for e in base] != [e["loss"] for e in entries]:
+            sys.exit(f"FAIL: losses differ from {args.same_as_log}")
+        print(f"identical to {args.same_as_log}")
+    print(f"PASS: worst loss relative difference {worst:.2e}, "
+          f"loss {ref_losses[0]:.4f} -> {ref_losses[-1]:.4f}")
+
+
+if __name__ == "__main__":
+    main()
