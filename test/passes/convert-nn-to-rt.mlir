@@ -1,17 +1,17 @@
 // RUN: shardc-opt %s --split-input-file --convert-nn-to-rt --verify-diagnostics | FileCheck %s
 
-// Parameters and inputs become views of their regions at aligned offsets;
-// every op becomes a kernel with the arguments of runtime/kernels.h; the
-// returned loss is written straight into the io region.
+// Parameters, states and inputs become views of their regions at aligned
+// offsets; every op becomes a kernel with the arguments of
+// runtime/kernels.h; the returned loss is written straight into the io
+// region. The module's manifest records the layout.
 
-// CHECK-LABEL: func.func @shardc_step
-// CHECK-SAME: (%[[CTX:.*]]: !rt.context, %[[P:.*]]: !rt.buffer, %[[IO:.*]]: !rt.buffer, %{{.*}}: !rt.buffer)
-// CHECK-SAME: rt.manifest = {format = 1 : i64
-// CHECK-SAME: inputs = [{bytes = 32 : i64, dtype = "i32", name = "tokens", offset = 0 : i64, shape = [2, 4]}, {bytes = 32 : i64, dtype = "i32", name = "targets", offset = 64 : i64, shape = [2, 4]}]
-// CHECK-SAME: io_bytes = 192 : i64
-// CHECK-SAME: outputs = [{bytes = 4 : i64, dtype = "f32", name = "loss", offset = 128 : i64, shape = []}]
-// CHECK-SAME: param_bytes = 256 : i64
+// CHECK: module attributes {rt.manifest = {entries = ["forward"], format = 2 : i64
+// CHECK-SAME: io = [{bytes = 32 : i64, dtype = "i32", name = "tokens", offset = 0 : i64, shape = [2, 4]}, {bytes = 32 : i64, dtype = "i32", name = "targets", offset = 64 : i64, shape = [2, 4]}, {bytes = 4 : i64, dtype = "f32", name = "loss", offset = 128 : i64, shape = []}]
+// CHECK-SAME: io_bytes = 192 : i64, param_bytes = 256 : i64
 // CHECK-SAME: params = [{bytes = 160 : i64, dtype = "f32", init = "normal", name = "wte", offset = 0 : i64, shape = [10, 4], std = 2.000000e-02 : f64}, {bytes = 16 : i64, dtype = "f32", init = "ones", name = "g", offset = 192 : i64, shape = [4]}]
+// CHECK-SAME: state = [], state_bytes = 0 : i64
+// CHECK-LABEL: func.func @shardc_forward
+// CHECK-SAME: (%[[CTX:.*]]: !rt.context, %[[P:.*]]: !rt.buffer, %{{.*}}: !rt.buffer, %[[IO:.*]]: !rt.buffer, %{{.*}}: !rt.buffer)
 // CHECK-DAG: %[[TOK:.*]] = rt.view %[[IO]][0]
 // CHECK-DAG: %[[TGT:.*]] = rt.view %[[IO]][64]
 // CHECK-DAG: %[[WTE:.*]] = rt.view %[[P]][0]
@@ -29,7 +29,7 @@
 func.func @forward(%tok: tensor<2x4xi32> {nn.input = "tokens"},
                    %tgt: tensor<2x4xi32> {nn.input = "targets"},
                    %wte: tensor<10x4xf32> {nn.param = "wte", nn.init = "normal", nn.init_std = 0.02 : f64},
-                   %g: tensor<4xf32> {nn.param = "g", nn.init = "ones"}) -> tensor<f32> {
+                   %g: tensor<4xf32> {nn.param = "g", nn.init = "ones"}) -> (tensor<f32> {nn.output = "loss"}) {
   %x = nn.embedding %tok, %wte : (tensor<2x4xi32>, tensor<10x4xf32>) -> tensor<2x4x4xf32>
   %n = nn.rms_norm %x, %g : (tensor<2x4x4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
   %n2 = nn.reshape %n : (tensor<2x4x4xf32>) -> tensor<8x4xf32>
@@ -42,7 +42,7 @@ func.func @forward(%tok: tensor<2x4xi32> {nn.input = "tokens"},
 // -----
 
 // Broadcast strides, transposes, slices, attention and the rest.
-// CHECK-LABEL: func.func @shardc_step
+// CHECK-LABEL: func.func @shardc_forward
 func.func @forward(%x: tensor<2x4x8xf32> {nn.param = "x"},
                    %pos: tensor<4x8xf32> {nn.param = "pos"},
                    %b: tensor<24xf32> {nn.param = "b", nn.init = "zeros"},
@@ -59,7 +59,7 @@ func.func @forward(%x: tensor<2x4x8xf32> {nn.param = "x"},
   %r = nn.reshape %k : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
   // CHECK: "transpose"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 2, 4, 2, 4, 0, 2, 1, 3>}
   %t = nn.transpose %r {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
-  // CHECK: "rotary"(%{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 4, 4>}
+  // CHECK: "rotary"(%{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 4, 4, 0>}
   %q = nn.rotary %t : tensor<2x2x4x4xf32>
   // CHECK: "attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 4, 4, 4, 1>}
   %o = nn.attention %q, %t, %t {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
@@ -79,7 +79,7 @@ func.func @forward(%x: tensor<2x4x8xf32> {nn.param = "x"},
 
 // -----
 
-// expected-error @+1 {{argument #0 is neither a parameter ('nn.param') nor an input ('nn.input')}}
+// expected-error @+1 {{argument #0 is neither a parameter ('nn.param'), a state ('nn.state') nor an input ('nn.input')}}
 func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = nn.silu %x : tensor<4xf32>
   return %y : tensor<4xf32>
@@ -95,9 +95,85 @@ func.func @forward(%x: tensor<4xbf16> {nn.param = "x"}) -> tensor<4xbf16> {
 
 // -----
 
-// expected-error @+1 {{no model function named 'forward'}}
+// expected-error @+1 {{no model function to lower}}
 module {
-  func.func @other() {
-    return
-  }
+  func.func private @other()
+}
+
+// -----
+
+// Results update arguments in place; two functions share slots by name.
+// CHECK: rt.manifest = {entries = ["a", "b"]
+// CHECK-SAME: io = [{bytes = 8 : i64, dtype = "f32", name = "ctl", offset = 0 : i64, shape = [2]}
+// CHECK-SAME: state = [{bytes = 16 : i64, dtype = "f32", name = "acc", offset = 0 : i64, shape = [4]}]
+// CHECK-LABEL: func.func @shardc_a
+// CHECK-SAME: %[[P:[^:]*]]: !rt.buffer, %[[S:[^:]*]]: !rt.buffer, %[[IO:[^:]*]]: !rt.buffer
+// CHECK: %[[X:.*]] = rt.view %[[P]][0]
+// CHECK: %[[ACC:.*]] = rt.view %[[S]][0]
+// CHECK: %[[CTL:.*]] = rt.view %[[IO]][0]
+// CHECK: rt.kernel %{{.*}}, "accumulate"(%[[ACC]], %[[X]], %[[CTL]], %[[ACC]]) {floats = array<f64>, ints = array<i64: 4>}
+// CHECK-LABEL: func.func @shardc_b
+// CHECK: %[[ACC2:.*]] = rt.view %{{.*}}[0]
+// CHECK: "squared_norm"(%[[ACC2]],
+func.func @a(%x: tensor<4xf32> {nn.param = "x"}, %acc: tensor<4xf32> {nn.state = "acc"},
+             %ctl: tensor<2xf32> {nn.input = "ctl"}) -> (tensor<4xf32> {nn.updates = 1 : i64}) {
+  %r = nn.accumulate %acc, %x, %ctl : tensor<4xf32>, tensor<2xf32>
+  return %r : tensor<4xf32>
+}
+func.func @b(%acc: tensor<4xf32> {nn.state = "acc"}) -> tensor<f32> {
+  %s = nn.squared_norm %acc : (tensor<4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// An in-place update must be the last reader of what it overwrites.
+func.func @c(%acc: tensor<4xf32> {nn.state = "acc"}, %ctl: tensor<2xf32> {nn.input = "ctl"}) -> (tensor<4xf32> {nn.updates = 0 : i64}, tensor<f32>) {
+  %r = nn.accumulate %acc, %acc, %ctl : tensor<4xf32>, tensor<2xf32>
+  // expected-error @+1 {{reads argument #0 after result #0 overwrote it in place}}
+  %s = nn.squared_norm %acc : (tensor<4xf32>) -> tensor<f32>
+  return %r, %s : tensor<4xf32>, tensor<f32>
+}
+
+// -----
+
+// Every training op lowers to its kernel.
+// CHECK-LABEL: func.func @shardc_grads
+func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.param = "w"},
+                 %ids: tensor<2x4xi32> {nn.input = "ids"}, %q: tensor<1x4x4x8xf32> {nn.param = "q"},
+                 %kv: tensor<1x2x4x8xf32> {nn.param = "kv"}, %h: tensor<7xf32> {nn.input = "h"},
+                 %m: tensor<8xf32> {nn.state = "m"}, %v: tensor<8xf32> {nn.state = "v"})
+    -> (tensor<8xf32> {nn.updates = 1 : i64}, tensor<8xf32> {nn.updates = 6 : i64}, tensor<8xf32> {nn.updates = 7 : i64}) {
+  // CHECK: "fill"(%{{.*}}) {floats = array<f64: 1.000000e+00>, ints = array<i64: 1>}
+  %one = nn.fill {value = 1.0 : f64} : tensor<f32>
+  // CHECK: "sum_to"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 3, 8, 2, 4, 8, 0, 0, 1>}
+  %s = nn.sum_to %x : (tensor<2x4x8xf32>) -> tensor<8xf32>
+  // CHECK: "matmul"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 8, 1, 0>}
+  %x3 = nn.reshape %x : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %mm = nn.matmul %x3, %x3 {transpose_a} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  // CHECK: "embedding_grad"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 5, 8>}
+  %eg = nn.embedding_grad %ids, %x : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<5x8xf32>
+  // CHECK: "layer_norm_grad"({{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8>}
+  %dx, %dw, %db = nn.layer_norm_grad %x, %w, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  // CHECK: "rms_norm_grad"({{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 8>}
+  %rx, %rw = nn.rms_norm_grad %x, %w, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  // CHECK: "gelu_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 64, 1>}
+  %gg = nn.gelu_grad %x, %x {approximate = "tanh"} : tensor<2x4x8xf32>
+  // CHECK: "silu_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 64>}
+  %sg = nn.silu_grad %x, %x : tensor<2x4x8xf32>
+  // CHECK: "softmax_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 1>}
+  %smg = nn.softmax_grad %x, %x : tensor<2x4x8xf32>
+  // CHECK: "rotary"({{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 1, 4, 4, 8, 1>}
+  %ri = nn.rotary %q {inverse} : tensor<1x4x4x8xf32>
+  // CHECK: "attention_grad"({{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 1, 4, 2, 4, 4, 8, 1>}
+  %dq, %dk, %dv = nn.attention_grad %q, %kv, %kv, %q {causal, scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  // CHECK: "slice_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 24, 8, 8, 1>}
+  %slg = nn.slice_grad %x {dim = 2 : i64, start = 8 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x24xf32>
+  // CHECK: "cross_entropy_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, -100>}
+  %ceg = nn.cross_entropy_grad %x, %ids, %one : (tensor<2x4x8xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x8xf32>
+  // CHECK: "clip_coef"({{.*}}) {floats = array<f64>, ints = array<i64>}
+  %c = nn.clip_coef %one, %one : tensor<f32>
+  // CHECK: "adamw"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 1>}
+  %p2, %m2, %v2 = nn.adamw %w, %s, %m, %v, %h, %c : tensor<8xf32>, tensor<7xf32>, tensor<f32>
+  return %p2, %m2, %v2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
