@@ -75,8 +75,8 @@ bool shardc::emitObjectFile(llvm::Module &module, llvm::StringRef path,
   return true;
 }
 
-bool shardc::linkExecutable(llvm::StringRef objectPath,
-                            llvm::StringRef outputPath, std::string &error) {
+static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
+                 bool shared, std::string &error) {
   const char *cxxEnv = std::getenv("SHARDC_CXX");
   std::string cxxName = cxxEnv && *cxxEnv ? cxxEnv : "c++";
   llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(cxxName);
@@ -88,7 +88,12 @@ bool shardc::linkExecutable(llvm::StringRef objectPath,
   const char *dirEnv = std::getenv("SHARDC_RUNTIME_DIR");
   std::string runtimeDir = dirEnv && *dirEnv ? dirEnv : SHARDC_RUNTIME_DIR;
   llvm::SmallVector<std::string> args = {*cxx, objectPath.str()};
-  for (const char *lib : {"libshardc_rt_main.a", "libshardc_rt.a"}) {
+  if (shared)
+    args.push_back("-shared");
+  llvm::SmallVector<const char *> libs = {"libshardc_rt.a"};
+  if (!shared)
+    libs.insert(libs.begin(), "libshardc_rt_main.a");
+  for (const char *lib : libs) {
     llvm::SmallString<256> path(runtimeDir);
     llvm::sys::path::append(path, lib);
     if (!llvm::sys::fs::exists(path)) {
@@ -114,4 +119,14 @@ bool shardc::linkExecutable(llvm::StringRef objectPath,
     return false;
   }
   return true;
+}
+
+bool shardc::linkExecutable(llvm::StringRef objectPath,
+                            llvm::StringRef outputPath, std::string &error) {
+  return link(objectPath, outputPath, /*shared=*/false, error);
+}
+
+bool shardc::linkSharedLibrary(llvm::StringRef objectPath,
+                               llvm::StringRef outputPath, std::string &error) {
+  return link(objectPath, outputPath, /*shared=*/true, error);
 }

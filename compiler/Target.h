@@ -26,6 +26,12 @@ bool emitObjectFile(llvm::Module &module, llvm::StringRef path,
 bool linkExecutable(llvm::StringRef objectPath, llvm::StringRef outputPath,
                     std::string &error);
 
+/// Links a compiled step object with the runtime's kernels (not its main)
+/// into a shared library, for tools and tests that drive the entry points
+/// themselves.
+bool linkSharedLibrary(llvm::StringRef objectPath, llvm::StringRef outputPath,
+                       std::string &error);
+
 } // namespace shardc
 
 #endif // SHARDC_COMPILER_TARGET_H

@@ -1,0 +1,286 @@
+//===- GradCheckTest.cpp - every VJP rule against finite differences ------===//
+//
+// For each differentiable nn op: a model `loss = cross_entropy(op(params))`
+// is compiled by the real pipeline (autodiff, lowering, LLVM, link) into a
+// shared library; its micro-step's gradients are compared with central
+// finite differences of its loss.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Pipelines.h"
+#include "compiler/Registration.h"
+#include "compiler/Target.h"
+#include "runtime/model.h"
+#include "runtime/runtime.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using StepFn = void (*)(void *, void *, void *, void *, void *);
+
+struct GradCase {
+  const char *name;
+  const char *body; // the model function; its loss is the function result
+};
+
+/// A compiled model: its manifest, regions and micro-step.
+class Compiled {
+public:
+  /// Compiles `source`; reports failures through gtest assertions.
+  void compile(const std::string &source) {
+    mlir::DialectRegistry registry;
+    shardc::registerAllDialects(registry);
+    mlir::MLIRContext context(registry);
+    context.loadAllAvailableDialects();
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+    ASSERT_TRUE(module) << "cannot parse:\n" << source;
+    mlir::PassManager pm(&context);
+    shardc::buildLoweringPipeline(pm, shardc::PipelineOptions());
+    ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+    llvm::LLVMContext llvmContext;
+    auto llvmModule = shardc::translateToLLVMIR(*module, llvmContext);
+    ASSERT_TRUE(llvmModule);
+    llvm::SmallString<128> obj, lib;
+    ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("gradcheck", "o", obj));
+    ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("gradcheck", "so", lib));
+    std::string error;
+    ASSERT_TRUE(shardc::emitObjectFile(*llvmModule, obj, error)) << error;
+    ASSERT_TRUE(shardc::linkSharedLibrary(obj, lib, error)) << error;
+    handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    llvm::sys::fs::remove(obj);
+    llvm::sys::fs::remove(lib);
+    ASSERT_TRUE(handle) << dlerror();
+    micro = reinterpret_cast<StepFn>(dlsym(handle, "shardc_micro_step"));
+    auto *json = static_cast<const char *>(dlsym(handle, "shardc_manifest"));
+    ASSERT_TRUE(micro && json);
+    manifest = shardc::runtime::Manifest::parse(json);
+    params.assign(manifest.paramBytes, 0);
+    state.assign(manifest.stateBytes, 0);
+    io.assign(manifest.ioBytes, 0);
+    arena.assign(manifest.arenaBytes + 64, 0);
+  }
+  ~Compiled() {
+    if (handle)
+      dlclose(handle);
+  }
+
+  float run() {
+    float *ctl = reinterpret_cast<float *>(
+        io.data() + manifest.ioSlot("accumulate").offset);
+    ctl[0] = 0.0f; // overwrite the accumulators
+    ctl[1] = 1.0f;
+    micro(&ctx, params.data(), state.data(), io.data(), arena.data());
+    float loss;
+    std::memcpy(&loss, io.data() + manifest.ioSlot("loss").offset, 4);
+    return loss;
+  }
+
+  float *param(const shardc::runtime::TensorSlot &p) {
+    return reinterpret_cast<float *>(params.data() + p.offset);
+  }
+  const float *grad(const shardc::runtime::TensorSlot &p) {
+    return reinterpret_cast<const float *>(
+        state.data() + manifest.stateSlot("grad." + p.name).offset);
+  }
+
+  shardc::runtime::Manifest manifest;
+  std::vector<char> params, state, io, arena;
+
+private:
+  void *handle = nullptr;
+  StepFn micro = nullptr;
+  shardc::runtime::Context ctx;
+};
+
+class GradCheck : public ::testing::TestWithParam<GradCase> {};
+
+TEST_P(GradCheck, MatchesFiniteDifferences) {
+  const GradCase &c = GetParam();
+  std::string source =
+      "module attributes {nn.model = {vocab_size = 1 : i64, micro_batch = 1 : "
+      "i64, seq_len = 1 : i64}} {\n" +
+      std::string(c.body) + "\n}\n";
+  Compiled m;
+  m.compile(source);
+  if (HasFatalFailure())
+    return;
+  std::mt19937 gen(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto &p : m.manifest.params) {
+    float *w = m.param(p);
+    for (int64_t k = 0; k < p.numel(); ++k)
+      w[k] = normal(gen) * (p.init == "ones" ? 0.3f : 1.0f) +
+             (p.init == "ones" ? 1.0f : 0.0f);
+  }
+  // Integer inputs: targets within the last dimension of the logits (one
+  // of them ignored), ids within the table.
+  for (const auto &s : m.manifest.io) {
+    if (s.dtype != "i32")
+      continue;
+    int32_t *v = reinterpret_cast<int32_t *>(m.io.data() + s.offset);
+    for (int64_t k = 0; k < s.numel(); ++k)
+      v[k] = int32_t(gen() % 3); // every case has logits of width >= 3
+    if (s.name == "targets" && s.numel() > 2)
+      v[1] = -100;
+  }
+
+  m.run();
+  std::vector<std::vector<float>> analytic;
+  for (const auto &p : m.manifest.params)
+    analytic.emplace_back(m.grad(p), m.grad(p) + p.numel());
+
+  const float h = 1e-2f;
+  int checked = 0;
+  for (size_t pi = 0; pi < m.manifest.params.size(); ++pi) {
+    const auto &p = m.manifest.params[pi];
+    float *w = m.param(p);
+    for (int64_t k = 0; k < p.numel(); k += p.numel() > 48 ? 7 : 1) {
+      float saved = w[k];
+      w[k] = saved + h;
+      double up = m.run();
+      w[k] = saved - h;
+      double down = m.run();
+      w[k] = saved;
+      double fd = (up - down) / (2.0 * h);
+      double g = analytic[pi][k];
+      EXPECT_NEAR(g, fd, 1e-3 + 5e-3 * std::fabs(fd))
+          << c.name << ": d loss / d " << p.name << "[" << k << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+const GradCase kCases[] = {
+    {"embedding", R"(
+func.func @forward(%ids: tensor<2x3xi32> {nn.input = "ids"}, %t: tensor<2x3xi32> {nn.input = "targets"},
+                   %e: tensor<5x6xf32> {nn.param = "e"}) -> tensor<f32> {
+  %y = nn.embedding %ids, %e : (tensor<2x3xi32>, tensor<5x6xf32>) -> tensor<2x3x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<2x3x6xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"linear_bias", R"(
+func.func @forward(%t: tensor<2x3xi32> {nn.input = "targets"}, %x: tensor<2x3x5xf32> {nn.param = "x"},
+                   %w: tensor<6x5xf32> {nn.param = "w"}, %b: tensor<6xf32> {nn.param = "b"}) -> tensor<f32> {
+  %y = nn.linear %x, %w, %b : (tensor<2x3x5xf32>, tensor<6x5xf32>, tensor<6xf32>) -> tensor<2x3x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<2x3x6xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"linear_in_out", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x5xf32> {nn.param = "x"},
+                   %w: tensor<5x6xf32> {nn.param = "w"}) -> tensor<f32> {
+  %y = nn.linear %x, %w {weight_in_out} : (tensor<4x5xf32>, tensor<5x6xf32>) -> tensor<4x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"add_broadcast", R"(
+func.func @forward(%t: tensor<2x3xi32> {nn.input = "targets"}, %x: tensor<2x3x6xf32> {nn.param = "x"},
+                   %p: tensor<6xf32> {nn.param = "p"}) -> tensor<f32> {
+  %y = nn.add %x, %p : (tensor<2x3x6xf32>, tensor<6xf32>) -> tensor<2x3x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<2x3x6xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"mul_broadcast", R"(
+func.func @forward(%t: tensor<2x3xi32> {nn.input = "targets"}, %x: tensor<2x3x6xf32> {nn.param = "x"},
+                   %p: tensor<3x1xf32> {nn.param = "p"}) -> tensor<f32> {
+  %y = nn.mul %x, %p : (tensor<2x3x6xf32>, tensor<3x1xf32>) -> tensor<2x3x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<2x3x6xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"layer_norm", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x6xf32> {nn.param = "x"},
+                   %g: tensor<6xf32> {nn.param = "g", nn.init = "ones"}, %b: tensor<6xf32> {nn.param = "b"}) -> tensor<f32> {
+  %y = nn.layer_norm %x, %g, %b : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"rms_norm", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x6xf32> {nn.param = "x"},
+                   %g: tensor<6xf32> {nn.param = "g", nn.init = "ones"}) -> tensor<f32> {
+  %y = nn.rms_norm %x, %g : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"gelu_erf_and_tanh", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x6xf32> {nn.param = "x"}) -> tensor<f32> {
+  %a = nn.gelu %x : tensor<4x6xf32>
+  %y = nn.gelu %a {approximate = "tanh"} : tensor<4x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"silu", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x6xf32> {nn.param = "x"}) -> tensor<f32> {
+  %y = nn.silu %x : tensor<4x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"softmax_axis0", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x6xf32> {nn.param = "x"}) -> tensor<f32> {
+  %s = nn.softmax %x {axis = 0 : i64} : tensor<4x6xf32>
+  %y = nn.mul %s, %s : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"rotary", R"(
+func.func @forward(%t: tensor<1x2x3xi32> {nn.input = "targets"}, %x: tensor<1x2x3x6xf32> {nn.param = "x"}) -> tensor<f32> {
+  %y = nn.rotary %x {theta = 100.0 : f64} : tensor<1x2x3x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<1x2x3x6xf32>, tensor<1x2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"attention_gqa_causal", R"(
+func.func @forward(%t: tensor<1x4x3xi32> {nn.input = "targets"}, %q: tensor<1x4x3x4xf32> {nn.param = "q"},
+                   %k: tensor<1x2x3x4xf32> {nn.param = "k"}, %v: tensor<1x2x3x4xf32> {nn.param = "v"}) -> tensor<f32> {
+  %y = nn.attention %q, %k, %v {causal} : (tensor<1x4x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x4x3x4xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<1x4x3x4xf32>, tensor<1x4x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"attention_full", R"(
+func.func @forward(%t: tensor<1x2x3xi32> {nn.input = "targets"}, %q: tensor<1x2x3x4xf32> {nn.param = "q"},
+                   %k: tensor<1x2x5x4xf32> {nn.param = "k"}, %v: tensor<1x2x5x4xf32> {nn.param = "v"}) -> tensor<f32> {
+  %y = nn.attention %q, %k, %v {scale = 0.7 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>) -> tensor<1x2x3x4xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<1x2x3x4xf32>, tensor<1x2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"reshape_transpose", R"(
+func.func @forward(%t: tensor<4x3xi32> {nn.input = "targets"}, %x: tensor<2x18xf32> {nn.param = "x"}) -> tensor<f32> {
+  %r = nn.reshape %x : (tensor<2x18xf32>) -> tensor<3x2x6xf32>
+  %y = nn.transpose %r {permutation = array<i64: 1, 0, 2>} : (tensor<3x2x6xf32>) -> tensor<2x3x6xf32>
+  %z = nn.reshape %y : (tensor<2x3x6xf32>) -> tensor<4x3x3xf32>
+  %l = nn.cross_entropy %z, %t : (tensor<4x3x3xf32>, tensor<4x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"slice", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x10xf32> {nn.param = "x"}) -> tensor<f32> {
+  %y = nn.slice %x {dim = 1 : i64, start = 3 : i64} : (tensor<4x10xf32>) -> tensor<4x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"cross_entropy_ignore_index", R"(
+func.func @forward(%t: tensor<5xi32> {nn.input = "targets"}, %x: tensor<5x6xf32> {nn.param = "x"}) -> tensor<f32> {
+  %l = nn.cross_entropy %x, %t : (tensor<5x6xf32>, tensor<5xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+};
+
+INSTANTIATE_TEST_SUITE_P(AllOps, GradCheck, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<GradCase> &info) {
+                           return std::string(info.param.name);
+                         });
+
+} // namespace
