@@ -1,6 +1,7 @@
 //===- context.cpp - streams and events of the CPU backend ----------------===//
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -24,9 +25,31 @@ static void checkStream(int64_t stream) {
           (long long)stream, int(kNumStreams));
 }
 
-void Context::countLaunch(int64_t stream) {
+void Context::countLaunch(int64_t stream, const char *kernel) {
   checkStream(stream);
   ++launched[stream];
+  if (!profiling || !kernel)
+    return;
+  auto now = std::chrono::steady_clock::now();
+  KernelTime &t = profile[kernel];
+  t.seconds += std::chrono::duration<double>(now - last).count();
+  ++t.calls;
+  last = now;
+}
+
+void Context::printProfile() const {
+  std::vector<std::pair<std::string, KernelTime>> rows(profile.begin(),
+                                                       profile.end());
+  double total = 0;
+  for (const auto &r : rows)
+    total += r.second.seconds;
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  std::printf("%-22s %10s %8s %7s\n", "kernel", "ms", "calls", "share");
+  for (const auto &[name, t] : rows)
+    std::printf("%-22s %10.1f %8lld %6.1f%%\n", name.c_str(), t.seconds * 1e3,
+                (long long)t.calls, 100.0 * t.seconds / total);
 }
 
 void Context::recordEvent(int64_t event, int64_t stream) {

@@ -287,8 +287,11 @@ int run(int argc, char **argv) {
   const TensorSlot &maxNorm = m.ioSlot("max_grad_norm");
   const TensorSlot &gradSq = m.ioSlot("grad_sq_norm");
   Context ctx;
+  const char *profileEnv = std::getenv("SHARDC_PROFILE");
+  ctx.profiling = profileEnv && *profileEnv && std::string(profileEnv) != "0";
   for (int64_t step = 0; step < o.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
+    ctx.startProfileInterval();
     double loss = 0;
     for (int64_t k = 0; k < o.gradAccum; ++k) {
       data.batch(step, G, k * B, B, T, at<int32_t>(io, tokens),
@@ -296,6 +299,7 @@ int run(int argc, char **argv) {
       float *ctl = at<float>(io, control);
       ctl[0] = k > 0 ? 1.0f : 0.0f;                 // keep the accumulator
       ctl[1] = float(1.0 / double(o.gradAccum));   // average micro-batches
+      ctx.startProfileInterval();
       shardc_micro_step(&ctx, params.get(), state.get(), io.get(), arena.get());
       loss += *at<float>(io, lossSlot) / double(o.gradAccum);
     }
@@ -311,6 +315,7 @@ int run(int argc, char **argv) {
     h[5] = float(o.noDecay1D ? 0.0 : o.weightDecay);
     h[6] = float(step + 1);
     *at<float>(io, maxNorm) = float(o.clipGradNorm);
+    ctx.startProfileInterval();
     shardc_opt_step(&ctx, params.get(), state.get(), io.get(), arena.get());
     ctx.resetEvents();
     double gradNorm = std::sqrt(double(*at<float>(io, gradSq)));
@@ -333,6 +338,8 @@ int run(int argc, char **argv) {
   }
   if (log)
     std::fclose(log);
+  if (ctx.profiling)
+    ctx.printProfile();
   if (!o.saveWeights.empty()) {
     saveTensors(m, o.saveWeights, params.get(), "");
     std::printf("saved weights to %s\n", o.saveWeights.c_str());

@@ -9,7 +9,10 @@
 #ifndef SHARDC_RUNTIME_RUNTIME_H
 #define SHARDC_RUNTIME_RUNTIME_H
 
+#include <chrono>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace shardc::runtime {
@@ -24,9 +27,25 @@ struct Context {
 
   void recordEvent(int64_t event, int64_t stream);
   void waitEvent(int64_t event, int64_t stream);
-  void countLaunch(int64_t stream);
+  /// Called by every kernel as it returns. With profiling on, the time since
+  /// the previous kernel returned is charged to `kernel`.
+  void countLaunch(int64_t stream, const char *kernel = nullptr);
   /// Forgets recorded events: called between steps.
   void resetEvents();
+
+  /// Per-kernel time, when enabled (SHARDC_PROFILE=1 in the trainer).
+  bool profiling = false;
+  void startProfileInterval() { last = std::chrono::steady_clock::now(); }
+  /// Prints kernels by total time, largest first.
+  void printProfile() const;
+
+private:
+  struct KernelTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, KernelTime> profile;
+  std::chrono::steady_clock::time_point last;
 };
 
 /// Prints "error: <message>" and exits non-zero: the runtime's answer to an

@@ -22,10 +22,13 @@ namespace {
 float *F(void *p) { return static_cast<float *>(p); }
 const int32_t *I32(void *p) { return static_cast<const int32_t *>(p); }
 
-void launched(void *ctx, int64_t stream) {
+void launchedAs(void *ctx, int64_t stream, const char *kernel) {
   if (ctx)
-    static_cast<Context *>(ctx)->countLaunch(stream);
+    static_cast<Context *>(ctx)->countLaunch(stream, kernel);
 }
+// Every kernel ends with launched(ctx, stream): counted, and timed when
+// profiling, under its own name.
+#define launched(ctx, stream) launchedAs(ctx, stream, __func__ + 9)
 
 void zero(float *p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
 
