@@ -120,6 +120,7 @@ SHARDC_KERNEL(layer_norm) {
   const float *x = F(b[0]), *w = F(b[1]);
   const float *bias = hasBias ? F(b[2]) : nullptr;
   float *y = F(b[hasBias ? 3 : 2]);
+#pragma omp parallel for schedule(static)
   for (int64_t m = 0; m < M; ++m) {
     const float *row = x + m * C;
     double mean = 0, var = 0;
@@ -161,6 +162,7 @@ SHARDC_KERNEL(gelu) {
   const float *x = F(b[0]);
   float *y = F(b[1]);
   const float kAlpha = std::sqrt(2.0f / float(M_PI));
+#pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
     float v = x[k];
     y[k] = tanhForm
@@ -174,6 +176,7 @@ SHARDC_KERNEL(silu) {
   int64_t n = i[0];
   const float *x = F(b[0]);
   float *y = F(b[1]);
+#pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k)
     y[k] = x[k] / (1.0f + std::exp(-x[k]));
   launched(ctx, stream);
@@ -216,10 +219,12 @@ SHARDC_KERNEL(attention) {
   float scale = float(f[0]);
   const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]);
   float *o = F(b[3]);
-  std::vector<float> scores(T * S);
   int64_t group = H / G;
-  for (int64_t bi = 0; bi < B; ++bi)
-    for (int64_t h = 0; h < H; ++h) {
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    int64_t bi = bh / H, h = bh % H;
+    std::vector<float> scores(T * S);
+    {
       const float *qh = q + (bi * H + h) * T * D;
       const float *kh = k + (bi * G + h / group) * S * D;
       const float *vh = v + (bi * G + h / group) * S * D;
@@ -248,6 +253,7 @@ SHARDC_KERNEL(attention) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, S, 1.0f,
                   scores.data(), S, vh, D, 0.0f, oh, D);
     }
+  }
   launched(ctx, stream);
 }
 
@@ -320,24 +326,36 @@ SHARDC_KERNEL(cross_entropy) {
   int64_t N = i[0], V = i[1], ignore = i[2];
   const float *logits = F(b[0]);
   const int32_t *targets = I32(b[1]);
-  double total = 0;
-  int64_t count = 0;
+  // Rows in parallel, each row's loss kept, then summed in order so the
+  // result does not depend on the thread count.
+  std::vector<double> rowLoss(N, 0.0);
+  bool badTarget = false;
+#pragma omp parallel for schedule(static) reduction(|| : badTarget)
   for (int64_t n = 0; n < N; ++n) {
     int64_t t = targets[n];
     if (t == ignore)
       continue;
-    if (t < 0 || t >= V)
-      fatal("cross_entropy: target %lld at position %lld is outside the "
-            "vocabulary of %lld",
-            (long long)t, (long long)n, (long long)V);
+    if (t < 0 || t >= V) {
+      badTarget = true;
+      continue;
+    }
     const float *row = logits + n * V;
     float mx = *std::max_element(row, row + V);
-    double sum = 0;
+    double sum = 0.0;
     for (int64_t v = 0; v < V; ++v)
-      sum += std::exp(double(row[v]) - mx);
-    total += std::log(sum) + mx - row[t];
-    ++count;
+      sum += std::exp(row[v] - mx);
+    rowLoss[n] = std::log(sum) + mx - row[t];
   }
+  if (badTarget)
+    fatal("cross_entropy: a target is outside the vocabulary of %lld",
+          (long long)V);
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n)
+    if (targets[n] != ignore) {
+      total += rowLoss[n];
+      ++count;
+    }
   F(b[2])[0] = count ? float(total / count) : NAN;
   launched(ctx, stream);
 }

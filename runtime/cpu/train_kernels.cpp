@@ -175,6 +175,7 @@ SHARDC_KERNEL(gelu_grad) {
   const float *x = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
   const double kAlpha = std::sqrt(2.0 / M_PI);
+#pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
     double v = x[k], d;
     if (tanhForm) {
@@ -194,6 +195,7 @@ SHARDC_KERNEL(silu_grad) {
   int64_t n = i[0];
   const float *x = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
+#pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
     double s = 1.0 / (1.0 + std::exp(-double(x[k])));
     dx[k] = float(dy[k] * s * (1.0 + x[k] * (1.0 - s)));
@@ -226,11 +228,15 @@ SHARDC_KERNEL(attention_grad) {
   float *dq = F(b[4]), *dk = F(b[5]), *dv = F(b[6]);
   zero(dk, B * G * S * D);
   zero(dv, B * G * S * D);
-  std::vector<float> p(T * S), dp(T * S);
   int64_t group = H / G;
-  for (int64_t bi = 0; bi < B; ++bi)
-    for (int64_t h = 0; h < H; ++h) {
-      int64_t g = bi * G + h / group;
+  // In parallel over (batch, key/value head): the query heads sharing one
+  // key/value head accumulate into it in order, without races.
+#pragma omp parallel for schedule(static)
+  for (int64_t bg = 0; bg < B * G; ++bg) {
+    std::vector<float> p(T * S), dp(T * S);
+    int64_t bi = bg / G;
+    for (int64_t h = (bg % G) * group; h < (bg % G + 1) * group; ++h) {
+      int64_t g = bg;
       const float *qh = q + (bi * H + h) * T * D, *kh = k + g * S * D,
                   *vh = v + g * S * D, *doh = dO + (bi * H + h) * T * D;
       float *dqh = dq + (bi * H + h) * T * D, *dkh = dk + g * S * D,
@@ -259,6 +265,7 @@ SHARDC_KERNEL(attention_grad) {
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, T, scale,
                   dp.data(), S, qh, D, 1.0f, dkh, D);
     }
+  }
   launched(ctx, stream);
 }
 
@@ -283,25 +290,29 @@ SHARDC_KERNEL(cross_entropy_grad) {
   for (int64_t n = 0; n < N; ++n)
     count += targets[n] != ignore;
   float scale = count ? dloss / float(count) : 0.0f;
+  bool badTarget = false;
+#pragma omp parallel for schedule(static) reduction(|| : badTarget)
   for (int64_t n = 0; n < N; ++n) {
     float *out = dl + n * V;
     int64_t t = targets[n];
-    if (t == ignore) {
+    if (t == ignore || t < 0 || t >= V) {
+      badTarget |= t != ignore;
       zero(out, V);
       continue;
     }
-    if (t < 0 || t >= V)
-      fatal("cross_entropy_grad: target %lld is outside the vocabulary of %lld",
-            (long long)t, (long long)V);
     const float *row = logits + n * V;
     float mx = *std::max_element(row, row + V);
-    double sum = 0;
+    double sum = 0.0;
     for (int64_t v = 0; v < V; ++v)
-      sum += std::exp(double(row[v]) - mx);
+      sum += (out[v] = std::exp(row[v] - mx));
+    float factor = float(scale / sum);
     for (int64_t v = 0; v < V; ++v)
-      out[v] = float(std::exp(double(row[v]) - mx) / sum) * scale;
+      out[v] *= factor;
     out[t] -= scale;
   }
+  if (badTarget)
+    fatal("cross_entropy_grad: a target is outside the vocabulary of %lld",
+          (long long)V);
   launched(ctx, stream);
 }
 
@@ -311,6 +322,7 @@ SHARDC_KERNEL(accumulate) {
   float *out = F(b[3]);
   bool keep = ctl[0] != 0.0f;
   float scale = ctl[1];
+#pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t k = 0; k < n; ++k)
     out[k] = keep ? acc[k] + scale * g[k] : scale * g[k];
   launched(ctx, stream);
@@ -354,6 +366,7 @@ SHARDC_KERNEL(adamw) {
   float stepSize = float(lr / (1.0 - std::pow(b1, step)));
   float fb1 = float(b1), fb2 = float(b2), f1b1 = float(1 - b1),
         f1b2 = float(1 - b2), feps = float(eps);
+#pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t k = 0; k < n; ++k) {
     float gk = g[k] * coef;
     float pk = p[k] * decay;

@@ -62,7 +62,8 @@ public:
     std::string error;
     ASSERT_TRUE(shardc::emitObjectFile(*llvmModule, obj, error)) << error;
     ASSERT_TRUE(shardc::linkSharedLibrary(obj, lib, error)) << error;
-    handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // Never unloaded: OpenMP's worker threads outlive a dlclose.
+    handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     llvm::sys::fs::remove(obj);
     llvm::sys::fs::remove(lib);
     ASSERT_TRUE(handle) << dlerror();
@@ -75,11 +76,6 @@ public:
     io.assign(manifest.ioBytes, 0);
     arena.assign(manifest.arenaBytes + 64, 0);
   }
-  ~Compiled() {
-    if (handle)
-      dlclose(handle);
-  }
-
   float run() {
     float *ctl = reinterpret_cast<float *>(
         io.data() + manifest.ioSlot("accumulate").offset);
