@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
+#include "runtime/cpu/fastmath.h"
 
 #include <cblas.h>
 
@@ -15,6 +16,9 @@
 #include <vector>
 
 using shardc::runtime::Context;
+using shardc::runtime::fastExp;
+using shardc::runtime::fastSigmoid;
+using shardc::runtime::fastTanh;
 using shardc::runtime::fatal;
 
 namespace {
@@ -166,7 +170,7 @@ SHARDC_KERNEL(gelu) {
   for (int64_t k = 0; k < n; ++k) {
     float v = x[k];
     y[k] = tanhForm
-               ? 0.5f * v * (1.0f + std::tanh(kAlpha * (v + 0.044715f * v * v * v)))
+               ? 0.5f * v * (1.0f + fastTanh(kAlpha * (v + 0.044715f * v * v * v)))
                : 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2)));
   }
   launched(ctx, stream);
@@ -178,7 +182,7 @@ SHARDC_KERNEL(silu) {
   float *y = F(b[1]);
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k)
-    y[k] = x[k] / (1.0f + std::exp(-x[k]));
+    y[k] = x[k] * fastSigmoid(x[k]);
   launched(ctx, stream);
 }
 
@@ -240,7 +244,7 @@ SHARDC_KERNEL(attention) {
           mx = std::max(mx, row[s]);
         double sum = 0;
         for (int64_t s = 0; s < valid; ++s) {
-          row[s] = std::exp(row[s] - mx);
+          row[s] = fastExp(row[s] - mx);
           sum += row[s];
         }
         float inv = float(1.0 / sum);
@@ -270,7 +274,7 @@ SHARDC_KERNEL(softmax) {
         mx = std::max(mx, xs[k * inner]);
       double sum = 0;
       for (int64_t k = 0; k < n; ++k) {
-        ys[k * inner] = std::exp(xs[k * inner] - mx);
+        ys[k * inner] = fastExp(xs[k * inner] - mx);
         sum += ys[k * inner];
       }
       float inv = float(1.0 / sum);
@@ -343,7 +347,7 @@ SHARDC_KERNEL(cross_entropy) {
     float mx = *std::max_element(row, row + V);
     double sum = 0.0;
     for (int64_t v = 0; v < V; ++v)
-      sum += std::exp(row[v] - mx);
+      sum += fastExp(row[v] - mx);
     rowLoss[n] = std::log(sum) + mx - row[t];
   }
   if (badTarget)

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
+#include "runtime/cpu/fastmath.h"
 
 #include <cblas.h>
 
@@ -15,6 +16,9 @@
 #include <vector>
 
 using shardc::runtime::Context;
+using shardc::runtime::fastExp;
+using shardc::runtime::fastSigmoid;
+using shardc::runtime::fastTanh;
 using shardc::runtime::fatal;
 
 namespace {
@@ -40,7 +44,7 @@ void maskedSoftmax(float *scores, int64_t T, int64_t S, bool causal) {
     float mx = *std::max_element(row, row + valid);
     double sum = 0;
     for (int64_t s = 0; s < valid; ++s)
-      sum += (row[s] = std::exp(row[s] - mx));
+      sum += (row[s] = fastExp(row[s] - mx));
     float inv = float(1.0 / sum);
     for (int64_t s = 0; s < valid; ++s)
       row[s] *= inv;
@@ -174,19 +178,25 @@ SHARDC_KERNEL(gelu_grad) {
   bool tanhForm = i[1];
   const float *x = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
-  const double kAlpha = std::sqrt(2.0 / M_PI);
+  const float kAlpha = std::sqrt(2.0f / float(M_PI));
+  const float kInvSqrt2Pi = 1.0f / std::sqrt(2.0f * float(M_PI));
+  if (tanhForm) {
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < n; ++k) {
-    double v = x[k], d;
-    if (tanhForm) {
-      double t = std::tanh(kAlpha * (v + 0.044715 * v * v * v));
-      d = 0.5 * (1 + t) +
-          0.5 * v * (1 - t * t) * kAlpha * (1 + 3 * 0.044715 * v * v);
-    } else {
-      d = 0.5 * (1 + std::erf(v * M_SQRT1_2)) +
-          v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    for (int64_t k = 0; k < n; ++k) {
+      float v = x[k];
+      float t = fastTanh(kAlpha * (v + 0.044715f * v * v * v));
+      float d = 0.5f * (1.0f + t) +
+                0.5f * v * (1.0f - t * t) * kAlpha * (1.0f + 3.0f * 0.044715f * v * v);
+      dx[k] = dy[k] * d;
     }
-    dx[k] = float(dy[k] * d);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < n; ++k) {
+      float v = x[k];
+      float d = 0.5f * (1.0f + std::erf(v * float(M_SQRT1_2))) +
+                v * fastExp(-0.5f * v * v) * kInvSqrt2Pi;
+      dx[k] = dy[k] * d;
+    }
   }
   launched(ctx, stream);
 }
@@ -197,8 +207,8 @@ SHARDC_KERNEL(silu_grad) {
   float *dx = F(b[2]);
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k) {
-    double s = 1.0 / (1.0 + std::exp(-double(x[k])));
-    dx[k] = float(dy[k] * s * (1.0 + x[k] * (1.0 - s)));
+    float s = fastSigmoid(x[k]);
+    dx[k] = dy[k] * s * (1.0f + x[k] * (1.0f - s));
   }
   launched(ctx, stream);
 }
@@ -304,7 +314,7 @@ SHARDC_KERNEL(cross_entropy_grad) {
     float mx = *std::max_element(row, row + V);
     double sum = 0.0;
     for (int64_t v = 0; v < V; ++v)
-      sum += (out[v] = std::exp(row[v] - mx));
+      sum += (out[v] = fastExp(row[v] - mx));
     float factor = float(scale / sum);
     for (int64_t v = 0; v < V; ++v)
       out[v] *= factor;

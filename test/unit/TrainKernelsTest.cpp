@@ -1,0 +1,166 @@
+//===- TrainKernelsTest.cpp - training kernels against naive references ---===//
+//
+// Backward kernels are also checked against finite differences through the
+// compiler (GradCheckTest); here the reductions and the optimizer updates
+// are compared with direct transcriptions of their definitions.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+using Vec = std::vector<float>;
+
+Vec randomVec(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  Vec v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+void expectNear(const Vec &got, const std::vector<double> &want,
+                double tol = 1e-5) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k)
+    ASSERT_NEAR(got[k], want[k], tol * (1.0 + std::fabs(want[k])))
+        << "at element " << k;
+}
+
+template <typename... Bufs> std::vector<void *> bufs(Bufs &...b) {
+  return {static_cast<void *>(b.data())...};
+}
+
+TEST(TrainKernels, MatmulTransposes) {
+  const int64_t M = 5, K = 7, N = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      Vec a = randomVec(M * K, 1), b = randomVec(K * N, 2), y(M * N);
+      std::vector<void *> bs = bufs(a, b, y);
+      int64_t ints[] = {M, K, N, ta, tb};
+      shardc_k_matmul(nullptr, bs.data(), ints, nullptr, 0);
+      std::vector<double> want;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k)
+            s += double(ta ? a[k * M + m] : a[m * K + k]) *
+                 (tb ? b[n * K + k] : b[k * N + n]);
+          want.push_back(s);
+        }
+      expectNear(y, want);
+    }
+}
+
+TEST(TrainKernels, SumToReducesBroadcastDims) {
+  // [2, 3, 4] -> [3, 1]: sum over dims 0 and 2.
+  Vec x = randomVec(24, 3), y(3);
+  std::vector<void *> bs = bufs(x, y);
+  int64_t ints[] = {3, 3, 2, 3, 4, 0, 1, 0};
+  shardc_k_sum_to(nullptr, bs.data(), ints, nullptr, 0);
+  std::vector<double> want(3, 0.0);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        want[j] += x[i * 12 + j * 4 + k];
+  expectNear(y, want);
+}
+
+TEST(TrainKernels, AccumulateOverwritesThenAdds) {
+  Vec acc = {1e30f, NAN, 3.0f}, g = {1.0f, 2.0f, 3.0f}, out(3);
+  Vec ctl = {0.0f, 0.5f};
+  std::vector<void *> bs = bufs(acc, g, ctl, out);
+  int64_t ints[] = {3};
+  shardc_k_accumulate(nullptr, bs.data(), ints, nullptr, 0);
+  EXPECT_EQ(out, (Vec{0.5f, 1.0f, 1.5f})); // stale values never leak in
+  ctl[0] = 1.0f;
+  std::vector<void *> again = bufs(out, g, ctl, out);
+  shardc_k_accumulate(nullptr, again.data(), ints, nullptr, 0);
+  EXPECT_EQ(out, (Vec{1.0f, 2.0f, 3.0f}));
+}
+
+TEST(TrainKernels, SquaredNormAndClipCoef) {
+  Vec x = randomVec(100, 4), s(1);
+  std::vector<void *> bs = bufs(x, s);
+  int64_t ints[] = {100};
+  shardc_k_squared_norm(nullptr, bs.data(), ints, nullptr, 0);
+  double want = 0;
+  for (float v : x)
+    want += double(v) * v;
+  expectNear(s, {want});
+  // torch.nn.utils.clip_grad_norm_: min(1, max / (norm + 1e-6)); 0 is off.
+  for (float maxNorm : {0.0f, 1.0f, 1e6f}) {
+    Vec m = {maxNorm}, c(1);
+    std::vector<void *> cb = bufs(s, m, c);
+    shardc_k_clip_coef(nullptr, cb.data(), nullptr, nullptr, 0);
+    double coef = maxNorm > 0 ? std::min(1.0, maxNorm / (std::sqrt(want) + 1e-6)) : 1.0;
+    expectNear(c, {coef});
+  }
+}
+
+/// torch.optim.AdamW's update, transcribed in double.
+TEST(TrainKernels, AdamWMatchesTorchAlgorithm) {
+  const int64_t n = 50;
+  Vec p = randomVec(n, 5), g = randomVec(n, 6), m = randomVec(n, 7, 0.1f),
+      v(n);
+  for (int64_t k = 0; k < n; ++k)
+    v[k] = std::fabs(randomVec(n, 8, 0.01f)[k]);
+  double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, coef = 0.5;
+  for (int64_t is1D : {0, 1}) {
+    for (float step : {1.0f, 7.0f}) {
+      Vec h = {float(lr), float(b1), float(b2), float(eps), float(wd), 0.0f, step};
+      Vec c = {float(coef)}, p2(n), m2(n), v2(n);
+      std::vector<void *> bs = bufs(p, g, m, v, h, c, p2, m2, v2);
+      int64_t ints[] = {n, is1D};
+      shardc_k_adamw(nullptr, bs.data(), ints, nullptr, 0);
+      std::vector<double> wp, wm, wv;
+      double w = is1D ? 0.0 : wd;
+      for (int64_t k = 0; k < n; ++k) {
+        double gk = double(g[k]) * coef;
+        double pk = p[k] * (1 - lr * w);
+        double mk = b1 * m[k] + (1 - b1) * gk;
+        double vk = b2 * v[k] + (1 - b2) * gk * gk;
+        double denom = std::sqrt(vk) / std::sqrt(1 - std::pow(b2, step)) + eps;
+        wp.push_back(pk - lr / (1 - std::pow(b1, step)) * mk / denom);
+        wm.push_back(mk);
+        wv.push_back(vk);
+      }
+      expectNear(p2, wp, 1e-5);
+      expectNear(m2, wm, 1e-5);
+      expectNear(v2, wv, 1e-5);
+    }
+  }
+}
+
+/// torch.optim.SGD with momentum and (coupled) weight decay.
+TEST(TrainKernels, SGDMomentumMatchesTorchAlgorithm) {
+  const int64_t n = 20;
+  Vec p = randomVec(n, 9), g = randomVec(n, 10), buf = randomVec(n, 11);
+  double lr = 0.1, mom = 0.9, wd = 0.01;
+  for (float step : {1.0f, 2.0f}) {
+    Vec h = {float(lr), float(mom), 0, 0, float(wd), float(wd), step};
+    Vec c = {1.0f}, p2(n), b2(n);
+    std::vector<void *> bs = bufs(p, g, buf, h, c, p2, b2);
+    int64_t ints[] = {n, 0};
+    shardc_k_sgd(nullptr, bs.data(), ints, nullptr, 0);
+    std::vector<double> wp, wb;
+    for (int64_t k = 0; k < n; ++k) {
+      double d = double(g[k]) + wd * p[k];
+      double b = step == 1.0f ? d : mom * buf[k] + d; // torch: buf = d at first
+      wb.push_back(b);
+      wp.push_back(p[k] - lr * b);
+    }
+    expectNear(p2, wp);
+    expectNear(b2, wb);
+  }
+}
+
+} // namespace
