@@ -16,8 +16,13 @@
 namespace shardc::runtime {
 
 inline float fastExp(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  x = -87.0f > x ? -87.0f : x; // maxps
+  x = 88.0f < x ? 88.0f : x;   // minps
+  // Round x / ln2 to the nearest integer by adding and removing 1.5 * 2^23
+  // (floor() is not inlined without -ffast-math, which would block
+  // vectorization).
+  const float kRound = 12582912.0f;
+  float n = (x * 1.44269504088896341f + kRound) - kRound;
   // x - n ln2, with ln2 split in two for accuracy.
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -38,6 +43,47 @@ inline float fastExp(float x) {
 inline float fastTanh(float x) { return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f); }
 
 inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
+
+/// Independent accumulators of the reductions below: they break the
+/// dependency chain of one running max or sum (fixed association, so the
+/// result does not depend on the thread count).
+constexpr int64_t kChains = 8;
+
+/// max of x[0, n).
+inline float rowMax(const float *x, int64_t n) {
+  float part[kChains];
+  for (int64_t j = 0; j < kChains; ++j)
+    part[j] = -INFINITY;
+  int64_t k = 0;
+  for (; k + kChains <= n; k += kChains)
+    for (int64_t j = 0; j < kChains; ++j)
+      part[j] = part[j] > x[k + j] ? part[j] : x[k + j];
+  for (; k < n; ++k)
+    part[0] = part[0] > x[k] ? part[0] : x[k];
+  float mx = part[0];
+  for (int64_t j = 1; j < kChains; ++j)
+    mx = mx > part[j] ? mx : part[j];
+  return mx;
+}
+
+/// out[k] = exp(x[k] - shift) over [0, n) (out may alias x); returns their
+/// sum in double. The exp loop has no dependency between iterations, so it
+/// vectorizes.
+inline double expSum(const float *x, int64_t n, float shift, float *out) {
+  for (int64_t k = 0; k < n; ++k)
+    out[k] = fastExp(x[k] - shift);
+  double part[kChains] = {};
+  int64_t k = 0;
+  for (; k + kChains <= n; k += kChains)
+    for (int64_t j = 0; j < kChains; ++j)
+      part[j] += out[k + j];
+  for (; k < n; ++k)
+    part[0] += out[k];
+  double sum = 0;
+  for (int64_t j = 0; j < kChains; ++j)
+    sum += part[j];
+  return sum;
+}
 
 } // namespace shardc::runtime
 

@@ -16,7 +16,9 @@
 #include <vector>
 
 using shardc::runtime::Context;
+using shardc::runtime::expSum;
 using shardc::runtime::fastExp;
+using shardc::runtime::rowMax;
 using shardc::runtime::fastSigmoid;
 using shardc::runtime::fastTanh;
 using shardc::runtime::fatal;
@@ -239,14 +241,8 @@ SHARDC_KERNEL(attention) {
       for (int64_t t = 0; t < T; ++t) {
         float *row = scores.data() + t * S;
         int64_t valid = causal ? t + 1 : S;
-        float mx = row[0];
-        for (int64_t s = 1; s < valid; ++s)
-          mx = std::max(mx, row[s]);
-        double sum = 0;
-        for (int64_t s = 0; s < valid; ++s) {
-          row[s] = fastExp(row[s] - mx);
-          sum += row[s];
-        }
+        float mx = rowMax(row, valid);
+        double sum = expSum(row, valid, mx, row);
         float inv = float(1.0 / sum);
         for (int64_t s = 0; s < valid; ++s)
           row[s] *= inv;
@@ -344,10 +340,10 @@ SHARDC_KERNEL(cross_entropy) {
       continue;
     }
     const float *row = logits + n * V;
-    float mx = *std::max_element(row, row + V);
-    double sum = 0.0;
-    for (int64_t v = 0; v < V; ++v)
-      sum += fastExp(row[v] - mx);
+    thread_local std::vector<float> scratch;
+    scratch.resize(V);
+    float mx = rowMax(row, V);
+    double sum = expSum(row, V, mx, scratch.data());
     rowLoss[n] = std::log(sum) + mx - row[t];
   }
   if (badTarget)

@@ -16,7 +16,9 @@
 #include <vector>
 
 using shardc::runtime::Context;
+using shardc::runtime::expSum;
 using shardc::runtime::fastExp;
+using shardc::runtime::rowMax;
 using shardc::runtime::fastSigmoid;
 using shardc::runtime::fastTanh;
 using shardc::runtime::fatal;
@@ -41,10 +43,8 @@ void maskedSoftmax(float *scores, int64_t T, int64_t S, bool causal) {
   for (int64_t t = 0; t < T; ++t) {
     float *row = scores + t * S;
     int64_t valid = causal ? t + 1 : S;
-    float mx = *std::max_element(row, row + valid);
-    double sum = 0;
-    for (int64_t s = 0; s < valid; ++s)
-      sum += (row[s] = fastExp(row[s] - mx));
+    float mx = rowMax(row, valid);
+    double sum = expSum(row, valid, mx, row);
     float inv = float(1.0 / sum);
     for (int64_t s = 0; s < valid; ++s)
       row[s] *= inv;
@@ -311,10 +311,8 @@ SHARDC_KERNEL(cross_entropy_grad) {
       continue;
     }
     const float *row = logits + n * V;
-    float mx = *std::max_element(row, row + V);
-    double sum = 0.0;
-    for (int64_t v = 0; v < V; ++v)
-      sum += (out[v] = fastExp(row[v] - mx));
+    float mx = rowMax(row, V);
+    double sum = expSum(row, V, mx, out);
     float factor = float(scale / sum);
     for (int64_t v = 0; v < V; ++v)
       out[v] *= factor;
