@@ -16,12 +16,30 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   if (!options.training)
     return;
+  bool fsdp = options.mesh != "1";
+  if (fsdp) {
+    FSDPShardParametersOptions shard;
+    shard.mesh = options.mesh;
+    if (!options.wrap.empty())
+      shard.wrap = options.wrap;
+    pm.addPass(createFSDPShardParameters(shard));
+  }
   NNAutodiffOptions autodiff;
   autodiff.recompute = options.recompute;
   pm.addPass(createNNAutodiff(autodiff));
   NNBuildOptimizerOptions optimizer;
   optimizer.optimizer = options.optimizer;
   pm.addPass(createNNBuildOptimizer(optimizer));
+  if (fsdp) {
+    FSDPReshardOptions reshard;
+    reshard.reshardAfterForward = options.reshardAfterForward;
+    pm.addPass(createFSDPReshard(reshard));
+    FSDPPrefetchOptions prefetch;
+    prefetch.prefetchForward = options.prefetchForward;
+    prefetch.prefetchBackward = options.prefetchBackward;
+    pm.addPass(createFSDPPrefetch(prefetch));
+    pm.addPass(createFSDPShardOptimizer());
+  }
 }
 
 void shardc::buildNNToRtPipeline(OpPassManager &pm) {

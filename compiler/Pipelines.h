@@ -16,6 +16,14 @@ struct PipelineOptions {
   std::string recompute = "none";
   /// "adamw" or "sgd".
   std::string optimizer = "adamw";
+  /// FSDP: the device mesh ("1": no sharding, "N", "RxS" for HSDP), the
+  /// wrap policy (empty: one group per transformer block), resharding and
+  /// prefetch depths.
+  std::string mesh = "1";
+  std::string wrap;
+  std::string reshardAfterForward = "true";
+  int64_t prefetchForward = 1;
+  int64_t prefetchBackward = 1;
 };
 
 /// The nn forward graph -> the training functions in nn (autodiff,

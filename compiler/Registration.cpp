@@ -2,6 +2,7 @@
 #include "compiler/Registration.h"
 
 #include "compiler/Pipelines.h"
+#include "dialects/fsdp/FSDPDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "passes/Passes.h"
@@ -18,9 +19,11 @@
 #include "mlir/Transforms/Passes.h"
 
 void shardc::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<nn::NNDialect, rt::RtDialect, mlir::func::FuncDialect,
+  registry.insert<nn::NNDialect, fsdp::FSDPDialect, rt::RtDialect,
+                  mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
                   mlir::LLVM::LLVMDialect, mlir::shard::ShardDialect>();
+  fsdp::registerShardAutodiffModels(registry);
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
 }

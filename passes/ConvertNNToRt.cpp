@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -77,9 +78,40 @@ private:
     return out;
   }
 
+  /// A compute kernel on stream 0; it first waits for the collectives that
+  /// produced any of its buffers.
   void kernel(Location loc, StringRef name, ValueRange bufs,
               ArrayRef<int64_t> ints, ArrayRef<double> floats = {}) {
+    for (Value buf : bufs) {
+      auto it = pending.find(buf);
+      if (it == pending.end())
+        continue;
+      rt::EventWaitOp::create(b, loc, ctx, it->second, /*stream=*/0);
+      pending.erase(it);
+    }
     rt::KernelOp::create(b, loc, ctx, name, bufs, ints, floats, /*stream=*/0);
+  }
+
+  /// A collective on the communication stream, ordered after the compute
+  /// that produced its input (event on stream 0 waited on stream 1); its
+  /// output is pending until a compute kernel waits for it.
+  void collective(Location loc, StringRef name, Value in, Value out,
+                  ArrayRef<int64_t> ints) {
+    int64_t ready = nextEvent++;
+    rt::EventRecordOp::create(b, loc, ctx, ready, /*stream=*/0);
+    rt::EventWaitOp::create(b, loc, ctx, ready, /*stream=*/1);
+    rt::KernelOp::create(b, loc, ctx, name, ValueRange{in, out}, ints,
+                         ArrayRef<double>{}, /*stream=*/1);
+    int64_t done = nextEvent++;
+    rt::EventRecordOp::create(b, loc, ctx, done, /*stream=*/1);
+    pending[out] = done;
+  }
+
+  /// The single grid axis of a collective (shard axis or replicate axis).
+  static FailureOr<int64_t> axisOf(Operation *op, ArrayRef<int16_t> axes) {
+    if (axes.size() != 1)
+      return op->emitOpError("must act on exactly one grid axis");
+    return int64_t(axes[0]);
   }
 
   LogicalResult checkSupported(Operation *op);
@@ -87,6 +119,8 @@ private:
 
   OpBuilder &b;
   Value ctx;
+  DenseMap<Value, int64_t> pending;
+  int64_t nextEvent = 0;
   DenseMap<Value, Value> buffers;
   DenseMap<Value, Value> outputs;
 };
@@ -418,6 +452,45 @@ LogicalResult StepBuilder::lower(Operation *op) {
         kernel(loc, "sgd", bufs, {t.getNumElements(), t.getRank() == 1 ? 1 : 0});
         return success();
       })
+      .Case([&](shard::AllGatherOp g) -> LogicalResult {
+        FailureOr<int64_t> axis = axisOf(g, g.getGridAxes());
+        if (failed(axis))
+          return failure();
+        if (g.getGatherAxis().getZExtValue() != 0)
+          return g.emitOpError("gathers on dim 0 only on this backend");
+        Value in = buf(g.getInput());
+        collective(loc, "all_gather", in, define(g.getResult()),
+                   {tensorType(g.getInput()).getNumElements(), *axis});
+        return success();
+      })
+      .Case([&](shard::ReduceScatterOp r) -> LogicalResult {
+        FailureOr<int64_t> axis = axisOf(r, r.getGridAxes());
+        if (failed(axis))
+          return failure();
+        if (r.getReduction() != shard::ReductionKind::Sum ||
+            r.getScatterAxis().getZExtValue() != 0)
+          return r.emitOpError("sums and scatters on dim 0 only on this backend");
+        Value in = buf(r.getInput());
+        collective(loc, "reduce_scatter", in, define(r.getResult()),
+                   {tensorType(r.getResult()).getNumElements(), *axis});
+        return success();
+      })
+      .Case([&](shard::AllReduceOp r) -> LogicalResult {
+        FailureOr<int64_t> axis = axisOf(r, r.getGridAxes());
+        if (failed(axis))
+          return failure();
+        if (r.getReduction() != shard::ReductionKind::Sum)
+          return r.emitOpError("sums only on this backend");
+        Value in = buf(r.getInput());
+        collective(loc, "all_reduce", in, define(r.getResult()),
+                   {tensorType(r.getResult()).getNumElements(), *axis});
+        return success();
+      })
+      .Case([&](fsdp::SyncGradOp s) {
+        // Identity in forward: the result aliases the input.
+        buffers[s.getResult()] = buf(s.getInput());
+        return success();
+      })
       .Default([&](Operation *other) {
         return other->emitOpError("has no lowering to the rt dialect");
       });
@@ -502,6 +575,8 @@ struct ConvertNNToRtPass
     }
     for (func::FuncOp fn : entries)
       fn.erase();
+    for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      grid.erase();
 
     OpBuilder b(&getContext());
     NamedAttrList manifest;
@@ -509,6 +584,8 @@ struct ConvertNNToRtPass
     if (auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel))
       manifest.set("model", model);
     manifest.set("entries", b.getArrayAttr(names));
+    auto mesh = module->getAttrOfType<DenseI64ArrayAttr>(attrs::kMesh);
+    manifest.set("mesh", mesh ? mesh : b.getDenseI64ArrayAttr({1, 1}));
     manifest.set("params", params.manifest(b));
     manifest.set("state", state.manifest(b));
     manifest.set("io", io.manifest(b));
@@ -550,6 +627,10 @@ struct ConvertNNToRtPass
         init.set("init", kind ? kind : b.getStringAttr("normal"));
         if (auto std = fn.getArgAttrOfType<FloatAttr>(i, attrs::kInitStd))
           init.set("std", std);
+        if (auto group = fn.getArgAttrOfType<IntegerAttr>(i, attrs::kGroup))
+          init.set("group", group);
+        if (auto shape = fn.getArgAttrOfType<DenseI64ArrayAttr>(i, attrs::kGlobalShape))
+          init.set("global_shape", shape);
         offset = params.place(fn, name, arg.getType(), init);
       } else if (auto name = fn.getArgAttrOfType<StringAttr>(i, attrs::kState)) {
         region = 1;

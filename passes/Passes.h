@@ -2,6 +2,7 @@
 #ifndef SHARDC_PASSES_PASSES_H
 #define SHARDC_PASSES_PASSES_H
 
+#include "dialects/fsdp/FSDPDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/rt/RtDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,6 +36,14 @@ constexpr llvm::StringLiteral kOutput = "nn.output";
 constexpr llvm::StringLiteral kUpdates = "nn.updates";
 /// On a forward op: the transformer block it belongs to.
 constexpr llvm::StringLiteral kBlock = "nn.block";
+/// On a sharded parameter argument: its group (-1: the root group) and its
+/// global shape; on gathers: the group they gather.
+constexpr llvm::StringLiteral kGroup = "fsdp.group";
+constexpr llvm::StringLiteral kGlobalShape = "fsdp.shape";
+/// On the module: the mesh shape [R, S] (R = 1 without replication).
+constexpr llvm::StringLiteral kMesh = "fsdp.mesh";
+/// The name of the device grid.
+constexpr llvm::StringLiteral kGridName = "mesh";
 /// On the model module: a dictionary describing the model (for the manifest).
 constexpr llvm::StringLiteral kModel = "nn.model";
 /// On the lowered module: the dictionary the runtime reads to lay out memory.

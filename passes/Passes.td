@@ -47,6 +47,71 @@ def NNBuildOptimizer : Pass<"nn-build-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
+  let summary = "Group parameters, shard them on a grid, gather them for use";
+  let description = [{
+    FSDP2's `fully_shard`, applied at compile time to the model function:
+    creates `shard.grid @mesh` (`mesh=N`: shard over N devices; `mesh=RxS`:
+    HSDP, replicate over R, shard over S), assigns every parameter to a
+    group by the wrap policy (the first capture of `wrap` in its name; the
+    rest form the root group), and replaces each parameter [d0, ...] by its
+    local shard [ceil(d0/S), ...] (dim 0, padded as FSDP2 pads) followed by a
+    `shard.all_gather` on the shard axis and, when padded, an `nn.slice` back
+    to [d0, ...]. Under HSDP the shard first passes `fsdp.sync_grad` on the
+    replicate axis, so that its gradient is all-reduced there. Autodiff then
+    turns each all-gather into a reduce-scatter of the gradient.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::shardc::fsdp::FSDPDialect",
+                           "::shardc::nn::NNDialect"];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"1\"", "N or RxS">,
+    Option<"wrap", "wrap", "std::string",
+           "\"^(transformer\\\\.h\\\\.[0-9]+|model\\\\.layers\\\\.[0-9]+)\\\\.\"",
+           "regex whose first capture names a parameter's group">,
+  ];
+}
+
+def FSDPReshard : Pass<"fsdp-reshard", "mlir::ModuleOp"> {
+  let summary = "Free gathered parameters after forward and gather again";
+  let description = [{
+    `reshard-after-forward=true` (FSDP2's default): in `micro_step`, every
+    use of a gathered parameter of a non-root group after the loss is
+    computed reads a new all-gather placed before the first such use, so the
+    forward copy dies after forward; the root group stays gathered, as in
+    FSDP2. `false` keeps every group gathered until its last use.
+  }];
+  let options = [
+    Option<"reshardAfterForward", "reshard-after-forward", "std::string",
+           "\"true\"", "true or false">,
+  ];
+}
+
+def FSDPPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
+  let summary = "Order all-gathers N groups ahead of the compute that uses them";
+  let description = [{
+    Places the forward all-gathers of each group just before the first
+    compute of the group `prefetch-forward` groups earlier (the first
+    group's at the start: as early as possible), and the backward
+    all-gathers `prefetch-backward` groups ahead in backward order.
+  }];
+  let options = [
+    Option<"prefetchForward", "prefetch-forward", "int64_t", "1",
+           "groups gathered ahead in forward">,
+    Option<"prefetchBackward", "prefetch-backward", "int64_t", "1",
+           "groups gathered ahead in backward">,
+  ];
+}
+
+def FSDPShardOptimizer : Pass<"fsdp-shard-optimizer", "mlir::ModuleOp"> {
+  let summary = "Global gradient norm across the shards of every parameter";
+  let description = [{
+    The optimizer step updates each rank's shards only; the squared
+    gradient norm it clips by is summed over the shard axis
+    (`shard.all_reduce`) so that every rank clips by the global norm.
+  }];
+}
+
 def ConvertNNToRt : Pass<"convert-nn-to-rt", "mlir::ModuleOp"> {
   let summary = "Lower nn model functions to rt step functions";
   let description = [{

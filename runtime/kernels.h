@@ -42,6 +42,12 @@
 //   adamw          p g m v hyper[7] c[] p' m' v'   n is_1d           (outputs may alias p m v)
 //   sgd            p g buf hyper[7] c[] p' buf'    n is_1d
 //
+// Collectives (cpu/collectives.cpp, MPI), on the communicator of grid axis
+// `axis` (see runtime/mesh.h):
+//   all_gather     in[n] out[n*P]          n axis                    (rank-major concatenation)
+//   reduce_scatter in[n*P] out[n]          n axis                    (sum, rank r keeps block r)
+//   all_reduce     in[n] out[n]            n axis                    (sum)
+//
 // hyper = [lr, beta1 (momentum for SGD), beta2, eps, weight_decay,
 //          weight_decay_1d, step (from 1)].
 //
@@ -88,5 +94,9 @@ SHARDC_KERNEL(squared_norm);
 SHARDC_KERNEL(clip_coef);
 SHARDC_KERNEL(adamw);
 SHARDC_KERNEL(sgd);
+
+SHARDC_KERNEL(all_gather);
+SHARDC_KERNEL(reduce_scatter);
+SHARDC_KERNEL(all_reduce);
 
 #endif // SHARDC_RUNTIME_KERNELS_H

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/data.h"
+#include "runtime/mesh.h"
 #include "runtime/model.h"
 #include "runtime/runtime.h"
 #include "runtime/safetensors.h"
@@ -25,14 +26,17 @@ namespace {
 
 const char *kUsage = R"(usage: %s [options]
 
-Trains %s (%s), compiled for micro-batches of %lld x %lld tokens.
+Trains %s (%s), compiled for micro-batches of %lld x %lld tokens per rank
+on a mesh of %lld ranks (%lld x %lld; launch with mpirun -np %lld).
 
 data and run:
   --data FILE           llm.c token file (header of 256 int32: magic 20240520,
                         version 1, token count; then uint16 tokens); row b of
-                        the global batch of step s starts at token
-                        (s*G + b)*T with G = micro-batch x grad-accum, wrapping
-                        around the file; without it, seeded synthetic tokens
+                        the global batch of step s starts at token (s*G + b)*T
+                        with G = ranks x micro-batch x grad-accum; rank r takes
+                        rows r*mb .. (r+1)*mb-1 of each global micro-batch;
+                        wrapping around the file; without it, seeded
+                        synthetic tokens
   --steps N             optimizer steps (default 10)
   --grad-accum N        micro-batches per step, gradients averaged (default 1)
   --seed N              seed of initialization and synthetic data (default 1337)
@@ -103,7 +107,10 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
     if (arg == "--help" || arg == "-h") {
       std::printf(kUsage, argv[0], m.source.c_str(), m.family.c_str(),
                   (long long)m.microBatch, (long long)m.seqLen,
+                  (long long)(m.replicas * m.shards), (long long)m.replicas,
+                  (long long)m.shards, (long long)(m.replicas * m.shards),
                   optimizerName(m).c_str());
+      Mesh::finalize();
       std::exit(0);
     }
     size_t eq = arg.find('=');
@@ -196,7 +203,8 @@ std::string shapeString(const std::vector<int64_t> &shape) {
   return "[" + s + "]";
 }
 
-void loadParameters(const Manifest &m, const std::string &path, char *params) {
+void loadParameters(const Manifest &m, const std::string &path, char *params,
+                    int64_t shardIndex) {
   std::map<std::string, LoadedTensor> file = readSafetensors(path);
   for (const TensorSlot &p : m.params) {
     auto it = file.find(p.name);
@@ -204,25 +212,45 @@ void loadParameters(const Manifest &m, const std::string &path, char *params) {
       it = file.find(withoutPrefix(p.name));
     if (it == file.end())
       throw std::runtime_error(path + ": missing parameter '" + p.name + "'");
-    if (it->second.shape != p.shape)
+    const std::vector<int64_t> &full = p.sharded() ? p.globalShape : p.shape;
+    if (it->second.shape != full)
       throw std::runtime_error(path + ": parameter '" + p.name +
                                "' has shape " + shapeString(it->second.shape) +
-                               ", expected " + shapeString(p.shape));
-    std::memcpy(params + p.offset, it->second.data.data(), p.numel() * 4);
+                               ", expected " + shapeString(full));
+    // This rank's rows; padding rows stay zero.
+    int64_t rows = p.shape[0], first = p.sharded() ? shardIndex * rows : 0;
+    int64_t count = std::max<int64_t>(0, std::min(rows, full[0] - first));
+    float *dst = reinterpret_cast<float *>(params + p.offset);
+    std::memset(dst, 0, p.bytes);
+    std::memcpy(dst, it->second.data.data() + first * p.rowSize(),
+                count * p.rowSize() * 4);
   }
 }
 
 /// Writes one tensor per parameter, read from `region` at the slot of
-/// `prefix + name` (params: no prefix; gradients: "grad.").
-void saveTensors(const Manifest &m, const std::string &path, const char *region,
-                 const std::string &prefix) {
+/// `prefix + name` (params: no prefix; gradients: "grad."). Sharded tensors
+/// are gathered on the shard axis; rank 0 writes the file.
+void saveTensors(const Manifest &m, const Mesh &mesh, const std::string &path,
+                 const char *region, const std::string &prefix) {
+  std::vector<std::vector<float>> full(m.params.size());
   std::vector<NamedTensor> tensors;
-  for (const TensorSlot &p : m.params) {
+  for (size_t k = 0; k < m.params.size(); ++k) {
+    const TensorSlot &p = m.params[k];
     int64_t offset = prefix.empty() ? p.offset : m.stateSlot(prefix + p.name).offset;
-    tensors.push_back(
-        {p.name, p.shape, reinterpret_cast<const float *>(region + offset)});
+    const float *local = reinterpret_cast<const float *>(region + offset);
+    if (!p.sharded()) {
+      tensors.push_back({p.name, p.shape, local});
+      continue;
+    }
+    full[k].resize(size_t(p.numel() * mesh.shards));
+    int rc = MPI_Gather(local, int(p.numel()), MPI_FLOAT, full[k].data(),
+                        int(p.numel()), MPI_FLOAT, 0, mesh.shardComm());
+    if (rc != MPI_SUCCESS)
+      throw std::runtime_error("gathering '" + p.name + "' failed");
+    tensors.push_back({p.name, p.globalShape, full[k].data()});
   }
-  writeSafetensors(path, tensors, {{"format", "pt"}, {"producer", "shardc"}});
+  if (mesh.rank == 0)
+    writeSafetensors(path, tensors, {{"format", "pt"}, {"producer", "shardc"}});
 }
 
 struct AlignedFree {
@@ -248,13 +276,15 @@ template <typename T> T *at(const Region &r, const TensorSlot &slot) {
   return reinterpret_cast<T *>(r.get() + slot.offset);
 }
 
-int run(int argc, char **argv) {
-  Manifest m = Manifest::parse(shardc_manifest);
+int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   if (m.params.empty())
     throw std::runtime_error("the compiled model has no parameters");
   Options o = parseOptions(argc, argv, m);
 
-  const int64_t B = m.microBatch, T = m.seqLen, G = B * o.gradAccum;
+  // Rows of the global batch: per micro-batch, every rank's micro-batch.
+  const int64_t B = m.microBatch, T = m.seqLen, P = mesh.world;
+  const int64_t G = B * P * o.gradAccum;
+  const bool leader = mesh.rank == 0;
   TokenData data = o.data.empty()
                        ? TokenData::synthetic(o.seed, m.vocabSize,
                                               (o.steps + 1) * G * T + 1)
@@ -265,16 +295,17 @@ int run(int argc, char **argv) {
   Region io = allocateRegion(m.ioBytes, "inputs and outputs");
   Region arena = allocateRegion(m.arenaBytes, "activations");
   if (o.initFrom.empty())
-    initParameters(m, o.seed, params.get());
+    initParameters(m, o.seed, params.get(), mesh.shardIndex());
   else
-    loadParameters(m, o.initFrom, params.get());
+    loadParameters(m, o.initFrom, params.get(), mesh.shardIndex());
 
   std::FILE *log = nullptr;
-  if (!o.log.empty() && !(log = std::fopen(o.log.c_str(), "w")))
+  if (leader && !o.log.empty() && !(log = std::fopen(o.log.c_str(), "w")))
     throw std::runtime_error(o.log + ": cannot open log file for writing");
 
   int64_t totalBytes = m.paramBytes + m.stateBytes + m.ioBytes + m.arenaBytes;
-  std::printf("shardc: %s (%s), %.2fM parameters, batch %lld x %lld x %lld "
+  if (leader)
+    std::printf("shardc: %s (%s), %.2fM parameters, batch %lld x %lld x %lld "
               "tokens, %s; memory: params %.1f MiB, grads+optimizer %.1f MiB, "
               "activations %.1f MiB\n",
               m.source.c_str(), m.family.c_str(), m.numParams() / 1e6,
@@ -287,6 +318,7 @@ int run(int argc, char **argv) {
   const TensorSlot &maxNorm = m.ioSlot("max_grad_norm");
   const TensorSlot &gradSq = m.ioSlot("grad_sq_norm");
   Context ctx;
+  ctx.mesh = &mesh;
   const char *profileEnv = std::getenv("SHARDC_PROFILE");
   ctx.profiling = profileEnv && *profileEnv && std::string(profileEnv) != "0";
   for (int64_t step = 0; step < o.steps; ++step) {
@@ -294,17 +326,20 @@ int run(int argc, char **argv) {
     ctx.startProfileInterval();
     double loss = 0;
     for (int64_t k = 0; k < o.gradAccum; ++k) {
-      data.batch(step, G, k * B, B, T, at<int32_t>(io, tokens),
-                 at<int32_t>(io, targets));
+      data.batch(step, G, (k * P + mesh.rank) * B, B, T,
+                 at<int32_t>(io, tokens), at<int32_t>(io, targets));
       float *ctl = at<float>(io, control);
-      ctl[0] = k > 0 ? 1.0f : 0.0f;                 // keep the accumulator
-      ctl[1] = float(1.0 / double(o.gradAccum));   // average micro-batches
+      ctl[0] = k > 0 ? 1.0f : 0.0f; // keep the accumulator
+      // The loss is the mean over micro-batches and ranks; collectives sum.
+      ctl[1] = float(1.0 / double(o.gradAccum * P));
       ctx.startProfileInterval();
       shardc_micro_step(&ctx, params.get(), state.get(), io.get(), arena.get());
       loss += *at<float>(io, lossSlot) / double(o.gradAccum);
     }
+    if (P > 1)
+      loss = mesh.sumAll(loss) / double(P);
     if (!o.dumpGrads.empty() && step + 1 == o.steps)
-      saveTensors(m, o.dumpGrads, state.get(), "grad.");
+      saveTensors(m, mesh, o.dumpGrads, state.get(), "grad.");
     double lr = learningRate(o, step);
     float *h = at<float>(io, hyper);
     h[0] = float(lr);
@@ -323,7 +358,8 @@ int run(int argc, char **argv) {
                     std::chrono::steady_clock::now() - start)
                     .count();
     double tokPerS = double(G * T) / (ms / 1000.0);
-    std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms | "
+    if (leader)
+      std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms | "
                 "%10.0f tok/s | mem %.1f MiB\n",
                 (long long)step, (long long)o.steps, loss, lr, gradNorm, ms,
                 tokPerS, mib(totalBytes));
@@ -338,11 +374,12 @@ int run(int argc, char **argv) {
   }
   if (log)
     std::fclose(log);
-  if (ctx.profiling)
+  if (ctx.profiling && leader)
     ctx.printProfile();
   if (!o.saveWeights.empty()) {
-    saveTensors(m, o.saveWeights, params.get(), "");
-    std::printf("saved weights to %s\n", o.saveWeights.c_str());
+    saveTensors(m, mesh, o.saveWeights, params.get(), "");
+    if (leader)
+      std::printf("saved weights to %s\n", o.saveWeights.c_str());
   }
   return 0;
 }
@@ -350,11 +387,27 @@ int run(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
+  Manifest m;
   try {
-    return run(argc, argv);
+    m = Manifest::parse(shardc_manifest);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  Mesh mesh = Mesh::init(&argc, &argv, m.replicas, m.shards);
+  try {
+    int rc = run(m, mesh, argc, argv);
+    Mesh::finalize();
+    return rc;
   } catch (const std::exception &e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
+    // Every rank meets the same errors (same flags, same files); rank 0
+    // reports. Abort the others so that no rank waits in a collective.
+    if (mesh.rank == 0 || mesh.world == 1)
+      std::fprintf(stderr, "error: %s\n", e.what());
+    if (mesh.world > 1)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    Mesh::finalize();
     return 1;
   }
 }

@@ -19,6 +19,9 @@ static TensorSlot parseSlot(const json &j) {
   s.bytes = j.at("bytes").get<int64_t>();
   s.init = j.value("init", std::string("normal"));
   s.std = j.value("std", 0.0);
+  if (j.contains("global_shape"))
+    s.globalShape = j.at("global_shape").get<std::vector<int64_t>>();
+  s.group = j.value("group", int64_t(-1));
   return s;
 }
 
@@ -40,6 +43,11 @@ Manifest Manifest::parse(const char *text) {
     for (const json &p : j.at("io"))
       m.io.push_back(parseSlot(p));
     m.entries = j.at("entries").get<std::vector<std::string>>();
+    if (j.contains("mesh")) {
+      auto mesh = j.at("mesh").get<std::vector<int64_t>>();
+      m.replicas = mesh.at(0);
+      m.shards = mesh.at(1);
+    }
     m.paramBytes = j.at("param_bytes").get<int64_t>();
     m.stateBytes = j.at("state_bytes").get<int64_t>();
     m.ioBytes = j.at("io_bytes").get<int64_t>();
@@ -107,21 +115,30 @@ double shardc::runtime::counterNormal(uint64_t key, uint64_t counter) {
 }
 
 void shardc::runtime::initParameters(const Manifest &m, uint64_t seed,
-                                     char *params) {
+                                     char *params, int64_t shardIndex) {
   for (const TensorSlot &p : m.params) {
-    float *data = reinterpret_cast<float *>(params + p.offset);
-    int64_t n = p.numel();
-    if (p.init == "zeros" || p.init == "ones") {
-      float v = p.init == "ones" ? 1.0f : 0.0f;
-      for (int64_t k = 0; k < n; ++k)
-        data[k] = v;
-      continue;
-    }
-    if (p.init != "normal")
+    if (p.init != "normal" && p.init != "zeros" && p.init != "ones")
       throw std::runtime_error("parameter '" + p.name +
                                "' has unknown init '" + p.init + "'");
+    float *data = reinterpret_cast<float *>(params + p.offset);
+    // Local element k is global element first + k; the generator is indexed
+    // by the global element, so every mesh draws the same weights.
+    int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+    int64_t globalRows = p.sharded() ? p.globalShape[0] : rows;
+    int64_t rowSize = p.rowSize();
+    int64_t firstRow = p.sharded() ? shardIndex * rows : 0;
     uint64_t key = streamKey(seed, p.name);
-    for (int64_t k = 0; k < n; ++k)
-      data[k] = float(p.std * counterNormal(key, uint64_t(k)));
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t g = firstRow + r;
+      for (int64_t c = 0; c < rowSize; ++c) {
+        float v = 0.0f; // padding rows
+        if (g < globalRows)
+          v = p.init == "ones"    ? 1.0f
+              : p.init == "zeros" ? 0.0f
+                                  : float(p.std * counterNormal(
+                                                      key, uint64_t(g * rowSize + c)));
+        data[r * rowSize + c] = v;
+      }
+    }
   }
 }

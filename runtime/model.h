@@ -21,6 +21,14 @@ struct TensorSlot {
   int64_t bytes = 0;
   std::string init; // parameters: "normal", "zeros", "ones"
   double std = 0.0;
+  /// Sharded parameters: the full shape (shape is the local shard, dim 0
+  /// padded to a multiple of the shard count) and the FSDP group.
+  std::vector<int64_t> globalShape;
+  int64_t group = -1;
+
+  bool sharded() const { return !globalShape.empty(); }
+  /// Elements per row (dims after the first).
+  int64_t rowSize() const { return shape.empty() ? 1 : numel() / shape[0]; }
 
   int64_t numel() const {
     int64_t n = 1;
@@ -38,6 +46,7 @@ struct Manifest {
   /// outputs of the entry points.
   std::vector<TensorSlot> params, state, io;
   std::vector<std::string> entries;
+  int64_t replicas = 1, shards = 1; // the compiled mesh
   int64_t paramBytes = 0, stateBytes = 0, ioBytes = 0, arenaBytes = 0;
 
   /// Parses the compiler's manifest; throws std::runtime_error when malformed.
@@ -52,7 +61,11 @@ struct Manifest {
 /// (seed, parameter name, element index), so the value of an element does
 /// not depend on how parameters are later sharded. "normal" draws
 /// N(0, std^2) by Box-Muller; "zeros" and "ones" are constants.
-void initParameters(const Manifest &m, uint64_t seed, char *params);
+/// Of a sharded parameter, this shard `shardIndex` holds global rows
+/// [shardIndex * rows, ...) of the local row count; rows past the global
+/// size are padding (zero).
+void initParameters(const Manifest &m, uint64_t seed, char *params,
+                    int64_t shardIndex = 0);
 
 /// The counter-based generator: a uniform in (0, 1) for (key, counter).
 double counterUniform(uint64_t key, uint64_t counter);

@@ -17,6 +17,8 @@
 
 namespace shardc::runtime {
 
+class Mesh;
+
 enum Stream : int64_t { kComputeStream = 0, kCommStream = 1, kNumStreams = 2 };
 
 struct Context {
@@ -32,6 +34,9 @@ struct Context {
   void countLaunch(int64_t stream, const char *kernel = nullptr);
   /// Forgets recorded events: called between steps.
   void resetEvents();
+
+  /// The device mesh the collectives run on (null: one rank).
+  const Mesh *mesh = nullptr;
 
   /// Per-kernel time, when enabled (SHARDC_PROFILE=1 in the trainer).
   bool profiling = false;

@@ -8,6 +8,7 @@ packages=(
   cmake ninja-build ccache g++ python3 python3-numpy python3-torch
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libopenblas-dev libopenblas-openmp-dev nlohmann-json3-dev libgtest-dev
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

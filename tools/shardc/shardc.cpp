@@ -67,6 +67,28 @@ cl::opt<std::string> recomputeArg(
     cl::desc("Activations recomputed in backward instead of kept: none, or "
              "block (each transformer block's, activation checkpointing)"),
     cl::init("none"), cl::cat(category));
+cl::opt<std::string> meshArg(
+    "mesh",
+    cl::desc("Device mesh: N (fully sharded over N ranks) or RxS (HSDP: "
+             "replicate R, shard S); 1 = one rank"),
+    cl::init("1"), cl::cat(category));
+cl::opt<std::string> wrapArg(
+    "wrap",
+    cl::desc("FSDP wrap policy: a regex whose first capture names a "
+             "parameter's group (default: one group per transformer block; "
+             "the rest is the root group)"),
+    cl::init(""), cl::cat(category));
+cl::opt<std::string> reshardArg(
+    "reshard-after-forward",
+    cl::desc("true: free gathered parameters after forward and gather again "
+             "in backward (root group: false, as FSDP2); false: keep them"),
+    cl::init("true"), cl::cat(category));
+cl::opt<int64_t> prefetchForwardArg(
+    "prefetch-forward", cl::desc("All-gathers issued this many groups ahead in forward"),
+    cl::init(1), cl::cat(category));
+cl::opt<int64_t> prefetchBackwardArg(
+    "prefetch-backward", cl::desc("All-gathers issued this many groups ahead in backward"),
+    cl::init(1), cl::cat(category));
 cl::opt<std::string> optimizerArg("optimizer",
                                   cl::desc("The compiled optimizer: adamw or "
                                            "sgd (with momentum)"),
@@ -110,9 +132,19 @@ int main(int argc, char **argv) {
   if (optimizerArg != "adamw" && optimizerArg != "sgd")
     return fail("--optimizer must be 'adamw' or 'sgd', got '" + optimizerArg +
                 "'");
+  if (reshardArg != "true" && reshardArg != "false")
+    return fail("--reshard-after-forward must be true or false, got '" +
+                reshardArg + "' (resharding to N-rank groups is not supported yet)");
+  if (prefetchForwardArg < 0 || prefetchBackwardArg < 0)
+    return fail("--prefetch-forward and --prefetch-backward must be >= 0");
   shardc::PipelineOptions pipeline;
   pipeline.recompute = recomputeArg;
   pipeline.optimizer = optimizerArg;
+  pipeline.mesh = meshArg;
+  pipeline.wrap = wrapArg;
+  pipeline.reshardAfterForward = reshardArg;
+  pipeline.prefetchForward = prefetchForwardArg;
+  pipeline.prefetchBackward = prefetchBackwardArg;
 
   Expected<shardc::meta::ModelConfig> config =
       shardc::meta::loadModelConfig(modelArg);
@@ -181,7 +213,8 @@ int main(int argc, char **argv) {
          << (config->family == shardc::meta::Family::GPT2 ? "gpt2" : "llama")
          << ", " << config->numLayers << " layers, micro-batch "
          << microBatchArg << " x " << seqLen << " tokens, " << optimizerArg
-         << (recomputeArg == "block" ? ", recompute block" : "") << ") -> "
+         << (recomputeArg == "block" ? ", recompute block" : "")
+         << (meshArg != "1" ? ", mesh " + meshArg : std::string()) << ") -> "
          << output
          << "\n";
   return 0;

@@ -1,0 +1,34 @@
+//===- ShardAutodiff.cpp - VJPs of upstream shard collectives -------------===//
+#include "dialects/fsdp/FSDPDialect.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace {
+
+/// all_gather along an axis: its adjoint sums every device's gradient and
+/// hands each device its own slice, a reduce-scatter.
+struct AllGatherVJP
+    : public shardc::nn::DifferentiableOpInterface::ExternalModel<
+          AllGatherVJP, shard::AllGatherOp> {
+  SmallVector<Value> buildVJP(Operation *op, OpBuilder &b,
+                              ArrayRef<Value> grads) const {
+    auto gather = cast<shard::AllGatherOp>(op);
+    Value scattered = shard::ReduceScatterOp::create(
+        b, op->getLoc(), gather.getInput().getType(), gather.getGridAttr(),
+        gather.getGridAxesAttr(), grads[0],
+        shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
+        gather.getGatherAxisAttr());
+    return {scattered};
+  }
+};
+
+} // namespace
+
+void shardc::fsdp::registerShardAutodiffModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    shard::AllGatherOp::attachInterface<AllGatherVJP>(*ctx);
+  });
+}

@@ -1,0 +1,84 @@
+//===- FSDPPrefetch.cpp - place all-gathers N groups ahead ----------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+namespace shardc {
+#define GEN_PASS_DEF_FSDPPREFETCH
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+struct Group {
+  SmallVector<Operation *> chain; // gather ops, in program order
+  Operation *firstUse = nullptr;  // the group's first compute op
+};
+
+/// Moves each group's chain `ahead` groups early: before the first compute
+/// of the group `ahead` positions earlier in use order, or before `start`
+/// (a compute op) for the first `ahead` groups. ahead = 0: just in time.
+void schedule(std::map<int64_t, Group> &groups, int64_t ahead,
+              Operation *start) {
+  SmallVector<Group *> order;
+  for (auto &[id, g] : groups)
+    if (g.firstUse)
+      order.push_back(&g);
+  llvm::sort(order, [](Group *a, Group *b) {
+    return a->firstUse->isBeforeInBlock(b->firstUse);
+  });
+  for (size_t k = 0; k < order.size(); ++k) {
+    Operation *target =
+        int64_t(k) < ahead ? start : order[k - ahead]->firstUse;
+    for (Operation *op : order[k]->chain)
+      op->moveBefore(target);
+  }
+}
+
+struct FSDPPrefetchPass : public shardc::impl::FSDPPrefetchBase<FSDPPrefetchPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (prefetchForward < 0 || prefetchBackward < 0) {
+      module.emitError("prefetch depths must be non-negative");
+      return signalPassFailure();
+    }
+    auto step = module.lookupSymbol<func::FuncOp>("micro_step");
+    if (!step)
+      return;
+    Block &body = step.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Operation *loss = ret.getOperand(0).getDefiningOp();
+    if (!loss)
+      return;
+
+    std::map<int64_t, Group> forward, backward;
+    for (Operation &op : body) {
+      auto group = op.getAttrOfType<IntegerAttr>(attrs::kGroup);
+      if (!group)
+        continue;
+      Group &g = (op.hasAttr("fsdp.regather") ? backward : forward)[group.getInt()];
+      g.chain.push_back(&op);
+      for (Operation *user : op.getUsers())
+        if (!user->hasAttr(attrs::kGroup) &&
+            (!g.firstUse || user->isBeforeInBlock(g.firstUse)))
+          g.firstUse = user;
+    }
+    // Forward: the first `prefetchForward` groups before any compute (as
+    // early as possible), then each group before the compute of the group
+    // `prefetchForward` earlier. Backward likewise from the loss on.
+    Operation *firstCompute = &body.front();
+    while (firstCompute->hasAttr(attrs::kGroup))
+      firstCompute = firstCompute->getNextNode();
+    schedule(forward, prefetchForward, firstCompute);
+    schedule(backward, prefetchBackward, loss->getNextNode());
+  }
+};
+
+} // namespace

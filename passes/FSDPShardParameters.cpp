@@ -1,0 +1,129 @@
+//===- FSDPShardParameters.cpp - group, shard and gather parameters -------===//
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Regex.h"
+
+namespace shardc {
+#define GEN_PASS_DEF_FSDPSHARDPARAMETERS
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+/// Parses "N" or "RxS" into {R, S}.
+FailureOr<std::pair<int64_t, int64_t>> parseMesh(StringRef text) {
+  SmallVector<StringRef> parts;
+  text.split(parts, 'x');
+  SmallVector<int64_t> dims;
+  for (StringRef p : parts) {
+    int64_t v;
+    if (p.getAsInteger(10, v) || v < 1)
+      return failure();
+    dims.push_back(v);
+  }
+  if (dims.size() == 1)
+    return std::make_pair(int64_t(1), dims[0]);
+  if (dims.size() == 2)
+    return std::make_pair(dims[0], dims[1]);
+  return failure();
+}
+
+struct FSDPShardParametersPass
+    : public shardc::impl::FSDPShardParametersBase<FSDPShardParametersPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<std::pair<int64_t, int64_t>> dims = parseMesh(mesh);
+    if (failed(dims)) {
+      module.emitError("mesh must be N or RxS with positive sizes, got '")
+          << mesh << "'";
+      return signalPassFailure();
+    }
+    auto [R, S] = *dims;
+    llvm::Regex policy(wrap);
+    std::string regexError;
+    if (!policy.isValid(regexError)) {
+      module.emitError("invalid wrap policy '") << wrap << "': " << regexError;
+      return signalPassFailure();
+    }
+    auto fwd = module.lookupSymbol<func::FuncOp>("forward");
+    if (!fwd) {
+      module.emitError("no model function named 'forward'");
+      return signalPassFailure();
+    }
+
+    OpBuilder b(module.getBodyRegion());
+    Builder &attrs = b;
+    module->setAttr(attrs::kMesh, attrs.getDenseI64ArrayAttr({R, S}));
+    b.setInsertionPointToStart(module.getBody());
+    SmallVector<int64_t> gridShape = R > 1 ? SmallVector<int64_t>{R, S}
+                                           : SmallVector<int64_t>{S};
+    shard::GridOp::create(b, module.getLoc(), attrs::kGridName, gridShape);
+    int16_t shardAxis = R > 1 ? 1 : 0;
+
+    // Groups in the order their parameters appear.
+    llvm::StringMap<int64_t> groupIds;
+    Block &entry = fwd.getBody().front();
+    b.setInsertionPointToStart(&entry);
+    auto gridRef = FlatSymbolRefAttr::get(&getContext(), attrs::kGridName);
+    SmallVector<Type> argTypes(fwd.getArgumentTypes());
+    for (BlockArgument arg : entry.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      auto name = fwd.getArgAttrOfType<StringAttr>(i, attrs::kParam);
+      if (!name)
+        continue;
+      auto type = cast<RankedTensorType>(arg.getType());
+      if (type.getRank() < 1) {
+        fwd.emitError("parameter '") << name.str() << "' is a scalar; FSDP "
+                                     << "shards on dim 0";
+        return signalPassFailure();
+      }
+      SmallVector<StringRef> match;
+      int64_t group = -1;
+      if (policy.match(name.getValue(), &match) && match.size() > 1) {
+        auto [it, inserted] = groupIds.try_emplace(match[1], groupIds.size());
+        group = it->second;
+      }
+      ArrayRef<int64_t> global = type.getShape();
+      int64_t rows = (global[0] + S - 1) / S;
+      SmallVector<int64_t> local(global), padded(global);
+      local[0] = rows;
+      padded[0] = rows * S;
+      auto localType = RankedTensorType::get(local, type.getElementType());
+      arg.setType(localType);
+      argTypes[i] = localType;
+      fwd.setArgAttr(i, attrs::kGroup, b.getI64IntegerAttr(group));
+      fwd.setArgAttr(i, attrs::kGlobalShape, b.getDenseI64ArrayAttr(global));
+
+      Value v = arg;
+      SmallVector<Operation *> created;
+      if (R > 1) {
+        v = fsdp::SyncGradOp::create(b, arg.getLoc(), localType, v, gridRef,
+                                     b.getDenseI16ArrayAttr({0}));
+        created.push_back(v.getDefiningOp());
+      }
+      v = shard::AllGatherOp::create(
+          b, arg.getLoc(), RankedTensorType::get(padded, type.getElementType()),
+          gridRef, b.getDenseI16ArrayAttr({shardAxis}), v, b.getIndexAttr(0));
+      created.push_back(v.getDefiningOp());
+      if (padded[0] != global[0]) {
+        v = nn::SliceOp::create(b, arg.getLoc(), type, v, 0, 0);
+        created.push_back(v.getDefiningOp());
+      }
+      for (Operation *op : created)
+        op->setAttr(attrs::kGroup, b.getI64IntegerAttr(group));
+      SmallPtrSet<Operation *, 4> except(created.begin(), created.end());
+      arg.replaceAllUsesExcept(v, except);
+    }
+    fwd.setFunctionType(
+        b.getFunctionType(argTypes, fwd.getFunctionType().getResults()));
+  }
+};
+
+} // namespace

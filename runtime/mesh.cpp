@@ -1,0 +1,53 @@
+//===- mesh.cpp - the device mesh over MPI --------------------------------===//
+#include "runtime/mesh.h"
+#include "runtime/runtime.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+using namespace shardc::runtime;
+
+#define MPI_CHECK(call)                                                        \
+  do {                                                                         \
+    int rc_ = (call);                                                          \
+    if (rc_ != MPI_SUCCESS)                                                    \
+      fatal("%s failed with MPI error %d", #call, rc_);                        \
+  } while (false)
+
+Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards) {
+  MPI_CHECK(MPI_Init(argc, argv));
+  Mesh m;
+  m.replicas = replicas;
+  m.shards = shards;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &m.rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &m.world));
+  if (int64_t(m.world) != replicas * shards) {
+    std::fprintf(stderr,
+                 "error: rank %d: this executable was compiled for a mesh of "
+                 "%lld ranks (%lld x %lld) but was launched with %d; run it "
+                 "with mpirun -np %lld\n",
+                 m.rank, (long long)(replicas * shards), (long long)replicas,
+                 (long long)shards, m.world, (long long)(replicas * shards));
+    MPI_Finalize();
+    std::exit(1);
+  }
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(m.replicaIndex()),
+                           int(m.shardIndex()), &m.shardComm_));
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(m.shardIndex()),
+                           int(m.replicaIndex()), &m.replicaComm_));
+  return m;
+}
+
+void Mesh::finalize() { MPI_Finalize(); }
+
+MPI_Comm Mesh::axis(int64_t a) const {
+  if (replicas > 1)
+    return a == 0 ? replicaComm_ : shardComm_;
+  return shardComm_;
+}
+
+double Mesh::sumAll(double value) const {
+  double out = 0;
+  MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return out;
+}

@@ -1,0 +1,45 @@
+//===- mesh.h - the device mesh over MPI -------------------------*- C++ -*-===//
+//
+// The compiled mesh is R x S (R = 1 without replication); rank r has shard
+// index r % S and replica index r / S. One communicator per grid axis:
+// axis 0 is the shard axis of a 1-D mesh, or the replicate axis of a 2-D
+// one (then axis 1 is the shard axis).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_MESH_H
+#define SHARDC_RUNTIME_MESH_H
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace shardc::runtime {
+
+class Mesh {
+public:
+  /// Initializes MPI and checks the launch against the compiled mesh; on a
+  /// mismatch every rank prints the same one-line error and exits 1.
+  static Mesh init(int *argc, char ***argv, int64_t replicas, int64_t shards);
+  /// Finalizes MPI.
+  static void finalize();
+
+  int rank = 0, world = 1;
+  int64_t replicas = 1, shards = 1;
+  int64_t shardIndex() const { return rank % shards; }
+  int64_t replicaIndex() const { return rank / shards; }
+  /// The communicator of grid axis `axis` of the compiled grid.
+  MPI_Comm axis(int64_t axis) const;
+  /// The communicator among the ranks of one replica (the shard axis).
+  MPI_Comm shardComm() const { return shardComm_; }
+
+  /// Sum over all ranks.
+  double sumAll(double value) const;
+
+private:
+  MPI_Comm shardComm_ = MPI_COMM_SELF, replicaComm_ = MPI_COMM_SELF;
+};
+
+} // namespace shardc::runtime
+
+#endif // SHARDC_RUNTIME_MESH_H
