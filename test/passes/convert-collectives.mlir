@@ -1,0 +1,17 @@
+// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4' --nn-autodiff --convert-nn-to-rt | FileCheck %s
+
+// Collectives run on stream 1, after an event from the compute stream, and
+// compute waits for their result.
+// CHECK: rt.manifest = {
+// CHECK-SAME: mesh = array<i64: 2, 4>
+// CHECK-SAME: {bytes = 72 : i64, dtype = "f32", global_shape = array<i64: 10, 6>, group = -1 : i64, init = "normal", name = "wte", offset = 0 : i64, shape = [3, 6]}
+// CHECK-NOT: shard.grid
+// CHECK-LABEL: func.func @shardc_micro_step
+// CHECK: rt.event_record %{{.*}} {event = [[E0:[0-9]+]] : i64, stream = 0 : i64}
+// CHECK-NEXT: rt.event_wait %{{.*}} {event = [[E0]] : i64, stream = 1 : i64}
+// CHECK-NEXT: rt.kernel %{{.*}}, "all_gather"(%{{.*}}, %[[G:.*]]) {floats = array<f64>, ints = array<i64: 18, 1>, stream = 1 : i64}
+// CHECK-NEXT: rt.event_record %{{.*}} {event = [[E1:[0-9]+]] : i64, stream = 1 : i64}
+// CHECK: rt.event_wait %{{.*}} {event = [[E1]] : i64, stream = 0 : i64}
+// CHECK-NEXT: rt.kernel %{{.*}}, "slice"(%[[G]],
+// CHECK: "reduce_scatter"({{.*}}) {floats = array<f64>, ints = array<i64: 12, 1>, stream = 1 : i64}
+// CHECK: "all_reduce"({{.*}}) {floats = array<f64>, ints = array<i64: 12, 0>, stream = 1 : i64}

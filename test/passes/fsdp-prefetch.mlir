@@ -1,0 +1,50 @@
+// The order of all-gathers for each prefetch depth.
+// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=1 prefetch-backward=1' | FileCheck %s --check-prefix=ONE
+// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=0 prefetch-backward=0' | FileCheck %s --check-prefix=ZERO
+// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=2 prefetch-backward=2' | FileCheck %s --check-prefix=TWO
+
+// Forward group order: root (embedding), h.0, h.1.
+// Depth 1: the root group's gathers first (as early as possible), then
+// h.0's before the root's first compute, h.1's before h.0's.
+// ONE-LABEL: func.func @micro_step
+// ONE: shard.all_gather {{.*}}fsdp.group = -1
+// ONE: shard.all_gather {{.*}}fsdp.group = 0
+// ONE-NEXT: nn.slice
+// ONE-NEXT: nn.embedding
+// ONE-NEXT: shard.all_gather {{.*}}fsdp.group = 1
+// ONE-NEXT: nn.slice
+// ONE-NEXT: nn.linear
+// Backward: h.1 gathered right after the loss, h.0 before h.1's backward.
+// ONE: nn.cross_entropy
+// ONE-NEXT: shard.all_gather {{.*}}fsdp.group = 1 : i64, fsdp.regather
+// ONE-NEXT: nn.slice
+// ONE-NEXT: nn.fill
+// ONE: shard.all_gather {{.*}}fsdp.group = 0 : i64, fsdp.regather
+// ONE: nn.linear {{.*}} {weight_in_out} : (tensor<1x4x6xf32>, tensor<6x6xf32>)
+// ONE: nn.linear {{.*}} {weight_in_out} : (tensor<1x4x6xf32>, tensor<6x6xf32>)
+
+// Depth 0: each group just before its first compute.
+// ZERO-LABEL: func.func @micro_step
+// ZERO: shard.all_gather {{.*}}fsdp.group = -1
+// ZERO: nn.embedding
+// ZERO-NEXT: shard.all_gather {{.*}}fsdp.group = 0
+// ZERO-NEXT: nn.slice
+// ZERO-NEXT: nn.linear
+// ZERO-NEXT: shard.all_gather {{.*}}fsdp.group = 1
+// ZERO-NEXT: nn.slice
+// ZERO-NEXT: nn.linear
+// ZERO: nn.cross_entropy
+// ZERO-NEXT: nn.fill
+
+// Depth 2: root and h.0 up front, h.1 before the root's compute.
+// TWO-LABEL: func.func @micro_step
+// TWO: shard.all_gather {{.*}}fsdp.group = 0
+// TWO: shard.all_gather {{.*}}fsdp.group = 1
+// TWO-NEXT: nn.slice
+// TWO-NEXT: nn.embedding
+// TWO: nn.cross_entropy
+// TWO-NEXT: shard.all_gather {{.*}}fsdp.group = 1 : i64, fsdp.regather
+// TWO-NEXT: nn.slice
+// TWO-NEXT: shard.all_gather {{.*}}fsdp.group = 0 : i64, fsdp.regather
+// TWO-NEXT: nn.slice
+// TWO-NEXT: nn.fill
