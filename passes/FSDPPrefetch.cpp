@@ -1,6 +1,7 @@
 //===- FSDPPrefetch.cpp - place all-gathers N groups ahead ----------------===//
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 
 #include <map>
@@ -78,6 +79,25 @@ struct FSDPPrefetchPass : public shardc::impl::FSDPPrefetchBase<FSDPPrefetchPass
       firstCompute = firstCompute->getNextNode();
     schedule(forward, prefetchForward, firstCompute);
     schedule(backward, prefetchBackward, loss->getNextNode());
+
+    // Reduce-scatter each gradient as soon as it is final (with its zero
+    // padding and, under HSDP, its all-reduce), so that it overlaps the rest
+    // of backward and the unsharded gradient dies early.
+    for (auto rs : llvm::to_vector(step.getOps<shard::ReduceScatterOp>())) {
+      Operation *producer = rs.getInput().getDefiningOp();
+      if (!producer)
+        continue;
+      if (isa<nn::SliceGradOp>(producer) && producer->hasOneUse())
+        if (Operation *grad = producer->getOperand(0).getDefiningOp())
+          producer->moveAfter(grad);
+      rs->moveAfter(producer);
+      Operation *last = rs;
+      for (Operation *user : llvm::to_vector(rs->getUsers()))
+        if (isa<shard::AllReduceOp>(user)) {
+          user->moveAfter(last);
+          last = user;
+        }
+    }
   }
 };
 

@@ -94,6 +94,8 @@ def FSDPPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
     compute of the group `prefetch-forward` groups earlier (the first
     group's at the start: as early as possible), and the backward
     all-gathers `prefetch-backward` groups ahead in backward order.
+    Reduce-scatters (and HSDP all-reduces) move up to just after the
+    gradient they reduce is final.
   }];
   let options = [
     Option<"prefetchForward", "prefetch-forward", "int64_t", "1",

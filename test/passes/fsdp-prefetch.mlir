@@ -48,3 +48,10 @@
 // TWO-NEXT: shard.all_gather {{.*}}fsdp.group = 0 : i64, fsdp.regather
 // TWO-NEXT: nn.slice
 // TWO-NEXT: nn.fill
+
+// Reduce-scatters follow the gradient they reduce: h.1's weight gradient is
+// reduce-scattered before h.0's backward starts.
+// ZERO: %[[DW1:.*]] = nn.matmul %{{.*}}, %{{.*}} {transpose_a} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<6x6xf32>
+// ZERO-NEXT: %[[PAD:.*]] = nn.slice_grad %[[DW1]]
+// ZERO-NEXT: shard.reduce_scatter %[[PAD]]
+// ZERO: shard.all_gather {{.*}}fsdp.group = 0 : i64, fsdp.regather
