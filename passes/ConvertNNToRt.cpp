@@ -96,12 +96,15 @@ private:
   /// that produced its input (event on stream 0 waited on stream 1); its
   /// output is pending until a compute kernel waits for it.
   void collective(Location loc, StringRef name, Value in, Value out,
-                  ArrayRef<int64_t> ints) {
+                  ArrayRef<int64_t> ints, Value scratch = Value()) {
     int64_t ready = nextEvent++;
     rt::EventRecordOp::create(b, loc, ctx, ready, /*stream=*/0);
     rt::EventWaitOp::create(b, loc, ctx, ready, /*stream=*/1);
-    rt::KernelOp::create(b, loc, ctx, name, ValueRange{in, out}, ints,
-                         ArrayRef<double>{}, /*stream=*/1);
+    SmallVector<Value> bufs = {in, out};
+    if (scratch)
+      bufs.push_back(scratch);
+    rt::KernelOp::create(b, loc, ctx, name, bufs, ints, ArrayRef<double>{},
+                         /*stream=*/1);
     int64_t done = nextEvent++;
     rt::EventRecordOp::create(b, loc, ctx, done, /*stream=*/1);
     pending[out] = done;
@@ -471,8 +474,10 @@ LogicalResult StepBuilder::lower(Operation *op) {
             r.getScatterAxis().getZExtValue() != 0)
           return r.emitOpError("sums and scatters on dim 0 only on this backend");
         Value in = buf(r.getInput());
+        // A block of scratch for the ring's partial sums, live only here.
+        Value scratch = rt::AllocOp::create(b, loc, byteSize(r.getResult()));
         collective(loc, "reduce_scatter", in, define(r.getResult()),
-                   {tensorType(r.getResult()).getNumElements(), *axis});
+                   {tensorType(r.getResult()).getNumElements(), *axis}, scratch);
         return success();
       })
       .Case([&](shard::AllReduceOp r) -> LogicalResult {

@@ -212,10 +212,14 @@ struct ConvertRtToLLVMPass
       if (!bytes)
         continue;
       arenaBytes = std::max(arenaBytes, bytes.getInt());
-      arenas.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("symbol", b.getStringAttr(fn.getName())),
-           b.getNamedAttr("arena_bytes", bytes)}));
+      SmallVector<NamedAttribute> entry = {
+          b.getNamedAttr("symbol", b.getStringAttr(fn.getName())),
+          b.getNamedAttr("arena_bytes", bytes)};
+      if (auto gathered = fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
+        entry.push_back(b.getNamedAttr("peak_gathered_bytes", gathered));
+      arenas.push_back(b.getDictionaryAttr(entry));
       fn->removeAttr(attrs::kArenaBytes);
+      fn->removeAttr(attrs::kPeakGatheredBytes);
     }
     NamedAttrList entries(manifest);
     entries.set("arena_bytes", b.getI64IntegerAttr(arenaBytes));

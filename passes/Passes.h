@@ -52,6 +52,8 @@ constexpr llvm::StringLiteral kManifest = "rt.manifest";
 constexpr llvm::StringLiteral kEntryPrefix = "shardc_";
 /// On a lowered step function: the bytes of arena it needs.
 constexpr llvm::StringLiteral kArenaBytes = "rt.arena_bytes";
+/// On a lowered step function: the peak bytes of gathered parameters.
+constexpr llvm::StringLiteral kPeakGatheredBytes = "rt.peak_gathered_bytes";
 constexpr llvm::StringLiteral kManifestSymbol = "shardc_manifest";
 } // namespace attrs
 

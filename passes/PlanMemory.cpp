@@ -27,6 +27,30 @@ struct Interval {
   int64_t offset = -1;
 };
 
+/// Whether `alloc` receives an all-gather: a gathered parameter.
+bool isGathered(rt::AllocOp alloc) {
+  for (Operation *user : alloc->getUsers())
+    if (auto kernel = dyn_cast<rt::KernelOp>(user))
+      if (kernel.getName() == "all_gather" &&
+          kernel.getBuffers().back() == alloc.getResult())
+        return true;
+  return false;
+}
+
+/// The most bytes of gathered parameters live at any one time.
+int64_t peakGathered(ArrayRef<Interval> intervals, size_t numOps) {
+  std::vector<int64_t> live(numOps + 1, 0);
+  for (const Interval &iv : intervals)
+    if (isGathered(iv.alloc)) {
+      live[iv.begin] += iv.size;
+      live[iv.end + 1] -= iv.size;
+    }
+  int64_t current = 0, peak = 0;
+  for (int64_t delta : live)
+    peak = std::max(peak, current += delta);
+  return peak;
+}
+
 struct RtPlanMemoryPass
     : public shardc::impl::RtPlanMemoryBase<RtPlanMemoryPass> {
   void runOnOperation() override {
@@ -87,6 +111,7 @@ struct RtPlanMemoryPass
       placed.push_back(iv);
     }
 
+    int64_t gatheredBytes = peakGathered(intervals, block.getOperations().size());
     Value arena = block.getArguments().back();
     for (Interval &iv : intervals) {
       OpBuilder b(iv.alloc);
@@ -95,8 +120,10 @@ struct RtPlanMemoryPass
       iv.alloc.erase();
     }
 
-    fn->setAttr(attrs::kArenaBytes,
-                IntegerAttr::get(IntegerType::get(&getContext(), 64), arenaBytes));
+    auto i64 = IntegerType::get(&getContext(), 64);
+    fn->setAttr(attrs::kArenaBytes, IntegerAttr::get(i64, arenaBytes));
+    fn->setAttr(attrs::kPeakGatheredBytes,
+                IntegerAttr::get(i64, gatheredBytes));
   }
 };
 

@@ -45,7 +45,7 @@
 // Collectives (cpu/collectives.cpp, MPI), on the communicator of grid axis
 // `axis` (see runtime/mesh.h):
 //   all_gather     in[n] out[n*P]          n axis                    (rank-major concatenation)
-//   reduce_scatter in[n*P] out[n]          n axis                    (sum, rank r keeps block r)
+//   reduce_scatter in[n*P] out[n] tmp[n]   n axis                    (sum, rank r keeps block r)
 //   all_reduce     in[n] out[n]            n axis                    (sum)
 //
 // hyper = [lr, beta1 (momentum for SGD), beta2, eps, weight_decay,

@@ -258,7 +258,25 @@ struct AlignedFree {
 };
 using Region = std::unique_ptr<char, AlignedFree>;
 
-Region allocateRegion(int64_t bytes, const char *what) {
+/// A line of /proc/self/status in bytes (VmRSS, VmHWM), or -1.
+int64_t procStatusBytes(const char *key) {
+  std::FILE *f = std::fopen("/proc/self/status", "r");
+  if (!f)
+    return -1;
+  char line[256];
+  int64_t kib = -1;
+  size_t n = std::strlen(key);
+  while (std::fgets(line, sizeof(line), f))
+    if (std::strncmp(line, key, n) == 0 && line[n] == ':')
+      kib = std::atoll(line + n + 1);
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
+}
+
+/// `touch`: zero the region now (it becomes resident); otherwise its pages
+/// are committed as the kernels first write them, so the resident set
+/// measures what the step really uses.
+Region allocateRegion(int64_t bytes, const char *what, bool touch = true) {
   size_t size = size_t((bytes + 63) / 64 * 64);
   if (size == 0)
     size = 64;
@@ -266,7 +284,8 @@ Region allocateRegion(int64_t bytes, const char *what) {
   if (!p)
     throw std::runtime_error(std::string("cannot allocate ") +
                              std::to_string(bytes) + " bytes for " + what);
-  std::memset(p, 0, size);
+  if (touch)
+    std::memset(p, 0, size);
   return Region(p);
 }
 
@@ -290,10 +309,11 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
                                               (o.steps + 1) * G * T + 1)
                        : TokenData::load(o.data, m.vocabSize);
 
+  int64_t baselineRss = procStatusBytes("VmRSS");
   Region params = allocateRegion(m.paramBytes, "parameters");
   Region state = allocateRegion(m.stateBytes, "gradients and optimizer state");
   Region io = allocateRegion(m.ioBytes, "inputs and outputs");
-  Region arena = allocateRegion(m.arenaBytes, "activations");
+  Region arena = allocateRegion(m.arenaBytes, "activations", /*touch=*/false);
   if (o.initFrom.empty())
     initParameters(m, o.seed, params.get(), mesh.shardIndex());
   else
@@ -376,6 +396,12 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     std::fclose(log);
   if (ctx.profiling && leader)
     ctx.printProfile();
+  // The planned peak against the resident memory the run added (rank 0).
+  int64_t peakRss = procStatusBytes("VmHWM");
+  if (leader && baselineRss >= 0 && peakRss >= 0)
+    std::printf("memory: planned peak %lld bytes, measured peak %lld bytes "
+                "(resident set growth of rank 0)\n",
+                (long long)totalBytes, (long long)(peakRss - baselineRss));
   if (!o.saveWeights.empty()) {
     saveTensors(m, mesh, o.saveWeights, params.get(), "");
     if (leader)

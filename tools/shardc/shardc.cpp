@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Pipelines.h"
 #include "compiler/Registration.h"
+#include "compiler/Report.h"
 #include "compiler/Target.h"
 #include "frontends/meta/ModelConfig.h"
 
@@ -89,6 +90,12 @@ cl::opt<int64_t> prefetchForwardArg(
 cl::opt<int64_t> prefetchBackwardArg(
     "prefetch-backward", cl::desc("All-gathers issued this many groups ahead in backward"),
     cl::init(1), cl::cat(category));
+cl::opt<bool> reportArg(
+    "report",
+    cl::desc("Print per-rank memory (parameters, gradients, optimizer state, "
+             "gathered parameters, activations, planned peak) and the bytes "
+             "each collective moves per mesh axis, then compile as asked"),
+    cl::init(false), cl::cat(category));
 cl::opt<std::string> optimizerArg("optimizer",
                                   cl::desc("The compiled optimizer: adamw or "
                                            "sgd (with momentum)"),
@@ -172,16 +179,18 @@ int main(int argc, char **argv) {
       return fail("building the training step of " + config->source + " failed");
     return writeText([&](raw_ostream &os) { (*module)->print(os); });
   }
-  if (emitArg == Emit::Rt) {
-    shardc::buildTrainingPipeline(pm, pipeline);
-    shardc::buildNNToRtPipeline(pm);
-  } else {
-    shardc::buildLoweringPipeline(pm, pipeline);
-  }
+  shardc::buildTrainingPipeline(pm, pipeline);
+  shardc::buildNNToRtPipeline(pm);
   if (failed(pm.run(**module)))
     return fail("lowering " + config->source + " failed");
+  if (reportArg)
+    shardc::printReport(**module, outs());
   if (emitArg == Emit::Rt)
     return writeText([&](raw_ostream &os) { (*module)->print(os); });
+  mlir::PassManager llvmPM(&context);
+  shardc::buildRtToLLVMPipeline(llvmPM);
+  if (failed(llvmPM.run(**module)))
+    return fail("lowering " + config->source + " to LLVM failed");
 
   LLVMContext llvmContext;
   std::unique_ptr<Module> llvmModule =
