@@ -16,10 +16,13 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   if (!options.training)
     return;
-  bool fsdp = options.mesh != "1";
+  bool fsdp = options.mesh != "1" || options.paramDtype != "f32" ||
+              options.reduceDtype != "f32";
   if (fsdp) {
     FSDPShardParametersOptions shard;
     shard.mesh = options.mesh;
+    shard.paramDtype = options.paramDtype;
+    shard.reduceDtype = options.reduceDtype;
     if (!options.wrap.empty())
       shard.wrap = options.wrap;
     pm.addPass(createFSDPShardParameters(shard));

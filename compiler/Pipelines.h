@@ -24,6 +24,9 @@ struct PipelineOptions {
   std::string reshardAfterForward = "true";
   int64_t prefetchForward = 1;
   int64_t prefetchBackward = 1;
+  /// Mixed precision: "f32" or "bf16".
+  std::string paramDtype = "f32";
+  std::string reduceDtype = "f32";
 };
 
 /// The nn forward graph -> the training functions in nn (autodiff,

@@ -28,6 +28,9 @@ RankedTensorType tensorType(Value v) {
 
 int64_t elementBytes(Type t) { return (t.getIntOrFloatBitWidth() + 7) / 8; }
 
+/// The runtime's code of an element type (kernels.h: 0 f32, 1 bf16, 2 f16).
+int64_t dtypeCode(Type t) { return t.isBF16() ? 1 : t.isF16() ? 2 : 0; }
+
 int64_t byteSize(Value v) {
   RankedTensorType t = tensorType(v);
   return t.getNumElements() * elementBytes(t.getElementType());
@@ -129,6 +132,10 @@ private:
 };
 
 LogicalResult StepBuilder::checkSupported(Operation *op) {
+  // Conversions and collectives move bf16/f16 data; compute is f32.
+  if (isa<nn::CastOp, shard::AllGatherOp, shard::ReduceScatterOp,
+          shard::AllReduceOp>(op))
+    return success();
   for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
     Type elt = cast<RankedTensorType>(t).getElementType();
     if (isa<FloatType>(elt) && !elt.isF32())
@@ -463,7 +470,8 @@ LogicalResult StepBuilder::lower(Operation *op) {
           return g.emitOpError("gathers on dim 0 only on this backend");
         Value in = buf(g.getInput());
         collective(loc, "all_gather", in, define(g.getResult()),
-                   {tensorType(g.getInput()).getNumElements(), *axis});
+                   {tensorType(g.getInput()).getNumElements(), *axis,
+                    dtypeCode(tensorType(g.getInput()).getElementType())});
         return success();
       })
       .Case([&](shard::ReduceScatterOp r) -> LogicalResult {
@@ -477,7 +485,9 @@ LogicalResult StepBuilder::lower(Operation *op) {
         // A block of scratch for the ring's partial sums, live only here.
         Value scratch = rt::AllocOp::create(b, loc, byteSize(r.getResult()));
         collective(loc, "reduce_scatter", in, define(r.getResult()),
-                   {tensorType(r.getResult()).getNumElements(), *axis}, scratch);
+                   {tensorType(r.getResult()).getNumElements(), *axis,
+                    dtypeCode(tensorType(r.getResult()).getElementType())},
+                   scratch);
         return success();
       })
       .Case([&](shard::AllReduceOp r) -> LogicalResult {
@@ -488,7 +498,21 @@ LogicalResult StepBuilder::lower(Operation *op) {
           return r.emitOpError("sums only on this backend");
         Value in = buf(r.getInput());
         collective(loc, "all_reduce", in, define(r.getResult()),
-                   {tensorType(r.getResult()).getNumElements(), *axis});
+                   {tensorType(r.getResult()).getNumElements(), *axis,
+                    dtypeCode(tensorType(r.getResult()).getElementType())});
+        return success();
+      })
+      .Case([&](nn::CastOp c) {
+        Type from = tensorType(c.getInput()).getElementType();
+        Type to = tensorType(c.getResult()).getElementType();
+        if (from == to) {
+          buffers[c.getResult()] = buf(c.getInput());
+          return success();
+        }
+        Value x = buf(c.getInput());
+        kernel(loc, "cast", {x, define(c.getResult())},
+               {tensorType(c.getInput()).getNumElements(), dtypeCode(from),
+                dtypeCode(to)});
         return success();
       })
       .Case([&](fsdp::SyncGradOp s) {

@@ -52,6 +52,19 @@ struct FSDPShardParametersPass
       module.emitError("invalid wrap policy '") << wrap << "': " << regexError;
       return signalPassFailure();
     }
+    auto dtype = [&](StringRef name) -> Type {
+      if (name == "f32")
+        return Float32Type::get(&getContext());
+      if (name == "bf16")
+        return BFloat16Type::get(&getContext());
+      return Type();
+    };
+    Type paramType = dtype(paramDtype), reduceType = dtype(reduceDtype);
+    if (!paramType || !reduceType) {
+      module.emitError("param-dtype and reduce-dtype must be f32 or bf16, got '")
+          << paramDtype << "' and '" << reduceDtype << "'";
+      return signalPassFailure();
+    }
     auto fwd = module.lookupSymbol<func::FuncOp>("forward");
     if (!fwd) {
       module.emitError("no model function named 'forward'");
@@ -108,10 +121,25 @@ struct FSDPShardParametersPass
                                      b.getDenseI16ArrayAttr({0}));
         created.push_back(v.getDefiningOp());
       }
+      bool mixed = paramType != type.getElementType();
+      if (mixed) {
+        v = nn::CastOp::create(b, arg.getLoc(), localType.clone(paramType), v,
+                               TypeAttr());
+        created.push_back(v.getDefiningOp());
+      }
       v = shard::AllGatherOp::create(
-          b, arg.getLoc(), RankedTensorType::get(padded, type.getElementType()),
+          b, arg.getLoc(),
+          RankedTensorType::get(padded, mixed ? paramType : type.getElementType()),
           gridRef, b.getDenseI16ArrayAttr({shardAxis}), v, b.getIndexAttr(0));
       created.push_back(v.getDefiningOp());
+      if (mixed || reduceType != type.getElementType()) {
+        // Widened for the f32 kernels; its gradient is reduced in the
+        // reduce dtype.
+        v = nn::CastOp::create(b, arg.getLoc(),
+                               RankedTensorType::get(padded, type.getElementType()),
+                               v, TypeAttr::get(reduceType));
+        created.push_back(v.getDefiningOp());
+      }
       if (padded[0] != global[0]) {
         v = nn::SliceOp::create(b, arg.getLoc(), type, v, 0, 0);
         created.push_back(v.getDefiningOp());

@@ -60,12 +60,22 @@ def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
     to [d0, ...]. Under HSDP the shard first passes `fsdp.sync_grad` on the
     replicate axis, so that its gradient is all-reduced there. Autodiff then
     turns each all-gather into a reduce-scatter of the gradient.
+
+    Mixed precision (`param-dtype=bf16`, FSDP2's MixedPrecisionPolicy): the
+    f32 shard is cast to bf16 before the all-gather (half the bytes), the
+    gathered bf16 parameter is widened for the f32 kernels of the CPU
+    backend, and its gradient is cast to `reduce-dtype` before the
+    reduce-scatter; master weights and optimizer state stay f32.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect",
                            "::shardc::fsdp::FSDPDialect",
                            "::shardc::nn::NNDialect"];
   let options = [
     Option<"mesh", "mesh", "std::string", "\"1\"", "N or RxS">,
+    Option<"paramDtype", "param-dtype", "std::string", "\"f32\"",
+           "element type parameters are gathered and used in: f32 or bf16">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", "\"f32\"",
+           "element type gradients are reduce-scattered in: f32 or bf16">,
     Option<"wrap", "wrap", "std::string",
            "\"^(transformer\\\\.h\\\\.[0-9]+|model\\\\.layers\\\\.[0-9]+)\\\\.\"",
            "regex whose first capture names a parameter's group">,

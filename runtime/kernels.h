@@ -22,6 +22,7 @@
 //   slice          x y                     outer n start size inner
 //   cross_entropy  logits[N,V] t[N] loss[] N V ignore_index
 //   copy           x y                     bytes
+//   cast           x y                     n from to                 (dtype codes: 0 f32, 1 bf16, 2 f16)
 //
 // Backward and training kernels (cpu/train_kernels.cpp):
 //   fill           y                       n                         value
@@ -44,9 +45,9 @@
 //
 // Collectives (cpu/collectives.cpp, MPI), on the communicator of grid axis
 // `axis` (see runtime/mesh.h):
-//   all_gather     in[n] out[n*P]          n axis                    (rank-major concatenation)
-//   reduce_scatter in[n*P] out[n] tmp[n]   n axis                    (sum, rank r keeps block r)
-//   all_reduce     in[n] out[n]            n axis                    (sum)
+//   all_gather     in[n] out[n*P]          n axis dtype              (rank-major concatenation)
+//   reduce_scatter in[n*P] out[n] tmp[n]   n axis dtype              (sum, rank r keeps block r)
+//   all_reduce     in[n] out[n]            n axis dtype              (sum; f32)
 //
 // hyper = [lr, beta1 (momentum for SGD), beta2, eps, weight_decay,
 //          weight_decay_1d, step (from 1)].
@@ -76,6 +77,7 @@ SHARDC_KERNEL(transpose);
 SHARDC_KERNEL(slice);
 SHARDC_KERNEL(cross_entropy);
 SHARDC_KERNEL(copy);
+SHARDC_KERNEL(cast);
 
 SHARDC_KERNEL(fill);
 SHARDC_KERNEL(matmul);

@@ -16,8 +16,12 @@ struct AllGatherVJP
   SmallVector<Value> buildVJP(Operation *op, OpBuilder &b,
                               ArrayRef<Value> grads) const {
     auto gather = cast<shard::AllGatherOp>(op);
+    // Reduced in the gradient's element type (mixed precision decides it).
+    auto shardType = cast<RankedTensorType>(gather.getInput().getType());
+    auto gradType = cast<RankedTensorType>(grads[0].getType());
     Value scattered = shard::ReduceScatterOp::create(
-        b, op->getLoc(), gather.getInput().getType(), gather.getGridAttr(),
+        b, op->getLoc(), shardType.clone(gradType.getElementType()),
+        gather.getGridAttr(),
         gather.getGridAxesAttr(), grads[0],
         shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
         gather.getGatherAxisAttr());

@@ -144,3 +144,14 @@ SmallVector<Value> CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads)
       getIgnoreIndexAttr());
   return {dLogits, Value()};
 }
+
+SmallVector<Value> CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  Type elt = getGradType() ? *getGradType()
+                           : tensorType(getInput()).getElementType();
+  Value g = grads[0];
+  if (tensorType(g).getElementType() == elt)
+    return {g};
+  return {CastOp::create(b, getLoc(), withShape(g, tensorType(g).getShape())
+                                          .clone(elt),
+                         g, TypeAttr())};
+}

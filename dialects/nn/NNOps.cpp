@@ -253,6 +253,18 @@ LogicalResult SliceOp::verify() {
   return success();
 }
 
+LogicalResult CastOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  if (tensorType(getInput()).getShape() != tensorType(getResult()).getShape())
+    return emitOpError("changes the shape: ")
+           << getInput().getType() << " to " << getResult().getType();
+  if (std::optional<Type> g = getGradType())
+    if (!isa<Float32Type, BFloat16Type, Float16Type>(*g))
+      return emitOpError("grad_type must be f32, bf16 or f16, got ") << *g;
+  return success();
+}
+
 LogicalResult CrossEntropyOp::verify() {
   if (failed(verifyStaticShapes(*this)))
     return failure();

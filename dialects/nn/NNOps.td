@@ -298,6 +298,26 @@ def NN_SliceOp : NN_Op<"slice", [Pure, DeclareOpInterfaceMethods<NN_Differentiab
   let hasVerifier = 1;
 }
 
+def NN_CastOp : NN_Op<"cast", [Pure,
+    DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
+  let summary = "element type conversion (f32, bf16, f16)";
+  let description = [{
+    Converts each element, rounding to nearest even. The gradient is cast
+    back to the input's element type, or to `grad_type` when set (mixed
+    precision: the element type gradients are reduced in).
+
+    Example:
+    ```mlir
+    %h = nn.cast %p : tensor<16x4xf32> to tensor<16x4xbf16>
+    %f = nn.cast %h {grad_type = f32} : tensor<16x4xbf16> to tensor<16x4xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<TypeAttr>:$grad_type);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Loss
 //===----------------------------------------------------------------------===//

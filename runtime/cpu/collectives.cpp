@@ -7,11 +7,14 @@
 #include "runtime/kernels.h"
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
+#include "runtime/cpu/fastmath.h"
 
 #include <cstring>
 
+using shardc::runtime::bf16ToFloat;
 using shardc::runtime::Context;
 using shardc::runtime::fatal;
+using shardc::runtime::floatToBf16;
 
 namespace {
 
@@ -27,6 +30,16 @@ void check(int rc, const char *what) {
     fatal("%s failed with MPI error %d", what, rc);
 }
 
+/// Bytes per element of a dtype code (kernels.h): f32 or bf16.
+int64_t elementBytes(int64_t code) {
+  if (code == 0)
+    return 4;
+  if (code == 1)
+    return 2;
+  fatal("collectives support f32 and bf16 data, not dtype code %lld",
+        (long long)code);
+}
+
 void launched(void *ctx, int64_t stream, const char *kernel) {
   static_cast<Context *>(ctx)->countLaunch(stream, kernel);
 }
@@ -36,20 +49,20 @@ void launched(void *ctx, int64_t stream, const char *kernel) {
 SHARDC_KERNEL(all_gather) {
   // A ring over the axis writing straight into `out` (no memory outside the
   // plan): own block first, then P - 1 exchanges of one block.
-  const float *in = static_cast<const float *>(b[0]);
-  float *out = static_cast<float *>(b[1]);
-  int64_t n = i[0];
+  const char *in = static_cast<const char *>(b[0]);
+  char *out = static_cast<char *>(b[1]);
+  int64_t bytes = i[0] * elementBytes(i[2]);
   MPI_Comm c = comm(ctx, i[1]);
   int rank, size;
   MPI_Comm_rank(c, &rank);
   MPI_Comm_size(c, &size);
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  std::memcpy(out + int64_t(rank) * n, in, n * sizeof(float));
+  std::memcpy(out + rank * bytes, in, bytes);
   for (int k = 0; k + 1 < size; ++k) {
     int sendBlock = (rank - k + size) % size;
     int recvBlock = (rank - k - 1 + size) % size;
-    check(MPI_Sendrecv(out + int64_t(sendBlock) * n, int(n), MPI_FLOAT, right, k,
-                       out + int64_t(recvBlock) * n, int(n), MPI_FLOAT, left, k,
+    check(MPI_Sendrecv(out + sendBlock * bytes, int(bytes), MPI_BYTE, right, k,
+                       out + recvBlock * bytes, int(bytes), MPI_BYTE, left, k,
                        c, MPI_STATUS_IGNORE),
           "MPI_Sendrecv");
   }
@@ -60,32 +73,44 @@ SHARDC_KERNEL(reduce_scatter) {
   // A ring over the axis: P - 1 exchanges of one block, partial sums
   // alternating between `out` and the planned `scratch` block, so that no
   // memory outside the plan is needed (and the summation order is fixed).
-  const float *in = static_cast<const float *>(b[0]);
-  float *out = static_cast<float *>(b[1]), *scratch = static_cast<float *>(b[2]);
-  int64_t n = i[0];
+  // bf16 blocks are added in f32 and rounded once per step.
+  const char *in = static_cast<const char *>(b[0]);
+  char *out = static_cast<char *>(b[1]), *scratch = static_cast<char *>(b[2]);
+  int64_t n = i[0], eb = elementBytes(i[2]), bytes = n * eb;
   MPI_Comm c = comm(ctx, i[1]);
   int rank, size;
   MPI_Comm_rank(c, &rank);
   MPI_Comm_size(c, &size);
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  const float *send = in + int64_t((rank + size - 1) % size) * n;
+  const char *send = in + int64_t((rank + size - 1) % size) * bytes;
   for (int k = 0; k + 1 < size; ++k) {
     int block = (rank - k - 2 + 2 * size) % size;
-    float *recv = (size - 2 - k) % 2 == 0 ? out : scratch;
-    check(MPI_Sendrecv(send, int(n), MPI_FLOAT, right, k, recv, int(n),
-                       MPI_FLOAT, left, k, c, MPI_STATUS_IGNORE),
+    char *recv = (size - 2 - k) % 2 == 0 ? out : scratch;
+    check(MPI_Sendrecv(send, int(bytes), MPI_BYTE, right, k, recv, int(bytes),
+                       MPI_BYTE, left, k, c, MPI_STATUS_IGNORE),
           "MPI_Sendrecv");
-    const float *mine = in + int64_t(block) * n;
-    for (int64_t j = 0; j < n; ++j)
-      recv[j] += mine[j];
+    const char *mine = in + int64_t(block) * bytes;
+    if (eb == 4) {
+      float *r = reinterpret_cast<float *>(recv);
+      const float *m = reinterpret_cast<const float *>(mine);
+      for (int64_t j = 0; j < n; ++j)
+        r[j] += m[j];
+    } else {
+      uint16_t *r = reinterpret_cast<uint16_t *>(recv);
+      const uint16_t *m = reinterpret_cast<const uint16_t *>(mine);
+      for (int64_t j = 0; j < n; ++j)
+        r[j] = floatToBf16(bf16ToFloat(r[j]) + bf16ToFloat(m[j]));
+    }
     send = recv;
   }
   if (size == 1)
-    std::memcpy(out, in, n * sizeof(float));
+    std::memcpy(out, in, bytes);
   launched(ctx, stream, "reduce_scatter");
 }
 
 SHARDC_KERNEL(all_reduce) {
+  if (i[2] != 0)
+    fatal("all_reduce supports f32 data only");
   const void *in = b[0] == b[1] ? MPI_IN_PLACE : b[0];
   check(MPI_Allreduce(in, b[1], int(i[0]), MPI_FLOAT, MPI_SUM, comm(ctx, i[1])),
         "MPI_Allreduce");

@@ -85,6 +85,23 @@ inline double expSum(const float *x, int64_t n, float shift, float *out) {
   return sum;
 }
 
+/// bf16 <-> f32: bf16 is the upper half of an f32; rounding to nearest even.
+inline float bf16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+inline uint16_t floatToBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
+    return uint16_t((bits >> 16) | 0x0040u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
 } // namespace shardc::runtime
 
 #endif // SHARDC_RUNTIME_CPU_FASTMATH_H

@@ -17,7 +17,9 @@
 
 using shardc::runtime::Context;
 using shardc::runtime::expSum;
+using shardc::runtime::bf16ToFloat;
 using shardc::runtime::fastExp;
+using shardc::runtime::floatToBf16;
 using shardc::runtime::rowMax;
 using shardc::runtime::fastSigmoid;
 using shardc::runtime::fastTanh;
@@ -362,5 +364,27 @@ SHARDC_KERNEL(cross_entropy) {
 
 SHARDC_KERNEL(copy) {
   std::memcpy(b[1], b[0], size_t(i[0]));
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(cast) {
+  int64_t n = i[0], from = i[1], to = i[2];
+  if (from == 0 && to == 1) {
+    const float *x = F(b[0]);
+    uint16_t *y = static_cast<uint16_t *>(b[1]);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = floatToBf16(x[k]);
+  } else if (from == 1 && to == 0) {
+    const uint16_t *x = static_cast<const uint16_t *>(b[0]);
+    float *y = F(b[1]);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = bf16ToFloat(x[k]);
+  } else {
+    fatal("cast: dtype codes %lld to %lld are not supported on the CPU "
+          "backend (f32 <-> bf16)",
+          (long long)from, (long long)to);
+  }
   launched(ctx, stream);
 }

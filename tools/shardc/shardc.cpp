@@ -90,6 +90,21 @@ cl::opt<int64_t> prefetchForwardArg(
 cl::opt<int64_t> prefetchBackwardArg(
     "prefetch-backward", cl::desc("All-gathers issued this many groups ahead in backward"),
     cl::init(1), cl::cat(category));
+cl::opt<std::string> paramDtypeArg(
+    "param-dtype",
+    cl::desc("Mixed precision: the dtype parameters are all-gathered and "
+             "used in (f32 or bf16); master weights stay f32"),
+    cl::init("f32"), cl::cat(category));
+cl::opt<std::string> reduceDtypeArg(
+    "reduce-dtype",
+    cl::desc("Mixed precision: the dtype gradients are reduce-scattered in "
+             "(f32 or bf16)"),
+    cl::init("f32"), cl::cat(category));
+cl::opt<std::string> outputDtypeArg(
+    "output-dtype",
+    cl::desc("Mixed precision: the dtype of the model's output, the loss "
+             "(f32)"),
+    cl::init("f32"), cl::cat(category));
 cl::opt<bool> reportArg(
     "report",
     cl::desc("Print per-rank memory (parameters, gradients, optimizer state, "
@@ -144,7 +159,17 @@ int main(int argc, char **argv) {
                 reshardArg + "' (resharding to N-rank groups is not supported yet)");
   if (prefetchForwardArg < 0 || prefetchBackwardArg < 0)
     return fail("--prefetch-forward and --prefetch-backward must be >= 0");
+  for (const auto &[flag, value] :
+       {std::pair<StringRef, StringRef>{"--param-dtype", paramDtypeArg},
+        {"--reduce-dtype", reduceDtypeArg}})
+    if (value != "f32" && value != "bf16")
+      return fail(flag + " must be f32 or bf16, got '" + value + "'");
+  if (outputDtypeArg != "f32")
+    return fail("--output-dtype must be f32: the loss is computed and "
+                "reported in f32, got '" + outputDtypeArg + "'");
   shardc::PipelineOptions pipeline;
+  pipeline.paramDtype = paramDtypeArg;
+  pipeline.reduceDtype = reduceDtypeArg;
   pipeline.recompute = recomputeArg;
   pipeline.optimizer = optimizerArg;
   pipeline.mesh = meshArg;
