@@ -79,7 +79,9 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       int64_t group = replicas > 1 && axis == 0 ? replicas : shards;
       // Bytes of the full buffer each rank takes part in: the gathered
       // result, the reduced input, the all-reduced buffer.
-      int64_t moved = ints[0] * 4 * (name == "all_reduce" ? 1 : group);
+      int64_t elementBytes = ints.size() > 2 && ints[2] != 0 ? 2 : 4;
+      int64_t moved =
+          ints[0] * elementBytes * (name == "all_reduce" ? 1 : group);
       auto &cell = traffic[entry.str()][{name.str(), axis}];
       cell.first += 1;
       cell.second += moved;
@@ -91,7 +93,8 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   os << "  parameters (sharded)     " << mib(params) << "\n";
   os << "  gradients (sharded)      " << mib(grads) << "\n";
   os << "  optimizer state          " << mib(optimizer) << "\n";
-  os << "  peak gathered parameters " << mib(gathered) << "\n";
+  os << "  peak gathered parameters " << mib(gathered)
+     << "  (in the param dtype)\n";
   os << "  activations              " << mib(microArena - gathered)
      << "  (micro-step arena less the gathered parameters)\n";
   os << "  inputs and outputs       " << mib(io) << "\n";

@@ -300,6 +300,23 @@ TEST(Kernels, Copy) {
   EXPECT_EQ(x, y);
 }
 
+TEST(Kernels, CastBf16RoundsToNearestEven) {
+  // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: ties to even.
+  Vec x = {1.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f, 3.0e38f};
+  std::vector<uint16_t> h(x.size());
+  Vec back(x.size());
+  std::vector<void *> b1 = {x.data(), h.data()}, b2 = {h.data(), back.data()};
+  int64_t toBf16[] = {int64_t(x.size()), 0, 1}, toF32[] = {int64_t(x.size()), 1, 0};
+  shardc_k_cast(&ctx, b1.data(), toBf16, nullptr, 0);
+  shardc_k_cast(&ctx, b2.data(), toF32, nullptr, 0);
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[1], 1.0f);
+  EXPECT_EQ(back[2], 1.0f + 4.0f / 256);
+  EXPECT_EQ(back[3], -2.5f);
+  for (size_t k = 0; k < x.size(); ++k)
+    EXPECT_NEAR(back[k], x[k], std::fabs(x[k]) / 128) << k;
+}
+
 TEST(Context, LaunchesAreCountedPerStream) {
   shardc::runtime::Context c;
   Vec x = randomVec(4, 23), y(4);

@@ -181,3 +181,11 @@ func.func @ce_targets(%l: tensor<2x8x50xf32>, %y: tensor<2x7xi32>) {
   %x = nn.cross_entropy %l, %y : (tensor<2x8x50xf32>, tensor<2x7xi32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @cast_shape(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{changes the shape: 'tensor<4x8xf32>' to 'tensor<8x4xbf16>'}}
+  %h = nn.cast %x : tensor<4x8xf32> to tensor<8x4xbf16>
+  return
+}

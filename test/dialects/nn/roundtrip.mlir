@@ -76,3 +76,12 @@ func.func @loss(%logits: tensor<2x8x50xf32>, %y: tensor<2x8xi64>) -> tensor<f32>
   %m = nn.cross_entropy %logits, %y {ignore_index = 0 : i64} : (tensor<2x8x50xf32>, tensor<2x8xi64>) -> tensor<f32>
   return %m : tensor<f32>
 }
+
+// CHECK-LABEL: func.func @cast
+func.func @cast(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK: nn.cast %{{.*}} : tensor<4x8xf32> to tensor<4x8xbf16>
+  %h = nn.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+  // CHECK: nn.cast %{{.*}} {grad_type = bf16} : tensor<4x8xbf16> to tensor<4x8xf32>
+  %f = nn.cast %h {grad_type = bf16} : tensor<4x8xbf16> to tensor<4x8xf32>
+  return %f : tensor<4x8xf32>
+}
