@@ -41,6 +41,8 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
     prefetch.prefetchForward = options.prefetchForward;
     prefetch.prefetchBackward = options.prefetchBackward;
     pm.addPass(createFSDPPrefetch(prefetch));
+    if (options.gradSyncOnce)
+      pm.addPass(createFSDPSyncOnce());
     pm.addPass(createFSDPShardOptimizer());
   }
 }

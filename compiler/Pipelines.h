@@ -24,6 +24,9 @@ struct PipelineOptions {
   std::string reshardAfterForward = "true";
   int64_t prefetchForward = 1;
   int64_t prefetchBackward = 1;
+  /// Under gradient accumulation, reduce gradients once per optimizer step
+  /// (on the last micro-batch) instead of after every micro-batch.
+  bool gradSyncOnce = false;
   /// Mixed precision: "f32" or "bf16".
   std::string paramDtype = "f32";
   std::string reduceDtype = "f32";

@@ -115,6 +115,19 @@ def FSDPPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
   ];
 }
 
+def FSDPSyncOnce : Pass<"fsdp-sync-once", "mlir::ModuleOp"> {
+  let summary = "Reduce gradients once per step under gradient accumulation";
+  let description = [{
+    FSDP2's `set_requires_gradient_sync(False)` pattern, compiled: adds
+    `micro_step_nosync`, which accumulates each parameter's unsharded
+    gradient into a full-size accumulator (`grad_full.<param>`) and runs no
+    reduction, and makes `micro_step` (the last micro-batch) add that
+    accumulator before the reduce-scatter, whose result becomes the sharded
+    gradient. The runtime calls the no-sync step for every micro-batch but
+    the last.
+  }];
+}
+
 def FSDPShardOptimizer : Pass<"fsdp-shard-optimizer", "mlir::ModuleOp"> {
   let summary = "Global gradient norm across the shards of every parameter";
   let description = [{

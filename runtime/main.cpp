@@ -353,7 +353,10 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
       // The loss is the mean over micro-batches and ranks; collectives sum.
       ctl[1] = float(1.0 / double(o.gradAccum * P));
       ctx.startProfileInterval();
-      shardc_micro_step(&ctx, params.get(), state.get(), io.get(), arena.get());
+      // With a no-sync step, gradients are reduced on the last micro-batch.
+      bool sync = k + 1 == o.gradAccum || !shardc_micro_step_nosync;
+      (sync ? shardc_micro_step : shardc_micro_step_nosync)(
+          &ctx, params.get(), state.get(), io.get(), arena.get());
       loss += *at<float>(io, lossSlot) / double(o.gradAccum);
     }
     if (P > 1)

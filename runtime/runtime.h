@@ -69,6 +69,10 @@ void shardc_micro_step(void *ctx, void *params, void *state, void *io,
                        void *arena);
 void shardc_opt_step(void *ctx, void *params, void *state, void *io,
                      void *arena);
+/// Compiled with --grad-sync=last: a micro-step that accumulates unsharded
+/// gradients and reduces nothing (every micro-batch but the last).
+void shardc_micro_step_nosync(void *ctx, void *params, void *state, void *io,
+                              void *arena) __attribute__((weak));
 /// The compiled model's manifest: JSON, NUL-terminated.
 extern const char shardc_manifest[];
 

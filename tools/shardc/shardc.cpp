@@ -105,6 +105,12 @@ cl::opt<std::string> outputDtypeArg(
     cl::desc("Mixed precision: the dtype of the model's output, the loss "
              "(f32)"),
     cl::init("f32"), cl::cat(category));
+cl::opt<std::string> gradSyncArg(
+    "grad-sync",
+    cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces its "
+             "gradients, or only the 'last' one (unsharded gradients are "
+             "accumulated until then, FSDP2's set_requires_gradient_sync)"),
+    cl::init("every"), cl::cat(category));
 cl::opt<bool> reportArg(
     "report",
     cl::desc("Print per-rank memory (parameters, gradients, optimizer state, "
@@ -167,7 +173,12 @@ int main(int argc, char **argv) {
   if (outputDtypeArg != "f32")
     return fail("--output-dtype must be f32: the loss is computed and "
                 "reported in f32, got '" + outputDtypeArg + "'");
+  if (gradSyncArg != "every" && gradSyncArg != "last")
+    return fail("--grad-sync must be 'every' or 'last', got '" + gradSyncArg + "'");
+  if (gradSyncArg == "last" && meshArg == "1")
+    return fail("--grad-sync=last needs a mesh (--mesh): one rank reduces nothing");
   shardc::PipelineOptions pipeline;
+  pipeline.gradSyncOnce = gradSyncArg == "last";
   pipeline.paramDtype = paramDtypeArg;
   pipeline.reduceDtype = reduceDtypeArg;
   pipeline.recompute = recomputeArg;
