@@ -54,8 +54,7 @@ struct FSDPPrefetchPass : public shardc::impl::FSDPPrefetchBase<FSDPPrefetchPass
     if (!step)
       return;
     Block &body = step.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    Operation *loss = ret.getOperand(0).getDefiningOp();
+    Operation *loss = lossOp(step);
     if (!loss)
       return;
 

@@ -28,8 +28,7 @@ struct FSDPReshardPass : public shardc::impl::FSDPReshardBase<FSDPReshardPass> {
     if (!step || reshardAfterForward == "false")
       return;
     Block &body = step.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    Operation *loss = ret.getOperand(0).getDefiningOp();
+    Operation *loss = lossOp(step);
     if (!loss)
       return;
 

@@ -62,6 +62,14 @@ namespace hyper {
 enum : int64_t { kLr, kBeta1, kBeta2, kEps, kWeightDecay, kWeightDecay1D, kStep, kSize };
 } // namespace hyper
 
+/// The op computing a micro-step's loss (its first result): where forward
+/// ends and backward begins. Null when the loss is not computed by an op.
+inline mlir::Operation *lossOp(mlir::func::FuncOp microStep) {
+  auto ret = llvm::cast<mlir::func::ReturnOp>(
+      microStep.getBody().front().getTerminator());
+  return ret.getNumOperands() ? ret.getOperand(0).getDefiningOp() : nullptr;
+}
+
 /// Byte alignment of every buffer in every region.
 constexpr int64_t kBufferAlignment = 64;
 inline int64_t alignTo(int64_t bytes) {

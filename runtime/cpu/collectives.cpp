@@ -8,6 +8,7 @@
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
 #include "runtime/cpu/fastmath.h"
+#include "runtime/cpu/kernel_util.h"
 
 #include <cstring>
 
@@ -40,9 +41,6 @@ int64_t elementBytes(int64_t code) {
         (long long)code);
 }
 
-void launched(void *ctx, int64_t stream, const char *kernel) {
-  static_cast<Context *>(ctx)->countLaunch(stream, kernel);
-}
 
 } // namespace
 
@@ -66,7 +64,7 @@ SHARDC_KERNEL(all_gather) {
                        c, MPI_STATUS_IGNORE),
           "MPI_Sendrecv");
   }
-  launched(ctx, stream, "all_gather");
+  launched(ctx, stream);
 }
 
 SHARDC_KERNEL(reduce_scatter) {
@@ -105,7 +103,7 @@ SHARDC_KERNEL(reduce_scatter) {
   }
   if (size == 1)
     std::memcpy(out, in, bytes);
-  launched(ctx, stream, "reduce_scatter");
+  launched(ctx, stream);
 }
 
 SHARDC_KERNEL(all_reduce) {
@@ -114,5 +112,5 @@ SHARDC_KERNEL(all_reduce) {
   const void *in = b[0] == b[1] ? MPI_IN_PLACE : b[0];
   check(MPI_Allreduce(in, b[1], int(i[0]), MPI_FLOAT, MPI_SUM, comm(ctx, i[1])),
         "MPI_Allreduce");
-  launched(ctx, stream, "all_reduce");
+  launched(ctx, stream);
 }

@@ -7,6 +7,7 @@
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 #include "runtime/cpu/fastmath.h"
+#include "runtime/cpu/kernel_util.h"
 
 #include <cblas.h>
 
@@ -15,7 +16,6 @@
 #include <cstring>
 #include <vector>
 
-using shardc::runtime::Context;
 using shardc::runtime::expSum;
 using shardc::runtime::bf16ToFloat;
 using shardc::runtime::fastExp;
@@ -25,18 +25,10 @@ using shardc::runtime::fastSigmoid;
 using shardc::runtime::fastTanh;
 using shardc::runtime::fatal;
 
+using shardc::runtime::cpu::F;
+using shardc::runtime::cpu::I32;
+
 namespace {
-
-float *F(void *p) { return static_cast<float *>(p); }
-const int32_t *I32(void *p) { return static_cast<const int32_t *>(p); }
-
-void launchedAs(void *ctx, int64_t stream, const char *kernel) {
-  if (ctx)
-    static_cast<Context *>(ctx)->countLaunch(stream, kernel);
-}
-// Every kernel ends with launched(ctx, stream): counted, and timed when
-// profiling, under its own name.
-#define launched(ctx, stream) launchedAs(ctx, stream, __func__ + 9)
 
 /// y = x @ op(w) for row-major x [M,K]; w [N,K] (transposed) or [K,N].
 void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,

@@ -7,10 +7,8 @@ loss to equal the one-rank loss within --rtol, and the weights written by
 --save-weights (gathered from the shards) to match too.
 """
 import argparse
-import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -18,24 +16,14 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import torch_models as tm  # noqa: E402
-
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
-
-
-def run(cmd, timeout=300):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r.stdout
-
+from harness import MPIRUN, read_log, run  # noqa: E402
 
 def ranks(mesh):
     return math.prod(int(x) for x in mesh.split("x"))
 
 
 def losses(path):
-    with open(path) as f:
-        return [json.loads(line)["loss"] for line in f]
+    return [e["loss"] for e in read_log(path)]
 
 
 def main():

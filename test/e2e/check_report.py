@@ -7,7 +7,8 @@ import re
 import subprocess
 import sys
 
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import MPIRUN  # noqa: E402
 
 
 def report(shardc, config, mesh, flags):

@@ -9,10 +9,8 @@ Options mirror the trainer's flags (grad accumulation, clipping, schedules,
 SGD, weight decay on 1-D parameters, recomputation).
 """
 import argparse
-import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -20,20 +18,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import torch_models as tm  # noqa: E402
+from harness import read_log, run  # noqa: E402
 
 torch.set_default_dtype(torch.float32)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r.stdout
-
-
-def read_log(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f]
 
 
 def lr_at(args, s):

@@ -7,6 +7,8 @@
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 
+#include "test/unit/TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,28 +17,7 @@
 
 namespace {
 
-using Vec = std::vector<float>;
-
-Vec randomVec(size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  Vec v(n);
-  for (float &x : v)
-    x = dist(gen);
-  return v;
-}
-
-void expectNear(const Vec &got, const std::vector<double> &want,
-                double tol = 1e-5) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size(); ++k)
-    ASSERT_NEAR(got[k], want[k], tol * (1.0 + std::fabs(want[k])))
-        << "at element " << k;
-}
-
-template <typename... Bufs> std::vector<void *> bufs(Bufs &...b) {
-  return {static_cast<void *>(b.data())...};
-}
+using namespace shardc::test;
 
 shardc::runtime::Context ctx;
 
