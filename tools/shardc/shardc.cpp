@@ -20,6 +20,7 @@
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -173,6 +174,17 @@ int main(int argc, char **argv) {
   if (outputDtypeArg != "f32")
     return fail("--output-dtype must be f32: the loss is computed and "
                 "reported in f32, got '" + outputDtypeArg + "'");
+  std::string regexError;
+  if (!wrapArg.empty() && !Regex(wrapArg).isValid(regexError))
+    return fail("--wrap '" + wrapArg + "' is not a valid regex: " + regexError);
+  {
+    SmallVector<StringRef> dims;
+    StringRef(meshArg).split(dims, 'x');
+    unsigned v;
+    if (dims.size() > 2 ||
+        llvm::any_of(dims, [&](StringRef d) { return d.getAsInteger(10, v) || v == 0; }))
+      return fail("--mesh must be N or RxS with positive sizes, got '" + meshArg + "'");
+  }
   if (gradSyncArg != "every" && gradSyncArg != "last")
     return fail("--grad-sync must be 'every' or 'last', got '" + gradSyncArg + "'");
   if (gradSyncArg == "last" && meshArg == "1")
