@@ -49,6 +49,7 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
 
 void shardc::buildNNToRtPipeline(OpPassManager &pm) {
   pm.addPass(createConvertNNToRt());
+  pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   pm.addNestedPass<func::FuncOp>(createRtPlanMemory());
 }
 

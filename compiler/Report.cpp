@@ -72,10 +72,21 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     }
     fn.walk([&](rt::KernelOp k) {
       StringRef name = k.getName();
-      if (name != "all_gather" && name != "reduce_scatter" && name != "all_reduce")
+      if (name != "all_gather" && name != "all_gather_group" &&
+          name != "reduce_scatter" && name != "all_reduce")
         return;
       ArrayRef<int64_t> ints = k.getInts();
       int64_t axis = ints[1];
+      if (name == "all_gather_group") {
+        int64_t count = 0;
+        for (int64_t n : ints.drop_front(3))
+          count += n;
+        int64_t group = replicas > 1 && axis == 0 ? replicas : shards;
+        auto &cell = traffic[entry.str()][{"all_gather", axis}];
+        cell.first += 1;
+        cell.second += count * (ints[2] != 0 ? 2 : 4) * group;
+        return;
+      }
       int64_t group = replicas > 1 && axis == 0 ? replicas : shards;
       // Bytes of the full buffer each rank takes part in: the gathered
       // result, the reduced input, the all-reduced buffer.

@@ -99,15 +99,18 @@ private:
   /// that produced its input (event on stream 0 waited on stream 1); its
   /// output is pending until a compute kernel waits for it.
   void collective(Location loc, StringRef name, Value in, Value out,
-                  ArrayRef<int64_t> ints, Value scratch = Value()) {
+                  ArrayRef<int64_t> ints, Value scratch = Value(),
+                  Attribute group = Attribute()) {
     int64_t ready = nextEvent++;
     rt::EventRecordOp::create(b, loc, ctx, ready, /*stream=*/0);
     rt::EventWaitOp::create(b, loc, ctx, ready, /*stream=*/1);
     SmallVector<Value> bufs = {in, out};
     if (scratch)
       bufs.push_back(scratch);
-    rt::KernelOp::create(b, loc, ctx, name, bufs, ints, ArrayRef<double>{},
-                         /*stream=*/1);
+    auto kernel = rt::KernelOp::create(b, loc, ctx, name, bufs, ints,
+                                       ArrayRef<double>{}, /*stream=*/1);
+    if (group)
+      kernel->setAttr(attrs::kGroup, group);
     int64_t done = nextEvent++;
     rt::EventRecordOp::create(b, loc, ctx, done, /*stream=*/1);
     pending[out] = done;
@@ -471,7 +474,8 @@ LogicalResult StepBuilder::lower(Operation *op) {
         Value in = buf(g.getInput());
         collective(loc, "all_gather", in, define(g.getResult()),
                    {tensorType(g.getInput()).getNumElements(), *axis,
-                    dtypeCode(tensorType(g.getInput()).getElementType())});
+                    dtypeCode(tensorType(g.getInput()).getElementType())},
+                   Value(), g->getAttr(attrs::kGroup));
         return success();
       })
       .Case([&](shard::ReduceScatterOp r) -> LogicalResult {

@@ -21,6 +21,18 @@ struct Group {
   Operation *firstUse = nullptr;  // the group's first compute op
 };
 
+/// The position of a gather-chain op: narrowing before the all-gather (0),
+/// the all-gather (1), widening after it (2), slicing off padding (3).
+int stage(Operation *op) {
+  if (isa<shard::AllGatherOp>(op))
+    return 1;
+  if (isa<nn::SliceOp>(op))
+    return 3;
+  if (isa<nn::CastOp>(op) && op->getOperand(0).getDefiningOp<shard::AllGatherOp>())
+    return 2;
+  return 0;
+}
+
 /// Moves each group's chain `ahead` groups early: before the first compute
 /// of the group `ahead` positions earlier in use order, or before `start`
 /// (a compute op) for the first `ahead` groups. ahead = 0: just in time.
@@ -36,7 +48,13 @@ void schedule(std::map<int64_t, Group> &groups, int64_t ahead,
   for (size_t k = 0; k < order.size(); ++k) {
     Operation *target =
         int64_t(k) < ahead ? start : order[k - ahead]->firstUse;
-    for (Operation *op : order[k]->chain)
+    // Stage by stage across the group's parameters, so that the group's
+    // all-gathers are adjacent and lower to one collective.
+    SmallVector<Operation *> chain(order[k]->chain);
+    llvm::stable_sort(chain, [](Operation *a, Operation *b) {
+      return stage(a) < stage(b);
+    });
+    for (Operation *op : chain)
       op->moveBefore(target);
   }
 }

@@ -153,6 +153,18 @@ def ConvertNNToRt : Pass<"convert-nn-to-rt", "mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::rt::RtDialect", "::mlir::func::FuncDialect"];
 }
 
+def RtCoalesceCollectives : Pass<"rt-coalesce-collectives", "mlir::func::FuncOp"> {
+  let summary = "One all-gather per FSDP group";
+  let description = [{
+    Merges adjacent `all_gather` kernels of one FSDP group (same axis and
+    dtype, separated only by events) into one `all_gather_group` kernel,
+    as FSDP2 gathers a group's parameters in one collective: the local
+    shards are copied into a planned contiguous buffer, gathered in one
+    exchange into a planned buffer, and copied out to each parameter. Runs
+    before memory planning; the events of the merged kernels are kept.
+  }];
+}
+
 def RtPlanMemory : Pass<"rt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place transient buffers in one arena by liveness";
   let description = [{

@@ -46,6 +46,8 @@
 // Collectives (cpu/collectives.cpp, MPI), on the communicator of grid axis
 // `axis` (see runtime/mesh.h):
 //   all_gather     in[n] out[n*P]          n axis dtype              (rank-major concatenation)
+//   all_gather_group in_1..in_k out_1..out_k pack[sum n] gathered[P sum n]
+//                  k axis dtype n_1..n_k   (one exchange for a group of k)
 //   reduce_scatter in[n*P] out[n] tmp[n]   n axis dtype              (sum, rank r keeps block r)
 //   all_reduce     in[n] out[n]            n axis dtype              (sum; f32)
 //
@@ -98,6 +100,7 @@ SHARDC_KERNEL(adamw);
 SHARDC_KERNEL(sgd);
 
 SHARDC_KERNEL(all_gather);
+SHARDC_KERNEL(all_gather_group);
 SHARDC_KERNEL(reduce_scatter);
 SHARDC_KERNEL(all_reduce);
 

@@ -67,6 +67,44 @@ SHARDC_KERNEL(all_gather) {
   launched(ctx, stream);
 }
 
+SHARDC_KERNEL(all_gather_group) {
+  // One all-gather for a group of k parameters: pack the local shards, one
+  // ring exchange of the packed block, unpack every rank's piece of each.
+  int64_t k = i[0], eb = elementBytes(i[2]);
+  const int64_t *counts = i + 3;
+  char *pack = static_cast<char *>(b[2 * k]);
+  char *gathered = static_cast<char *>(b[2 * k + 1]);
+  int64_t block = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    std::memcpy(pack + block, b[j], counts[j] * eb);
+    block += counts[j] * eb;
+  }
+  MPI_Comm c = comm(ctx, i[1]);
+  int rank, size;
+  MPI_Comm_rank(c, &rank);
+  MPI_Comm_size(c, &size);
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  std::memcpy(gathered + rank * block, pack, block);
+  for (int s = 0; s + 1 < size; ++s) {
+    int sendBlock = (rank - s + size) % size;
+    int recvBlock = (rank - s - 1 + size) % size;
+    check(MPI_Sendrecv(gathered + sendBlock * block, int(block), MPI_BYTE,
+                       right, s, gathered + recvBlock * block, int(block),
+                       MPI_BYTE, left, s, c, MPI_STATUS_IGNORE),
+          "MPI_Sendrecv");
+  }
+  for (int p = 0; p < size; ++p) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t bytes = counts[j] * eb;
+      std::memcpy(static_cast<char *>(b[k + j]) + p * bytes,
+                  gathered + p * block + offset, bytes);
+      offset += bytes;
+    }
+  }
+  launched(ctx, stream);
+}
+
 SHARDC_KERNEL(reduce_scatter) {
   // A ring over the axis: P - 1 exchanges of one block, partial sums
   // alternating between `out` and the planned `scratch` block, so that no

@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @shardc_micro_step
 // CHECK: rt.event_record %{{.*}} {event = [[E0:[0-9]+]] : i64, stream = 0 : i64}
 // CHECK-NEXT: rt.event_wait %{{.*}} {event = [[E0]] : i64, stream = 1 : i64}
-// CHECK-NEXT: rt.kernel %{{.*}}, "all_gather"(%{{.*}}, %[[G:.*]]) {floats = array<f64>, ints = array<i64: 18, 1, 0>, stream = 1 : i64}
+// CHECK-NEXT: rt.kernel %{{.*}}, "all_gather"(%{{.*}}, %[[G:.*]]) {floats = array<f64>, fsdp.group = -1 : i64, ints = array<i64: 18, 1, 0>, stream = 1 : i64}
 // CHECK-NEXT: rt.event_record %{{.*}} {event = [[E1:[0-9]+]] : i64, stream = 1 : i64}
 // CHECK: rt.event_wait %{{.*}} {event = [[E1]] : i64, stream = 0 : i64}
 // CHECK-NEXT: rt.kernel %{{.*}}, "slice"(%[[G]],
