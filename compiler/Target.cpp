@@ -27,14 +27,13 @@ using namespace shardc;
 static std::unique_ptr<llvm::TargetMachine> hostTargetMachine(std::string &error) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
-  std::string triple = llvm::sys::getDefaultTargetTriple();
-  const llvm::Target *target =
-      llvm::TargetRegistry::lookupTarget(triple, error);
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return nullptr;
   llvm::TargetOptions options;
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-      llvm::Triple(triple), "generic", "", options, llvm::Reloc::PIC_));
+      triple, "generic", "", options, llvm::Reloc::PIC_));
 }
 
 std::unique_ptr<llvm::Module>
