@@ -33,6 +33,7 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
   NNBuildOptimizerOptions optimizer;
   optimizer.optimizer = options.optimizer;
   pm.addPass(createNNBuildOptimizer(optimizer));
+  pm.addPass(createNNFuseLossGrad());
   if (fsdp) {
     FSDPReshardOptions reshard;
     reshard.reshardAfterForward = options.reshardAfterForward;

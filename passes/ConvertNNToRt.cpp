@@ -426,6 +426,15 @@ LogicalResult StepBuilder::lower(Operation *op) {
                 int64_t(g.getIgnoreIndex())});
         return success();
       })
+      .Case([&](nn::CrossEntropyWithGradOp ce) {
+        ArrayRef<int64_t> shape = tensorType(ce.getLogits()).getShape();
+        Value logits = buf(ce.getLogits()), targets = buf(ce.getTargets());
+        Value loss = define(ce.getLoss()), grad = define(ce.getLogitsGrad());
+        kernel(loc, "cross_entropy_with_grad", {logits, targets, loss, grad},
+               {product(shape.drop_back()), shape.back(),
+                int64_t(ce.getIgnoreIndex())});
+        return success();
+      })
       .Case([&](nn::AccumulateOp a) {
         Value acc = buf(a.getAcc()), g = buf(a.getGrad()),
               ctl = buf(a.getControl());

@@ -47,6 +47,17 @@ def NNBuildOptimizer : Pass<"nn-build-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def NNFuseLossGrad : Pass<"nn-fuse-loss-grad", "mlir::ModuleOp"> {
+  let summary = "Compute the loss and its gradient in one pass over the logits";
+  let description = [{
+    Where a function computes `nn.cross_entropy` of some logits and
+    `nn.cross_entropy_grad` of the same logits and targets with a loss
+    gradient of exactly 1 (the loss is the result being differentiated),
+    both become one `nn.cross_entropy_with_grad` placed at the loss. The
+    numbers are unchanged; the logits are read once instead of twice.
+  }];
+}
+
 def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
   let summary = "Group parameters, shard them on a grid, gather them for use";
   let description = [{

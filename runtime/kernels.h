@@ -37,6 +37,7 @@
 //   attention_grad q k v do dq dk dv       B H G T S D causal        scale
 //   slice_grad     dy dx                   outer n start size inner  (dx zero outside the slice)
 //   cross_entropy_grad logits t dloss dlogits  N V ignore_index
+//   cross_entropy_with_grad logits t loss dlogits  N V ignore_index (loss gradient 1)
 //   accumulate     acc g ctl[2] out        n                         (out = ctl[0] ? acc + ctl[1] g : ctl[1] g)
 //   squared_norm   x y[]                   n
 //   clip_coef      sq[] max[] y[]
@@ -93,6 +94,7 @@ SHARDC_KERNEL(softmax_grad);
 SHARDC_KERNEL(attention_grad);
 SHARDC_KERNEL(slice_grad);
 SHARDC_KERNEL(cross_entropy_grad);
+SHARDC_KERNEL(cross_entropy_with_grad);
 SHARDC_KERNEL(accumulate);
 SHARDC_KERNEL(squared_norm);
 SHARDC_KERNEL(clip_coef);

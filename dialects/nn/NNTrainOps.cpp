@@ -143,3 +143,16 @@ LogicalResult CrossEntropyGradOp::verify() {
   return expectShape(*this, "result", tensorType(getResult()),
                      logits.getShape());
 }
+
+LogicalResult CrossEntropyWithGradOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  RankedTensorType logits = tensorType(getLogits());
+  if (logits.getRank() < 1)
+    return emitOpError("expects logits of rank >= 1 [..., vocab]");
+  if (failed(expectShape(*this, "targets", tensorType(getTargets()),
+                         logits.getShape().drop_back())))
+    return failure();
+  return expectShape(*this, "logits gradient", tensorType(getLogitsGrad()),
+                     logits.getShape());
+}

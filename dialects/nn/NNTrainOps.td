@@ -225,6 +225,25 @@ def NN_CrossEntropyGradOp : NN_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def NN_CrossEntropyWithGradOp : NN_Op<"cross_entropy_with_grad", [Pure]> {
+  let summary = "mean cross-entropy loss and its gradient in one pass";
+  let description = [{
+    `nn.cross_entropy` and `nn.cross_entropy_grad` for a loss gradient of 1
+    (the loss is the function's result), computed together: one pass over
+    the logits instead of two. Created by `nn-fuse-loss-grad`.
+
+    Example:
+    ```mlir
+    %loss, %dl = nn.cross_entropy_with_grad %logits, %y : (tensor<2x8x50xf32>, tensor<2x8xi32>) -> (tensor<f32>, tensor<2x8x50xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_ScalarTensor:$loss, NN_FloatTensor:$logits_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient accumulation, clipping and optimizers
 //===----------------------------------------------------------------------===//

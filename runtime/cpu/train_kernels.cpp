@@ -282,37 +282,74 @@ SHARDC_KERNEL(slice_grad) {
   launched(ctx, stream);
 }
 
-SHARDC_KERNEL(cross_entropy_grad) {
-  int64_t N = i[0], V = i[1], ignore = i[2];
-  const float *logits = F(b[0]);
-  const int32_t *targets = I32(b[1]);
-  float dloss = F(b[2])[0];
-  float *dl = F(b[3]);
-  int64_t count = 0;
-  for (int64_t n = 0; n < N; ++n)
-    count += targets[n] != ignore;
-  float scale = count ? dloss / float(count) : 0.0f;
-  bool badTarget = false;
-#pragma omp parallel for schedule(static) reduction(|| : badTarget)
+namespace {
+
+/// Rows of the cross-entropy gradient: dl[n] = scale * (softmax(logits[n])
+/// - onehot(t[n])), zero for ignored rows; with `rowLoss`, also each row's
+/// loss logsumexp - logit[t] from the same sums. Returns the number of
+/// targets outside the vocabulary.
+int64_t crossEntropyRows(const float *logits, const int32_t *targets,
+                         int64_t N, int64_t V, int64_t ignore, float scale,
+                         float *dl, double *rowLoss) {
+  int64_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad)
   for (int64_t n = 0; n < N; ++n) {
     float *out = dl + n * V;
     int64_t t = targets[n];
     if (t == ignore || t < 0 || t >= V) {
-      badTarget |= t != ignore;
-      zero(out, V);
+      bad += t != ignore;
+      std::memset(out, 0, V * sizeof(float));
       continue;
     }
     const float *row = logits + n * V;
     float mx = rowMax(row, V);
     double sum = expSum(row, V, mx, out);
+    if (rowLoss)
+      rowLoss[n] = std::log(sum) + mx - row[t];
     float factor = float(scale / sum);
     for (int64_t v = 0; v < V; ++v)
       out[v] *= factor;
     out[t] -= scale;
   }
-  if (badTarget)
+  return bad;
+}
+
+int64_t countTargets(const int32_t *targets, int64_t N, int64_t ignore) {
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n)
+    count += targets[n] != ignore;
+  return count;
+}
+
+} // namespace
+
+SHARDC_KERNEL(cross_entropy_grad) {
+  int64_t N = i[0], V = i[1], ignore = i[2];
+  const int32_t *targets = I32(b[1]);
+  int64_t count = countTargets(targets, N, ignore);
+  float scale = count ? F(b[2])[0] / float(count) : 0.0f;
+  if (crossEntropyRows(F(b[0]), targets, N, V, ignore, scale, F(b[3]), nullptr))
     fatal("cross_entropy_grad: a target is outside the vocabulary of %lld",
           (long long)V);
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(cross_entropy_with_grad) {
+  int64_t N = i[0], V = i[1], ignore = i[2];
+  const int32_t *targets = I32(b[1]);
+  int64_t count = countTargets(targets, N, ignore);
+  float scale = count ? 1.0f / float(count) : 0.0f;
+  std::vector<double> rowLoss(N, 0.0);
+  if (crossEntropyRows(F(b[0]), targets, N, V, ignore, scale, F(b[3]),
+                       rowLoss.data()))
+    fatal("cross_entropy: a target is outside the vocabulary of %lld",
+          (long long)V);
+  // Summed in order, as the unfused loss kernel does.
+  double total = 0;
+  for (int64_t n = 0; n < N; ++n)
+    if (targets[n] != ignore)
+      total += rowLoss[n];
+  F(b[2])[0] = count ? float(total / count) : NAN;
   launched(ctx, stream);
 }
 

@@ -87,6 +87,21 @@ TEST(TrainKernels, SquaredNormAndClipCoef) {
   }
 }
 
+TEST(TrainKernels, FusedCrossEntropyEqualsSeparateKernels) {
+  const int64_t N = 6, V = 11;
+  Vec logits = randomVec(N * V, 12, 3.0f), loss1(1), loss2(1), one = {1.0f};
+  Vec g1(N * V), g2(N * V);
+  std::vector<int32_t> t = {3, -100, 10, 0, 7, 7};
+  int64_t ints[] = {N, V, -100};
+  std::vector<void *> a = bufs(logits, t, loss1), b = bufs(logits, t, one, g1),
+                      c = bufs(logits, t, loss2, g2);
+  shardc_k_cross_entropy(nullptr, a.data(), ints, nullptr, 0);
+  shardc_k_cross_entropy_grad(nullptr, b.data(), ints, nullptr, 0);
+  shardc_k_cross_entropy_with_grad(nullptr, c.data(), ints, nullptr, 0);
+  EXPECT_EQ(loss1, loss2);
+  EXPECT_EQ(g1, g2);
+}
+
 /// torch.optim.AdamW's update, transcribed in double.
 TEST(TrainKernels, AdamWMatchesTorchAlgorithm) {
   const int64_t n = 50;
