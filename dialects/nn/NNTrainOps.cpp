@@ -131,28 +131,25 @@ LogicalResult SliceGradOp::verify() {
   return success();
 }
 
-LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(verifyStaticShapes(*this)))
+/// logits [..., V], targets [...], and a gradient of the logits' shape.
+static LogicalResult verifyCrossEntropyGrad(Operation *op, Value logitsValue,
+                                            Value targets, Value grad) {
+  if (failed(verifyStaticShapes(op)))
     return failure();
-  RankedTensorType logits = tensorType(getLogits());
+  RankedTensorType logits = tensorType(logitsValue);
   if (logits.getRank() < 1)
-    return emitOpError("expects logits of rank >= 1 [..., vocab]");
-  if (failed(expectShape(*this, "targets", tensorType(getTargets()),
+    return op->emitOpError("expects logits of rank >= 1 [..., vocab]");
+  if (failed(expectShape(op, "targets", tensorType(targets),
                          logits.getShape().drop_back())))
     return failure();
-  return expectShape(*this, "result", tensorType(getResult()),
-                     logits.getShape());
+  return expectShape(op, "logits gradient", tensorType(grad), logits.getShape());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyCrossEntropyGrad(*this, getLogits(), getTargets(), getResult());
 }
 
 LogicalResult CrossEntropyWithGradOp::verify() {
-  if (failed(verifyStaticShapes(*this)))
-    return failure();
-  RankedTensorType logits = tensorType(getLogits());
-  if (logits.getRank() < 1)
-    return emitOpError("expects logits of rank >= 1 [..., vocab]");
-  if (failed(expectShape(*this, "targets", tensorType(getTargets()),
-                         logits.getShape().drop_back())))
-    return failure();
-  return expectShape(*this, "logits gradient", tensorType(getLogitsGrad()),
-                     logits.getShape());
+  return verifyCrossEntropyGrad(*this, getLogits(), getTargets(),
+                                getLogitsGrad());
 }
