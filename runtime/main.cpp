@@ -96,23 +96,33 @@ double parseFloat(const std::string &flag, const std::string &value) {
   return v;
 }
 
+/// The compiled optimizer, told by its state: SGD keeps momentum buffers.
 std::string optimizerName(const Manifest &m) {
-  return m.hasState("momentum." + m.params.front().name) ? "sgd" : "adamw";
+  for (const TensorSlot &s : m.state)
+    if (s.name.rfind("momentum.", 0) == 0)
+      return "sgd";
+  return "adamw";
+}
+
+void printUsage(const char *argv0, const Manifest &m) {
+  std::printf(kUsage, argv0, m.source.c_str(), m.family.c_str(),
+              (long long)m.microBatch, (long long)m.seqLen,
+              (long long)(m.replicas * m.shards), (long long)m.replicas,
+              (long long)m.shards, (long long)(m.replicas * m.shards),
+              optimizerName(m).c_str());
+}
+
+bool wantsHelp(int argc, char **argv) {
+  for (int k = 1; k < argc; ++k)
+    if (std::string(argv[k]) == "--help" || std::string(argv[k]) == "-h")
+      return true;
+  return false;
 }
 
 Options parseOptions(int argc, char **argv, const Manifest &m) {
   Options o;
   for (int k = 1; k < argc; ++k) {
     std::string arg = argv[k];
-    if (arg == "--help" || arg == "-h") {
-      std::printf(kUsage, argv[0], m.source.c_str(), m.family.c_str(),
-                  (long long)m.microBatch, (long long)m.seqLen,
-                  (long long)(m.replicas * m.shards), (long long)m.replicas,
-                  (long long)m.shards, (long long)(m.replicas * m.shards),
-                  optimizerName(m).c_str());
-      Mesh::finalize();
-      std::exit(0);
-    }
     size_t eq = arg.find('=');
     bool inlineValue = eq != std::string::npos && arg.rfind("--", 0) == 0;
     std::string flag = inlineValue ? arg.substr(0, eq) : arg;
@@ -422,6 +432,11 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
+  }
+  // --help needs no launcher: answered before MPI starts.
+  if (wantsHelp(argc, argv)) {
+    printUsage(argv[0], m);
+    return 0;
   }
   Mesh mesh = Mesh::init(&argc, &argv, m.replicas, m.shards);
   try {
