@@ -137,7 +137,7 @@ private:
 LogicalResult StepBuilder::checkSupported(Operation *op) {
   // Conversions and collectives move bf16/f16 data; compute is f32.
   if (isa<nn::CastOp, shard::AllGatherOp, shard::ReduceScatterOp,
-          shard::AllReduceOp>(op))
+          shard::AllReduceOp, fsdp::ReshardOp, fsdp::GatherGroupOp>(op))
     return success();
   for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
     Type elt = cast<RankedTensorType>(t).getElementType();
@@ -526,6 +526,26 @@ LogicalResult StepBuilder::lower(Operation *op) {
         kernel(loc, "cast", {x, define(c.getResult())},
                {tensorType(c.getInput()).getNumElements(), dtypeCode(from),
                 dtypeCode(to)});
+        return success();
+      })
+      .Case([&](fsdp::ReshardOp r) -> LogicalResult {
+        FailureOr<int64_t> axis = axisOf(r, r.getGridAxes());
+        if (failed(axis))
+          return failure();
+        Value in = buf(r.getInput());
+        kernel(loc, "reshard_chunk", {in, define(r.getResult())},
+               {byteSize(r.getResult()), int64_t(r.getGroupSize()), *axis});
+        return success();
+      })
+      .Case([&](fsdp::GatherGroupOp g) -> LogicalResult {
+        FailureOr<int64_t> axis = axisOf(g, g.getGridAxes());
+        if (failed(axis))
+          return failure();
+        Value in = buf(g.getInput());
+        collective(loc, "all_gather_subgroup", in, define(g.getResult()),
+                   {tensorType(g.getInput()).getNumElements(), *axis,
+                    dtypeCode(tensorType(g.getInput()).getElementType()),
+                    int64_t(g.getGroupSize())});
         return success();
       })
       .Case([&](fsdp::SyncGradOp s) {

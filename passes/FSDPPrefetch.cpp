@@ -22,13 +22,18 @@ struct Group {
 };
 
 /// The position of a gather-chain op: narrowing before the all-gather (0),
-/// the all-gather (1), widening after it (2), slicing off padding (3).
+/// the all-gather (1), widening after it (2), slicing off padding (3),
+/// keeping a chunk for backward (4).
 int stage(Operation *op) {
-  if (isa<shard::AllGatherOp>(op))
+  if (isa<shard::AllGatherOp, fsdp::GatherGroupOp>(op))
     return 1;
+  if (isa<fsdp::ReshardOp>(op))
+    return 4; // keeps a chunk of the gathered parameter
   if (isa<nn::SliceOp>(op))
     return 3;
-  if (isa<nn::CastOp>(op) && op->getOperand(0).getDefiningOp<shard::AllGatherOp>())
+  if (isa<nn::CastOp>(op) &&
+      (op->getOperand(0).getDefiningOp<shard::AllGatherOp>() ||
+       op->getOperand(0).getDefiningOp<fsdp::GatherGroupOp>()))
     return 2;
   return 0;
 }

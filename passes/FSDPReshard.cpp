@@ -1,6 +1,7 @@
 //===- FSDPReshard.cpp - free gathered parameters after forward -----------===//
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -19,14 +20,25 @@ struct FSDPReshardPass : public shardc::impl::FSDPReshardBase<FSDPReshardPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (reshardAfterForward != "true" && reshardAfterForward != "false") {
-      module.emitError("reshard-after-forward must be true or false, got '")
+    int64_t groupSize = 0; // N of reshard-after-forward=N; 0: true
+    if (reshardAfterForward != "true" && reshardAfterForward != "false" &&
+        StringRef(reshardAfterForward).getAsInteger(10, groupSize)) {
+      module.emitError("reshard-after-forward must be true, false or N, got '")
           << reshardAfterForward << "'";
       return signalPassFailure();
     }
     auto step = module.lookupSymbol<func::FuncOp>("micro_step");
     if (!step || reshardAfterForward == "false")
       return;
+    auto mesh = module->getAttrOfType<DenseI64ArrayAttr>(attrs::kMesh);
+    int64_t shards = mesh ? mesh[1] : 1;
+    if (groupSize == shards)
+      groupSize = 0; // groups of all ranks: the same as true
+    if (groupSize != 0 && (groupSize < 1 || shards % groupSize != 0)) {
+      module.emitError("reshard-after-forward=")
+          << groupSize << " must divide the " << shards << " ranks of the shard axis";
+      return signalPassFailure();
+    }
     Block &body = step.getBody().front();
     Operation *loss = lossOp(step);
     if (!loss)
@@ -69,8 +81,34 @@ struct FSDPReshardPass : public shardc::impl::FSDPReshardBase<FSDPReshardPass> {
       OpBuilder b(first);
       IRMapping map;
       Operation *clone = nullptr;
+      bool pastGather = false;
       for (Operation *op : llvm::reverse(chain)) {
-        clone = b.clone(*op, map);
+        auto gather = dyn_cast<shard::AllGatherOp>(op);
+        if (gather && groupSize > 0) {
+          // Keep 1/N of the gathered parameter from forward, and gather it
+          // back within the group of N ranks.
+          OpBuilder after(gather);
+          after.setInsertionPointAfter(gather);
+          auto full = cast<RankedTensorType>(gather.getType());
+          SmallVector<int64_t> shape(full.getShape());
+          shape[0] /= groupSize;
+          auto kept = fsdp::ReshardOp::create(
+              after, gather.getLoc(), full.clone(shape), gather.getResult(),
+              gather.getGridAttr(), gather.getGridAxesAttr(),
+              after.getI64IntegerAttr(groupSize));
+          kept->setAttr(attrs::kGroup, gather->getAttr(attrs::kGroup));
+          clone = fsdp::GatherGroupOp::create(b, gather.getLoc(), full, kept,
+                                              gather.getGridAttr(),
+                                              gather.getGridAxesAttr(),
+                                              b.getI64IntegerAttr(groupSize));
+          clone->setAttr(attrs::kGroup, gather->getAttr(attrs::kGroup));
+          map.map(gather.getResult(), clone->getResult(0));
+          pastGather = true;
+        } else if (pastGather || groupSize == 0) {
+          clone = b.clone(*op, map);
+        } else {
+          continue; // before the gather: nothing to redo from a kept chunk
+        }
         clone->setAttr("fsdp.regather", b.getUnitAttr());
       }
       for (OpOperand *use : late)

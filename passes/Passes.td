@@ -100,11 +100,15 @@ def FSDPReshard : Pass<"fsdp-reshard", "mlir::ModuleOp"> {
     use of a gathered parameter of a non-root group after the loss is
     computed reads a new all-gather placed before the first such use, so the
     forward copy dies after forward; the root group stays gathered, as in
-    FSDP2. `false` keeps every group gathered until its last use.
+    FSDP2. `false` keeps every group gathered until its last use. An integer
+    N (dividing the shard axis) keeps each rank's 1/N of the gathered
+    parameter (`fsdp.reshard`) and gathers it back in backward within groups
+    of N consecutive ranks (`fsdp.gather_group`), as FSDP2's
+    `reshard_after_forward=N`.
   }];
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
-           "\"true\"", "true or false">,
+           "\"true\"", "true, false or N">,
   ];
 }
 

@@ -51,6 +51,8 @@
 //                  k axis dtype n_1..n_k   (one exchange for a group of k)
 //   reduce_scatter in[n*P] out[n] tmp[n]   n axis dtype              (sum, rank r keeps block r)
 //   all_reduce     in[n] out[n]            n axis dtype              (sum; f32)
+//   reshard_chunk  full chunk              bytes N axis              (chunk rank%N of full, no communication)
+//   all_gather_subgroup chunk[n] full[n*N] n axis dtype N            (within N consecutive ranks)
 //
 // hyper = [lr, beta1 (momentum for SGD), beta2, eps, weight_decay,
 //          weight_decay_1d, step (from 1)].
@@ -105,5 +107,7 @@ SHARDC_KERNEL(all_gather);
 SHARDC_KERNEL(all_gather_group);
 SHARDC_KERNEL(reduce_scatter);
 SHARDC_KERNEL(all_reduce);
+SHARDC_KERNEL(reshard_chunk);
+SHARDC_KERNEL(all_gather_subgroup);
 
 #endif // SHARDC_RUNTIME_KERNELS_H

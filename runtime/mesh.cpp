@@ -51,3 +51,15 @@ double Mesh::sumAll(double value) const {
   MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
   return out;
 }
+
+MPI_Comm Mesh::subgroup(int64_t a, int64_t n) const {
+  for (const auto &[key, c] : subgroups_)
+    if (key.first == a && key.second == n)
+      return c;
+  MPI_Comm parent = axis(a), c;
+  int r;
+  MPI_CHECK(MPI_Comm_rank(parent, &r));
+  MPI_CHECK(MPI_Comm_split(parent, int(r / n), int(r % n), &c));
+  subgroups_.push_back({{a, n}, c});
+  return c;
+}

@@ -33,10 +33,15 @@ public:
   /// The communicator among the ranks of one replica (the shard axis).
   MPI_Comm shardComm() const { return shardComm_; }
 
+  /// The communicator of the group of `n` consecutive ranks of grid axis
+  /// `axis` this rank belongs to (created on first use).
+  MPI_Comm subgroup(int64_t axis, int64_t n) const;
+
   /// Sum over all ranks.
   double sumAll(double value) const;
 
 private:
+  mutable std::vector<std::pair<std::pair<int64_t, int64_t>, MPI_Comm>> subgroups_;
   MPI_Comm shardComm_ = MPI_COMM_SELF, replicaComm_ = MPI_COMM_SELF;
 };
 

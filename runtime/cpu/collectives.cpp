@@ -105,6 +105,40 @@ SHARDC_KERNEL(all_gather_group) {
   launched(ctx, stream);
 }
 
+SHARDC_KERNEL(reshard_chunk) {
+  // This rank's chunk (its index on the axis modulo the group size) of a
+  // gathered parameter.
+  int rank;
+  MPI_Comm_rank(comm(ctx, i[2]), &rank);
+  int64_t bytes = i[0];
+  std::memcpy(b[1], static_cast<const char *>(b[0]) + (rank % i[1]) * bytes,
+              bytes);
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(all_gather_subgroup) {
+  // A ring within this rank's group of consecutive ranks.
+  auto *c = static_cast<Context *>(ctx);
+  MPI_Comm group = c->mesh->subgroup(i[1], i[3]);
+  const char *in = static_cast<const char *>(b[0]);
+  char *out = static_cast<char *>(b[1]);
+  int64_t bytes = i[0] * elementBytes(i[2]);
+  int rank, size;
+  MPI_Comm_rank(group, &rank);
+  MPI_Comm_size(group, &size);
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  std::memcpy(out + rank * bytes, in, bytes);
+  for (int k = 0; k + 1 < size; ++k) {
+    int sendBlock = (rank - k + size) % size;
+    int recvBlock = (rank - k - 1 + size) % size;
+    check(MPI_Sendrecv(out + sendBlock * bytes, int(bytes), MPI_BYTE, right, k,
+                       out + recvBlock * bytes, int(bytes), MPI_BYTE, left, k,
+                       group, MPI_STATUS_IGNORE),
+          "MPI_Sendrecv");
+  }
+  launched(ctx, stream);
+}
+
 SHARDC_KERNEL(reduce_scatter) {
   // A ring over the axis: P - 1 exchanges of one block, partial sums
   // alternating between `out` and the planned `scratch` block, so that no

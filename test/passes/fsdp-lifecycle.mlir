@@ -35,3 +35,16 @@
 // HSDP-LABEL: func.func @micro_step
 // HSDP: %[[RS:.*]] = shard.reduce_scatter %{{.*}} on @mesh grid_axes = [1] scatter_axis = 0 : tensor<8x6xf32> -> tensor<2x6xf32>
 // HSDP-NEXT: shard.all_reduce %[[RS]] on @mesh grid_axes = [0] : tensor<2x6xf32> -> tensor<2x6xf32>
+
+// reshard-after-forward=2: each rank keeps its half of a block's gathered
+// parameter after forward and gathers it back within its pair of ranks.
+// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard=reshard-after-forward=2 | FileCheck %s --check-prefix=TWO
+// RUN: not shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4' --nn-autodiff --fsdp-reshard=reshard-after-forward=3 2>&1 | FileCheck %s --check-prefix=BADN
+// TWO-LABEL: func.func @micro_step
+// TWO: %[[G:.*]] = shard.all_gather %{{.*}} {fsdp.group = 0 : i64} : tensor<2x6xf32> -> tensor<8x6xf32>
+// TWO: %[[K:.*]] = fsdp.reshard %[[G]] on @mesh grid_axes = [0] group_size = 2 {fsdp.group = 0 : i64} : tensor<8x6xf32> -> tensor<4x6xf32>
+// TWO: nn.cross_entropy
+// TWO-NOT: fsdp.group = -1 : i64, fsdp.regather
+// TWO: %[[R:.*]] = fsdp.gather_group %[[K]] on @mesh grid_axes = [0] group_size = 2 {fsdp.group = 0 : i64, fsdp.regather} : tensor<4x6xf32> -> tensor<8x6xf32>
+// TWO-NEXT: nn.slice %[[R]] {{.*}}fsdp.regather
+// BADN: error: reshard-after-forward=3 must divide the 4 ranks of the shard axis

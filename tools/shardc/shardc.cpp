@@ -83,7 +83,9 @@ cl::opt<std::string> wrapArg(
 cl::opt<std::string> reshardArg(
     "reshard-after-forward",
     cl::desc("true: free gathered parameters after forward and gather again "
-             "in backward (root group: false, as FSDP2); false: keep them"),
+             "in backward (root group: false, as FSDP2); false: keep them; "
+             "N: keep them sharded over groups of N ranks and gather within "
+             "the group in backward"),
     cl::init("true"), cl::cat(category));
 cl::opt<int64_t> prefetchForwardArg(
     "prefetch-forward", cl::desc("All-gathers issued this many groups ahead in forward"),
@@ -161,9 +163,11 @@ int main(int argc, char **argv) {
   if (optimizerArg != "adamw" && optimizerArg != "sgd")
     return fail("--optimizer must be 'adamw' or 'sgd', got '" + optimizerArg +
                 "'");
-  if (reshardArg != "true" && reshardArg != "false")
-    return fail("--reshard-after-forward must be true or false, got '" +
-                reshardArg + "' (resharding to N-rank groups is not supported yet)");
+  unsigned reshardGroup;
+  if (reshardArg != "true" && reshardArg != "false" &&
+      (StringRef(reshardArg).getAsInteger(10, reshardGroup) || reshardGroup == 0))
+    return fail("--reshard-after-forward must be true, false or a number of "
+                "ranks N, got '" + reshardArg + "'");
   if (prefetchForwardArg < 0 || prefetchBackwardArg < 0)
     return fail("--prefetch-forward and --prefetch-backward must be >= 0");
   for (const auto &[flag, value] :
@@ -180,10 +184,16 @@ int main(int argc, char **argv) {
   {
     SmallVector<StringRef> dims;
     StringRef(meshArg).split(dims, 'x');
-    unsigned v;
+    unsigned v, shards = 0;
     if (dims.size() > 2 ||
         llvm::any_of(dims, [&](StringRef d) { return d.getAsInteger(10, v) || v == 0; }))
       return fail("--mesh must be N or RxS with positive sizes, got '" + meshArg + "'");
+    dims.back().getAsInteger(10, shards);
+    if (!StringRef(reshardArg).getAsInteger(10, reshardGroup) &&
+        shards % reshardGroup != 0)
+      return fail("--reshard-after-forward=" + reshardArg +
+                  " must divide the " + Twine(shards) +
+                  " ranks of the shard axis");
   }
   if (gradSyncArg != "every" && gradSyncArg != "last")
     return fail("--grad-sync must be 'every' or 'last', got '" + gradSyncArg + "'");
