@@ -41,16 +41,10 @@ int64_t elementBytes(int64_t code) {
         (long long)code);
 }
 
-
-} // namespace
-
-SHARDC_KERNEL(all_gather) {
-  // A ring over the axis writing straight into `out` (no memory outside the
-  // plan): own block first, then P - 1 exchanges of one block.
-  const char *in = static_cast<const char *>(b[0]);
-  char *out = static_cast<char *>(b[1]);
-  int64_t bytes = i[0] * elementBytes(i[2]);
-  MPI_Comm c = comm(ctx, i[1]);
+/// A ring all-gather over `c` writing straight into `out` (no memory
+/// outside the plan): this rank's block `in` first, then P - 1 exchanges of
+/// one block of `bytes`.
+void ringAllGather(const char *in, char *out, int64_t bytes, MPI_Comm c) {
   int rank, size;
   MPI_Comm_rank(c, &rank);
   MPI_Comm_size(c, &size);
@@ -64,6 +58,13 @@ SHARDC_KERNEL(all_gather) {
                        c, MPI_STATUS_IGNORE),
           "MPI_Sendrecv");
   }
+}
+
+} // namespace
+
+SHARDC_KERNEL(all_gather) {
+  ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
+                i[0] * elementBytes(i[2]), comm(ctx, i[1]));
   launched(ctx, stream);
 }
 
@@ -80,19 +81,9 @@ SHARDC_KERNEL(all_gather_group) {
     block += counts[j] * eb;
   }
   MPI_Comm c = comm(ctx, i[1]);
-  int rank, size;
-  MPI_Comm_rank(c, &rank);
+  ringAllGather(pack, gathered, block, c);
+  int size;
   MPI_Comm_size(c, &size);
-  int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  std::memcpy(gathered + rank * block, pack, block);
-  for (int s = 0; s + 1 < size; ++s) {
-    int sendBlock = (rank - s + size) % size;
-    int recvBlock = (rank - s - 1 + size) % size;
-    check(MPI_Sendrecv(gathered + sendBlock * block, int(block), MPI_BYTE,
-                       right, s, gathered + recvBlock * block, int(block),
-                       MPI_BYTE, left, s, c, MPI_STATUS_IGNORE),
-          "MPI_Sendrecv");
-  }
   for (int p = 0; p < size; ++p) {
     int64_t offset = 0;
     for (int64_t j = 0; j < k; ++j) {
@@ -117,25 +108,10 @@ SHARDC_KERNEL(reshard_chunk) {
 }
 
 SHARDC_KERNEL(all_gather_subgroup) {
-  // A ring within this rank's group of consecutive ranks.
-  auto *c = static_cast<Context *>(ctx);
-  MPI_Comm group = c->mesh->subgroup(i[1], i[3]);
-  const char *in = static_cast<const char *>(b[0]);
-  char *out = static_cast<char *>(b[1]);
-  int64_t bytes = i[0] * elementBytes(i[2]);
-  int rank, size;
-  MPI_Comm_rank(group, &rank);
-  MPI_Comm_size(group, &size);
-  int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  std::memcpy(out + rank * bytes, in, bytes);
-  for (int k = 0; k + 1 < size; ++k) {
-    int sendBlock = (rank - k + size) % size;
-    int recvBlock = (rank - k - 1 + size) % size;
-    check(MPI_Sendrecv(out + sendBlock * bytes, int(bytes), MPI_BYTE, right, k,
-                       out + recvBlock * bytes, int(bytes), MPI_BYTE, left, k,
-                       group, MPI_STATUS_IGNORE),
-          "MPI_Sendrecv");
-  }
+  // The ring within this rank's group of consecutive ranks.
+  MPI_Comm group = static_cast<Context *>(ctx)->mesh->subgroup(i[1], i[3]);
+  ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
+                i[0] * elementBytes(i[2]), group);
   launched(ctx, stream);
 }
 
