@@ -3,6 +3,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace shardc {
 #define GEN_PASS_DEF_NNAUTODIFF
@@ -102,12 +104,24 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
       forwardOps.push_back(b.clone(op, map));
     Value loss = map.lookup(ret.getOperand(0));
 
+    // Only values computed from parameters need gradients: constants,
+    // masks and index arithmetic get none.
+    DenseSet<Value> needsGrad;
+    for (unsigned i : paramArgs)
+      needsGrad.insert(entry->getArgument(i));
+    for (Operation *op : forwardOps)
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return needsGrad.contains(v); }))
+        needsGrad.insert(op->result_begin(), op->result_end());
+
     // Backward, in reverse order.
     grads[loss] = nn::FillOp::create(b, fwd.getLoc(), lossType,
                                      b.getF64FloatAttr(1.0));
     DenseMap<Operation *, Operation *> recomputed;
     for (Operation *op : llvm::reverse(forwardOps)) {
-      if (llvm::none_of(op->getResults(), [&](Value r) { return gradOf(r); }))
+      if (llvm::none_of(op->getResults(), [&](Value r) { return gradOf(r); }) ||
+          llvm::none_of(op->getOperands(),
+                        [&](Value v) { return needsGrad.contains(v); }))
         continue;
       Operation *target = op;
       if (recompute == "block" && op->hasAttr(attrs::kBlock)) {
@@ -129,7 +143,7 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
                << operandGrads.size() << " gradients for "
                << op->getNumOperands() << " operands";
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
-        if (g)
+        if (g && needsGrad.contains(operand))
           addGrad(b, operand, g);
     }
 
@@ -146,6 +160,13 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
                                                  acc, g, control));
     }
     func::ReturnOp::create(b, fwd.getLoc(), results);
+
+    // VJP rules return gradients for every operand; those of operands that
+    // need none are dead.
+    for (Operation &op : llvm::make_early_inc_range(
+             llvm::reverse(entry->without_terminator())))
+      if (isOpTriviallyDead(&op))
+        op.erase();
     return success();
   }
 

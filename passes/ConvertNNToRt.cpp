@@ -28,8 +28,31 @@ RankedTensorType tensorType(Value v) {
 
 int64_t elementBytes(Type t) { return (t.getIntOrFloatBitWidth() + 7) / 8; }
 
-/// The runtime's code of an element type (kernels.h: 0 f32, 1 bf16, 2 f16).
-int64_t dtypeCode(Type t) { return t.isBF16() ? 1 : t.isF16() ? 2 : 0; }
+/// The runtime's code of an element type (kernels.h: 0 f32, 1 bf16, 2 f16,
+/// 3 i32, 4 bool as one byte).
+int64_t dtypeCode(Type t) {
+  if (t.isBF16())
+    return 1;
+  if (t.isF16())
+    return 2;
+  if (t.isInteger(32))
+    return 3;
+  if (t.isInteger(1))
+    return 4;
+  return 0;
+}
+
+/// Element strides of `operand` read at each index of a broadcast result of
+/// rank `rank` (0 where the operand is broadcast).
+SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> shape, int64_t rank) {
+  SmallVector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (int64_t i = rank - 1, j = int64_t(shape.size()) - 1; j >= 0; --i, --j) {
+    strides[i] = shape[j] == 1 ? 0 : stride;
+    stride *= shape[j];
+  }
+  return strides;
+}
 
 int64_t byteSize(Value v) {
   RankedTensorType t = tensorType(v);
@@ -124,7 +147,7 @@ private:
   }
 
   LogicalResult checkSupported(Operation *op);
-  void lowerBinary(Operation *op, StringRef name);
+  void lowerBinary(Operation *op, StringRef name, ArrayRef<int64_t> extra = {});
 
   OpBuilder &b;
   Value ctx;
@@ -136,7 +159,7 @@ private:
 
 LogicalResult StepBuilder::checkSupported(Operation *op) {
   // Conversions and collectives move bf16/f16 data; compute is f32.
-  if (isa<nn::CastOp, shard::AllGatherOp, shard::ReduceScatterOp,
+  if (isa<nn::CastOp, nn::ConstantOp, nn::EqualOp, shard::AllGatherOp, shard::ReduceScatterOp,
           shard::AllReduceOp, fsdp::ReshardOp, fsdp::GatherGroupOp>(op))
     return success();
   for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
@@ -144,34 +167,31 @@ LogicalResult StepBuilder::checkSupported(Operation *op) {
     if (isa<FloatType>(elt) && !elt.isF32())
       return op->emitOpError("on ")
              << elt << " is not supported by the CPU backend yet (f32 only)";
-    if (isa<IntegerType>(elt) && !elt.isInteger(32) && !isa<nn::FillOp>(op))
+    if (isa<IntegerType>(elt) && !elt.isInteger(32) && !elt.isInteger(1) &&
+        !isa<nn::FillOp>(op))
       return op->emitOpError("on ")
-             << elt << " ids is not supported by the CPU backend (i32 only)";
+             << elt << " is not supported by the CPU backend (i32 and i1 only)";
   }
   return success();
 }
 
-void StepBuilder::lowerBinary(Operation *op, StringRef name) {
-  Value lhs = op->getOperand(0), rhs = op->getOperand(1),
-        res = op->getResult(0);
+void StepBuilder::lowerBinary(Operation *op, StringRef name,
+                              ArrayRef<int64_t> extra) {
+  Value res = op->getResult(0);
   ArrayRef<int64_t> out = tensorType(res).getShape();
   int64_t rank = out.size();
-  // ints: [rank, out dims..., lhs strides..., rhs strides...] where a
-  // broadcast dimension has stride 0.
+  // ints: [rank, out dims..., strides of each operand...] where a broadcast
+  // dimension has stride 0.
   SmallVector<int64_t> ints = {rank};
   ints.append(out.begin(), out.end());
-  for (Value in : {lhs, rhs}) {
-    ArrayRef<int64_t> shape = tensorType(in).getShape();
-    SmallVector<int64_t> strides(rank, 0);
-    int64_t stride = 1;
-    for (int64_t i = rank - 1, j = shape.size() - 1; j >= 0; --i, --j) {
-      strides[i] = shape[j] == 1 ? 0 : stride;
-      stride *= shape[j];
-    }
-    ints.append(strides);
+  SmallVector<Value> bufs;
+  for (Value in : op->getOperands()) {
+    ints.append(broadcastStrides(tensorType(in).getShape(), rank));
+    bufs.push_back(buf(in));
   }
-  Value l = buf(lhs), r = buf(rhs);
-  kernel(op->getLoc(), name, {l, r, define(res)}, ints);
+  bufs.push_back(define(res));
+  ints.append(extra.begin(), extra.end());
+  kernel(op->getLoc(), name, bufs, ints);
 }
 
 LogicalResult StepBuilder::lower(Operation *op) {
@@ -332,13 +352,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         int64_t rank = in.size();
         SmallVector<int64_t> ints = {rank, product(out)};
         ints.append(in.begin(), in.end());
-        SmallVector<int64_t> strides(rank, 0);
-        int64_t stride = 1;
-        for (int64_t i = rank - 1, j = int64_t(out.size()) - 1; j >= 0; --i, --j) {
-          strides[i] = out[j] == 1 ? 0 : stride;
-          stride *= out[j];
-        }
-        ints.append(strides);
+        ints.append(broadcastStrides(out, rank));
         Value x = buf(st.getInput());
         kernel(loc, "sum_to", {x, define(st.getResult())}, ints);
         return success();
@@ -551,6 +565,106 @@ LogicalResult StepBuilder::lower(Operation *op) {
       .Case([&](fsdp::SyncGradOp s) {
         // Identity in forward: the result aliases the input.
         buffers[s.getResult()] = buf(s.getInput());
+        return success();
+      })
+      .Case([&](nn::ConstantOp c) -> LogicalResult {
+        auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!dense)
+          return c.emitOpError("holds a non-dense value, which has no "
+                               "lowering to the rt dialect");
+        Value data = rt::ConstantOp::create(b, loc, dense);
+        if (Value out = outputs.lookup(c.getResult())) {
+          buffers[c.getResult()] = out;
+          kernel(loc, "copy", {data, out}, {byteSize(c.getResult())});
+        } else {
+          buffers[c.getResult()] = data;
+        }
+        return success();
+      })
+      .Case([&](nn::SubOp op) {
+        lowerBinary(op, "sub");
+        return success();
+      })
+      .Case([&](nn::DivOp op) {
+        lowerBinary(op, "div");
+        return success();
+      })
+      .Case([&](nn::PowOp op) {
+        lowerBinary(op, "pow");
+        return success();
+      })
+      .Case([&](nn::WhereOp op) {
+        lowerBinary(op, "where");
+        return success();
+      })
+      .Case([&](nn::EqualOp op) {
+        lowerBinary(op, "equal",
+                    {dtypeCode(tensorType(op.getLhs()).getElementType())});
+        return success();
+      })
+      .Case<nn::SqrtOp, nn::ErfOp, nn::TanhOp, nn::SigmoidOp, nn::NegOp,
+            nn::ReciprocalOp, nn::ExpOp, nn::LogOp>([&](Operation *op) {
+        Value x = buf(op->getOperand(0));
+        kernel(loc, "unary", {x, define(op->getResult(0))},
+               {tensorType(op->getResult(0)).getNumElements(),
+                nn::unaryCode(op->getName().stripDialect())});
+        return success();
+      })
+      .Case([&](nn::UnaryGradOp g) {
+        Value x = buf(g.getInput()), y = buf(g.getOutput()), dy = buf(g.getGrad());
+        kernel(loc, "unary_grad", {x, y, dy, define(g.getResult())},
+               {tensorType(g.getResult()).getNumElements(),
+                nn::unaryCode(g.getFn())});
+        return success();
+      })
+      .Case([&](nn::BroadcastToOp op) {
+        ArrayRef<int64_t> out = tensorType(op.getResult()).getShape();
+        SmallVector<int64_t> ints = {int64_t(out.size())};
+        ints.append(out.begin(), out.end());
+        ints.append(broadcastStrides(tensorType(op.getInput()).getShape(),
+                                     out.size()));
+        Value x = buf(op.getInput());
+        kernel(loc, "broadcast", {x, define(op.getResult())}, ints);
+        return success();
+      })
+      .Case([&](nn::BatchMatmulOp mm) {
+        // ints: [M, K, N, trans_a, trans_b, R, batch dims[R], a matrix
+        // strides[R], b matrix strides[R]] (0 where broadcast).
+        ArrayRef<int64_t> a = tensorType(mm.getLhs()).getShape();
+        ArrayRef<int64_t> c = tensorType(mm.getResult()).getShape();
+        int64_t m = c[c.size() - 2], n = c[c.size() - 1];
+        int64_t k = a[a.size() - (mm.getTransposeA() ? 2 : 1)];
+        ArrayRef<int64_t> batch = c.drop_back(2);
+        int64_t rank = batch.size();
+        SmallVector<int64_t> ints = {m, k, n, mm.getTransposeA() ? 1 : 0,
+                                     mm.getTransposeB() ? 1 : 0, rank};
+        ints.append(batch.begin(), batch.end());
+        for (Value v : {mm.getLhs(), mm.getRhs()})
+          ints.append(broadcastStrides(tensorType(v).getShape().drop_back(2), rank));
+        Value l = buf(mm.getLhs()), r = buf(mm.getRhs());
+        kernel(loc, "batch_matmul", {l, r, define(mm.getResult())}, ints);
+        return success();
+      })
+      .Case([&](nn::ConcatOp cat) {
+        ArrayRef<int64_t> out = tensorType(cat.getResult()).getShape();
+        int64_t dim = cat.getDim(), start = 0;
+        Value y = define(cat.getResult());
+        for (Value in : cat.getInputs()) {
+          int64_t size = tensorType(in).getDimSize(dim);
+          kernel(loc, "concat_part", {buf(in), y},
+                 {product(out.take_front(dim)), size, out[dim], start,
+                  product(out.drop_front(dim + 1))});
+          start += size;
+        }
+        return success();
+      })
+      .Case([&](nn::TriluOp t) {
+        ArrayRef<int64_t> shape = tensorType(t.getInput()).getShape();
+        int64_t rows = shape[shape.size() - 2], cols = shape.back();
+        Value x = buf(t.getInput());
+        kernel(loc, "trilu", {x, define(t.getResult())},
+               {product(shape.drop_back(2)), rows, cols, t.getUpper() ? 1 : 0,
+                t.getK()});
         return success();
       })
       .Default([&](Operation *other) {

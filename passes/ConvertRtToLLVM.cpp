@@ -96,6 +96,65 @@ Value constantArray(OpBuilder &b, ModuleOp module, Location loc, Type elt,
   return LLVM::AddressOfOp::create(b, loc, global);
 }
 
+/// The bytes of a constant tensor in the runtime's layout.
+std::string runtimeBytes(DenseElementsAttr value) {
+  std::string bytes;
+  auto append = [&](auto v) {
+    bytes.append(reinterpret_cast<const char *>(&v), sizeof(v));
+  };
+  Type elt = value.getElementType();
+  if (elt.isF32())
+    for (float v : value.getValues<float>())
+      append(v);
+  else if (elt.isInteger(1))
+    for (bool v : value.getValues<bool>())
+      append(uint8_t(v));
+  else if (elt.isInteger(32))
+    for (int32_t v : value.getValues<int32_t>())
+      append(v);
+  else if (elt.isInteger(64))
+    for (int64_t v : value.getValues<int64_t>())
+      append(v);
+  return bytes;
+}
+
+struct ConstantLowering : public ConvertOpToLLVMPattern<rt::ConstantOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(rt::ConstantOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Type elt = op.getValue().getElementType();
+    if (!elt.isF32() && !elt.isInteger(1) && !elt.isInteger(32) &&
+        !elt.isInteger(64))
+      return op.emitOpError("holds ") << elt << ", which the runtime cannot store";
+    auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+    if (!dense)
+      return op.emitOpError("holds a non-dense value");
+    std::string bytes = runtimeBytes(dense);
+    if (bytes.empty())
+      bytes.assign(1, '\0');
+    auto module = op->getParentOfType<ModuleOp>();
+    std::string name;
+    for (unsigned k = 0;; ++k) {
+      name = "__rt_const_" + std::to_string(k);
+      if (!module.lookupSymbol(name))
+        break;
+    }
+    LLVM::GlobalOp global;
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPointToStart(module.getBody());
+      global = LLVM::GlobalOp::create(
+          rewriter, op.getLoc(),
+          LLVM::LLVMArrayType::get(rewriter.getI8Type(), bytes.size()),
+          /*isConstant=*/true, LLVM::Linkage::Private, name,
+          rewriter.getStringAttr(bytes), /*alignment=*/64);
+    }
+    rewriter.replaceOpWithNewOp<LLVM::AddressOfOp>(op, global);
+    return success();
+  }
+};
+
 struct ViewLowering : public ConvertOpToLLVMPattern<rt::ViewOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult
@@ -186,7 +245,7 @@ struct ConvertRtToLLVMPass
 
     RewritePatternSet patterns(ctx);
     populateFuncToLLVMConversionPatterns(converter, patterns);
-    patterns.add<ViewLowering, KernelLowering>(converter);
+    patterns.add<ConstantLowering, ViewLowering, KernelLowering>(converter);
     patterns.add<EventLowering<rt::EventRecordOp>>(converter,
                                                    "shardc_event_record");
     patterns.add<EventLowering<rt::EventWaitOp>>(converter,

@@ -44,6 +44,19 @@
 //   adamw          p g m v hyper[7] c[] p' m' v'   n is_1d           (outputs may alias p m v)
 //   sgd            p g buf hyper[7] c[] p' buf'    n is_1d
 //
+// Generic tensor kernels of imported models (cpu/tensor_kernels.cpp):
+//   sub, div, pow  a b y                   as add
+//   where          c a b y                 R dims[R] cstr astr bstr  (c: one byte per bool)
+//   equal          a b y                   R dims[R] astr bstr dtype (y bool; dtype 0 f32, 3 i32)
+//   unary          x y                     n fn                      (fn: 0 sqrt 1 erf 2 tanh 3 sigmoid
+//                                                                     4 neg 5 reciprocal 6 exp 7 log)
+//   unary_grad     x y dy dx               n fn                      (dx = dy f'(x), y = f(x))
+//   broadcast      x y                     R dims[R] xstr[R]
+//   batch_matmul   a b c                   M K N ta tb R batch[R] astr[R] bstr[R]  (strides in matrices)
+//   concat_part    x y                     outer n_x n_y start inner (x into y at start)
+//   trilu          x y                     batch rows cols upper k
+//   cast also converts 3 (i32) and 4 (bool) from and to f32.
+//
 // Collectives (cpu/collectives.cpp, MPI), on the communicator of grid axis
 // `axis` (see runtime/mesh.h):
 //   all_gather     in[n] out[n*P]          n axis dtype              (rank-major concatenation)
@@ -102,6 +115,18 @@ SHARDC_KERNEL(squared_norm);
 SHARDC_KERNEL(clip_coef);
 SHARDC_KERNEL(adamw);
 SHARDC_KERNEL(sgd);
+
+SHARDC_KERNEL(sub);
+SHARDC_KERNEL(div);
+SHARDC_KERNEL(pow);
+SHARDC_KERNEL(where);
+SHARDC_KERNEL(equal);
+SHARDC_KERNEL(unary);
+SHARDC_KERNEL(unary_grad);
+SHARDC_KERNEL(broadcast);
+SHARDC_KERNEL(batch_matmul);
+SHARDC_KERNEL(concat_part);
+SHARDC_KERNEL(trilu);
 
 SHARDC_KERNEL(all_gather);
 SHARDC_KERNEL(all_gather_group);

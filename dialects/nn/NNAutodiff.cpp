@@ -146,6 +146,10 @@ SmallVector<Value> CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads)
 }
 
 SmallVector<Value> CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  // Nothing flows through a conversion from or to integers.
+  if (!isa<FloatType>(tensorType(getInput()).getElementType()) ||
+      !isa<FloatType>(tensorType(getResult()).getElementType()))
+    return {Value()};
   Type elt = getGradType() ? *getGradType()
                            : tensorType(getInput()).getElementType();
   Value g = grads[0];
@@ -154,4 +158,115 @@ SmallVector<Value> CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
   return {CastOp::create(b, getLoc(), withShape(g, tensorType(g).getShape())
                                           .clone(elt),
                          g, TypeAttr())};
+}
+
+SmallVector<Value> SumToOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  return {BroadcastToOp::create(b, getLoc(), getInput().getType(), grads[0])};
+}
+
+SmallVector<Value> ConstantOp::buildVJP(OpBuilder &, ArrayRef<Value>) {
+  return {};
+}
+
+SmallVector<Value> SubOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  Location loc = getLoc();
+  Value dy = grads[0];
+  Value neg = NegOp::create(b, loc, dy.getType(), dy);
+  return {sumTo(b, loc, dy, getLhs()), sumTo(b, loc, neg, getRhs())};
+}
+
+SmallVector<Value> DivOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  // d(l/r)/dl = 1/r; d(l/r)/dr = -(l/r)/r.
+  Location loc = getLoc();
+  Value dy = grads[0];
+  Type t = dy.getType();
+  Value dl = DivOp::create(b, loc, t, dy, getRhs());
+  Value dr = NegOp::create(
+      b, loc, t, DivOp::create(b, loc, t, MulOp::create(b, loc, t, dy, getResult()),
+                               getRhs()));
+  return {sumTo(b, loc, dl, getLhs()), sumTo(b, loc, dr, getRhs())};
+}
+
+SmallVector<Value> PowOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  // d(l^r)/dl = r l^(r-1); d(l^r)/dr = l^r log(l).
+  Location loc = getLoc();
+  Value dy = grads[0];
+  Type t = dy.getType();
+  auto one = FillOp::create(b, loc, withShape(getRhs(), {}), b.getF64FloatAttr(1.0));
+  Value rMinus1 = SubOp::create(b, loc, getRhs().getType(), getRhs(), one);
+  Value p = PowOp::create(b, loc, t, getLhs(), rMinus1);
+  Value dl = MulOp::create(b, loc, t, MulOp::create(b, loc, t, dy, getRhs()), p);
+  Value logL = LogOp::create(b, loc, getLhs().getType(), getLhs());
+  Value dr = MulOp::create(b, loc, t, MulOp::create(b, loc, t, dy, getResult()), logL);
+  return {sumTo(b, loc, dl, getLhs()), sumTo(b, loc, dr, getRhs())};
+}
+
+#define SHARDC_MATH_VJP(Op, fn)                                                \
+  SmallVector<Value> Op::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {       \
+    return {UnaryGradOp::create(b, getLoc(), getType(), getInput(),            \
+                                getResult(), grads[0], fn)};                   \
+  }
+SHARDC_MATH_VJP(SqrtOp, "sqrt")
+SHARDC_MATH_VJP(ErfOp, "erf")
+SHARDC_MATH_VJP(TanhOp, "tanh")
+SHARDC_MATH_VJP(SigmoidOp, "sigmoid")
+SHARDC_MATH_VJP(ReciprocalOp, "reciprocal")
+SHARDC_MATH_VJP(ExpOp, "exp")
+SHARDC_MATH_VJP(LogOp, "log")
+#undef SHARDC_MATH_VJP
+
+SmallVector<Value> NegOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  return {NegOp::create(b, getLoc(), getType(), grads[0])};
+}
+
+SmallVector<Value> WhereOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  Location loc = getLoc();
+  Value dy = grads[0];
+  auto zero = FillOp::create(b, loc, withShape(dy, {}), b.getF64FloatAttr(0.0));
+  Value dl = WhereOp::create(b, loc, dy.getType(), getCondition(), dy, zero);
+  Value dr = WhereOp::create(b, loc, dy.getType(), getCondition(), zero, dy);
+  return {Value(), sumTo(b, loc, dl, getLhs()), sumTo(b, loc, dr, getRhs())};
+}
+
+SmallVector<Value> BroadcastToOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  return {sumTo(b, getLoc(), grads[0], getInput())};
+}
+
+SmallVector<Value> BatchMatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  // C = A B: dA = dC B^T, dB = A^T dC, each in the operand's own layout,
+  // then summed over the batch dimensions the operand was broadcast on.
+  Location loc = getLoc();
+  Value dc = grads[0], a = getLhs(), bm = getRhs();
+  bool ta = getTransposeA(), tb = getTransposeB();
+  auto product = [&](Value x, Value y, bool tx, bool ty, Value like) {
+    ArrayRef<int64_t> cs = tensorType(dc).getShape();
+    ArrayRef<int64_t> ls = tensorType(like).getShape();
+    SmallVector<int64_t> shape(cs.drop_back(2));
+    shape.push_back(ls[ls.size() - 2]);
+    shape.push_back(ls[ls.size() - 1]);
+    Value full = BatchMatmulOp::create(b, loc, withShape(like, shape), x, y, tx, ty);
+    return sumTo(b, loc, full, like);
+  };
+  // A [M,K]: dA = dC B^T (B [K,N]) or dC B (B stored [N,K]).
+  // A^T stored [K,M]: dA = B dC^T (B [K,N]) or B^T dC^T (B stored [N,K]).
+  Value da = ta ? product(bm, dc, tb, true, a) : product(dc, bm, false, !tb, a);
+  // B [K,N]: dB = A^T dC (A [M,K]) or A dC (A stored [K,M]).
+  // B^T stored [N,K]: dB = dC^T A (A [M,K]) or dC^T A^T (A stored [K,M]).
+  Value db = tb ? product(dc, a, true, ta, bm) : product(a, dc, !ta, false, bm);
+  return {da, db};
+}
+
+SmallVector<Value> ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  SmallVector<Value> result;
+  int64_t start = 0;
+  for (Value in : getInputs()) {
+    result.push_back(SliceOp::create(b, getLoc(), in.getType(), grads[0],
+                                     getDimAttr(), b.getI64IntegerAttr(start)));
+    start += tensorType(in).getDimSize(getDim());
+  }
+  return result;
+}
+
+SmallVector<Value> TriluOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  return {TriluOp::create(b, getLoc(), getType(), grads[0], getUpper(), getK())};
 }

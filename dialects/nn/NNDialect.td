@@ -29,6 +29,10 @@ class NN_Op<string mnemonic, list<Trait> traits = []>
 def NN_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
 // Integer tensors of token ids and targets.
 def NN_IndexTensor : RankedTensorOf<[I32, I64]>;
+// Boolean tensors (conditions, comparisons): one byte per element at runtime.
+def NN_BoolTensor : RankedTensorOf<[I1]>;
+// Any tensor the runtime stores.
+def NN_AnyTensor : RankedTensorOf<[F32, BF16, F16, I32, I64, I1]>;
 // The scalar loss.
 def NN_ScalarTensor : 0DTensorOf<[F32]>;
 

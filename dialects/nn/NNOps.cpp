@@ -82,6 +82,9 @@ static LogicalResult verifyBinary(Operation *op) {
 
 LogicalResult AddOp::verify() { return verifyBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBinary(*this); }
+LogicalResult SubOp::verify() { return verifyBinary(*this); }
+LogicalResult DivOp::verify() { return verifyBinary(*this); }
+LogicalResult PowOp::verify() { return verifyBinary(*this); }
 
 LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")

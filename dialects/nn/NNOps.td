@@ -300,9 +300,11 @@ def NN_SliceOp : NN_Op<"slice", [Pure, DeclareOpInterfaceMethods<NN_Differentiab
 
 def NN_CastOp : NN_Op<"cast", [Pure,
     DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
-  let summary = "element type conversion (f32, bf16, f16)";
+  let summary = "element type conversion (f32, bf16, f16, i32, i1)";
   let description = [{
-    Converts each element, rounding to nearest even. The gradient is cast
+    Converts each element: floats round to nearest even, floats to integers
+    truncate toward zero, anything to i1 is `!= 0`. Only casts between float
+    types are differentiable. The gradient is cast
     back to the input's element type, or to `grad_type` when set (mixed
     precision: the element type gradients are reduced in).
 
@@ -312,8 +314,8 @@ def NN_CastOp : NN_Op<"cast", [Pure,
     %f = nn.cast %h {grad_type = f32} : tensor<16x4xbf16> to tensor<16x4xf32>
     ```
   }];
-  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<TypeAttr>:$grad_type);
-  let results = (outs NN_FloatTensor:$result);
+  let arguments = (ins NN_AnyTensor:$input, OptionalAttr<TypeAttr>:$grad_type);
+  let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
 }
@@ -344,5 +346,6 @@ def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<
 }
 
 include "dialects/nn/NNTrainOps.td"
+include "dialects/nn/NNTensorOps.td"
 
 #endif // SHARDC_NN_OPS

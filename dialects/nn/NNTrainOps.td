@@ -45,7 +45,8 @@ def NN_MatmulOp : NN_Op<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
-def NN_SumToOp : NN_Op<"sum_to", [Pure]> {
+def NN_SumToOp : NN_Op<"sum_to", [Pure,
+    DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "sum over broadcast dimensions down to a shape";
   let description = [{
     The adjoint of NumPy broadcasting: sums `input` over the dimensions in

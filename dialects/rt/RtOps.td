@@ -65,6 +65,25 @@ def Rt_AllocOp : Rt_Op<"alloc"> {
   let hasVerifier = 1;
 }
 
+def Rt_ConstantOp : Rt_Op<"constant", [Pure]> {
+  let summary = "a read-only buffer holding a constant tensor";
+  let description = [{
+    The tensor's elements in the runtime's layout (f32, i32, i64; i1 as one
+    byte), embedded in the executable. Kernels only read it.
+
+    Example:
+    ```mlir
+    %c = rt.constant dense<[1.0, 2.0]> : tensor<2xf32> : !rt.buffer
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Rt_BufferType:$result);
+  let builders = [OpBuilder<(ins "mlir::ElementsAttr":$value), [{
+    build($_builder, $_state, BufferType::get($_builder.getContext()), value);
+  }]>];
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+}
+
 def Rt_ViewOp : Rt_Op<"view", [Pure]> {
   let summary = "a buffer at a byte offset of a base region";
   let description = [{

@@ -27,6 +27,7 @@ using shardc::runtime::fatal;
 
 using shardc::runtime::cpu::F;
 using shardc::runtime::cpu::I32;
+using shardc::runtime::cpu::broadcastBinary;
 
 namespace {
 
@@ -35,41 +36,6 @@ void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,
           int64_t N, bool inOut, float beta) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, inOut ? CblasNoTrans : CblasTrans,
               M, N, K, 1.0f, x, K, w, inOut ? N : K, beta, y, N);
-}
-
-/// Elementwise binary op over an output of rank R with per-operand strides.
-template <typename Op>
-void broadcastBinary(void **b, const int64_t *i, Op op) {
-  int64_t R = i[0];
-  const int64_t *dims = i + 1, *as = i + 1 + R, *bs = i + 1 + 2 * R;
-  const float *x = F(b[0]), *y = F(b[1]);
-  float *out = F(b[2]);
-  if (R == 0) {
-    out[0] = op(x[0], y[0]);
-    return;
-  }
-  int64_t inner = dims[R - 1], outer = 1;
-  for (int64_t d = 0; d < R - 1; ++d)
-    outer *= dims[d];
-  std::vector<int64_t> idx(R, 0);
-  int64_t aOff = 0, bOff = 0;
-  for (int64_t o = 0; o < outer; ++o) {
-    int64_t sa = as[R - 1], sb = bs[R - 1];
-    float *row = out + o * inner;
-    for (int64_t k = 0; k < inner; ++k)
-      row[k] = op(x[aOff + k * sa], y[bOff + k * sb]);
-    // Advance the outer index (dims 0..R-2), carrying like an odometer.
-    for (int64_t d = R - 2; d >= 0; --d) {
-      ++idx[d];
-      aOff += as[d];
-      bOff += bs[d];
-      if (idx[d] < dims[d])
-        break;
-      aOff -= as[d] * dims[d];
-      bOff -= bs[d] * dims[d];
-      idx[d] = 0;
-    }
-  }
 }
 
 } // namespace
@@ -360,23 +326,38 @@ SHARDC_KERNEL(copy) {
 }
 
 SHARDC_KERNEL(cast) {
+  // Codes: 0 f32, 1 bf16, 3 i32, 4 bool (one byte); floats to integers
+  // truncate toward zero, anything to bool is != 0.
   int64_t n = i[0], from = i[1], to = i[2];
-  if (from == 0 && to == 1) {
-    const float *x = F(b[0]);
-    uint16_t *y = static_cast<uint16_t *>(b[1]);
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t k = 0; k < n; ++k)
-      y[k] = floatToBf16(x[k]);
-  } else if (from == 1 && to == 0) {
-    const uint16_t *x = static_cast<const uint16_t *>(b[0]);
-    float *y = F(b[1]);
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t k = 0; k < n; ++k)
-      y[k] = bf16ToFloat(x[k]);
-  } else {
+  auto load = [&](int64_t k) -> float {
+    switch (from) {
+    case 0:
+      return F(b[0])[k];
+    case 1:
+      return bf16ToFloat(static_cast<const uint16_t *>(b[0])[k]);
+    case 3:
+      return float(static_cast<const int32_t *>(b[0])[k]);
+    case 4:
+      return float(static_cast<const uint8_t *>(b[0])[k]);
+    }
+    return 0.0f;
+  };
+  if ((from != 0 && from != 1 && from != 3 && from != 4) ||
+      (to != 0 && to != 1 && to != 3 && to != 4))
     fatal("cast: dtype codes %lld to %lld are not supported on the CPU "
-          "backend (f32 <-> bf16)",
+          "backend (f32, bf16, i32, bool)",
           (long long)from, (long long)to);
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t k = 0; k < n; ++k) {
+    float v = load(k);
+    if (to == 0)
+      F(b[1])[k] = v;
+    else if (to == 1)
+      static_cast<uint16_t *>(b[1])[k] = floatToBf16(v);
+    else if (to == 3)
+      static_cast<int32_t *>(b[1])[k] = int32_t(v);
+    else
+      static_cast<uint8_t *>(b[1])[k] = v != 0.0f;
   }
   launched(ctx, stream);
 }

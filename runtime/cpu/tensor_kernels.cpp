@@ -1,0 +1,206 @@
+//===- tensor_kernels.cpp - generic tensor kernels of imported models -----===//
+//
+// Elementwise math, selection, broadcasting, batched GEMMs and data movement:
+// what ONNX graphs are made of besides the fused transformer ops. The
+// elementwise functions compute in double and round once, as ONNX Runtime's
+// f32 results are expected to be correctly rounded to within an ulp.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+#include "runtime/cpu/kernel_util.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+
+using shardc::runtime::fatal;
+using shardc::runtime::cpu::broadcastBinary;
+using shardc::runtime::cpu::broadcastRows;
+using shardc::runtime::cpu::F;
+
+namespace {
+
+enum UnaryFn : int64_t { kSqrt, kErf, kTanh, kSigmoid, kNeg, kReciprocal, kExp, kLog };
+
+double apply(int64_t fn, double x) {
+  switch (fn) {
+  case kSqrt:
+    return std::sqrt(x);
+  case kErf:
+    return std::erf(x);
+  case kTanh:
+    return std::tanh(x);
+  case kSigmoid:
+    return 1.0 / (1.0 + std::exp(-x));
+  case kNeg:
+    return -x;
+  case kReciprocal:
+    return 1.0 / x;
+  case kExp:
+    return std::exp(x);
+  case kLog:
+    return std::log(x);
+  }
+  fatal("unary: unknown function code %lld", (long long)fn);
+}
+
+/// f'(x), given y = f(x).
+double derivative(int64_t fn, double x, double y) {
+  switch (fn) {
+  case kSqrt:
+    return 0.5 / y;
+  case kErf:
+    return 2.0 / std::sqrt(M_PI) * std::exp(-x * x);
+  case kTanh:
+    return 1.0 - y * y;
+  case kSigmoid:
+    return y * (1.0 - y);
+  case kNeg:
+    return -1.0;
+  case kReciprocal:
+    return -y * y;
+  case kExp:
+    return y;
+  case kLog:
+    return 1.0 / x;
+  }
+  fatal("unary_grad: unknown function code %lld", (long long)fn);
+}
+
+} // namespace
+
+SHARDC_KERNEL(sub) {
+  broadcastBinary(b, i, [](float x, float y) { return x - y; });
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(div) {
+  broadcastBinary(b, i, [](float x, float y) { return x / y; });
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(pow) {
+  broadcastBinary(b, i, [](float x, float y) {
+    // x^2 and x^0.5 are common (norms): exact forms, as PyTorch uses.
+    if (y == 2.0f)
+      return x * x;
+    return float(std::pow(double(x), double(y)));
+  });
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(where) {
+  const uint8_t *c = static_cast<const uint8_t *>(b[0]);
+  const float *x = F(b[1]), *y = F(b[2]);
+  float *out = F(b[3]);
+  broadcastRows<3>(i, [&](int64_t o, const int64_t *off, const int64_t *st,
+                          int64_t n) {
+    for (int64_t k = 0; k < n; ++k)
+      out[o + k] = c[off[0] + k * st[0]] ? x[off[1] + k * st[1]]
+                                         : y[off[2] + k * st[2]];
+  });
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(equal) {
+  int64_t R = i[0], dtype = i[1 + 3 * R];
+  uint8_t *out = static_cast<uint8_t *>(b[2]);
+  auto compare = [&](auto *x, auto *y) {
+    broadcastRows<2>(i, [&](int64_t o, const int64_t *off, const int64_t *st,
+                            int64_t n) {
+      for (int64_t k = 0; k < n; ++k)
+        out[o + k] = x[off[0] + k * st[0]] == y[off[1] + k * st[1]];
+    });
+  };
+  if (dtype == 0)
+    compare(F(b[0]), F(b[1]));
+  else if (dtype == 3)
+    compare(static_cast<const int32_t *>(b[0]), static_cast<const int32_t *>(b[1]));
+  else if (dtype == 4)
+    compare(static_cast<const uint8_t *>(b[0]), static_cast<const uint8_t *>(b[1]));
+  else
+    fatal("equal: dtype code %lld is not supported", (long long)dtype);
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(unary) {
+  int64_t n = i[0], fn = i[1];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = float(apply(fn, double(x[k])));
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(unary_grad) {
+  int64_t n = i[0], fn = i[1];
+  const float *x = F(b[0]), *y = F(b[1]), *dy = F(b[2]);
+  float *dx = F(b[3]);
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t k = 0; k < n; ++k)
+    dx[k] = float(double(dy[k]) * derivative(fn, double(x[k]), double(y[k])));
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(broadcast) {
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  broadcastRows<1>(i, [&](int64_t o, const int64_t *off, const int64_t *st,
+                          int64_t n) {
+    for (int64_t k = 0; k < n; ++k)
+      y[o + k] = x[off[0] + k * st[0]];
+  });
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(batch_matmul) {
+  int64_t M = i[0], K = i[1], N = i[2], R = i[5];
+  bool ta = i[3] != 0, tb = i[4] != 0;
+  const int64_t *dims = i + 6, *as = dims + R, *bs = as + R;
+  int64_t batches = 1;
+  for (int64_t d = 0; d < R; ++d)
+    batches *= dims[d];
+  const float *a = F(b[0]), *bm = F(b[1]);
+  float *c = F(b[2]);
+  for (int64_t p = 0; p < batches; ++p) {
+    // Matrix offsets of batch p in a and b (0 stride where broadcast).
+    int64_t rest = p, ao = 0, bo = 0;
+    for (int64_t d = R - 1; d >= 0; --d) {
+      int64_t idx = rest % dims[d];
+      rest /= dims[d];
+      ao += idx * as[d];
+      bo += idx * bs[d];
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a + ao * M * K,
+                ta ? M : K, bm + bo * K * N, tb ? K : N, 0.0f, c + p * M * N, N);
+  }
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(concat_part) {
+  int64_t outer = i[0], nx = i[1], ny = i[2], start = i[3], inner = i[4];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(y + (o * ny + start) * inner, x + o * nx * inner,
+                size_t(nx * inner) * sizeof(float));
+  launched(ctx, stream);
+}
+
+SHARDC_KERNEL(trilu) {
+  int64_t batch = i[0], rows = i[1], cols = i[2], upper = i[3], k = i[4];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t at = (p * rows + r) * cols + c;
+        bool keep = upper ? c - r >= k : c - r <= k;
+        y[at] = keep ? x[at] : 0.0f;
+      }
+  launched(ctx, stream);
+}
