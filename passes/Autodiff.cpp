@@ -163,10 +163,12 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
 
     // VJP rules return gradients for every operand; those of operands that
     // need none are dead.
-    for (Operation &op : llvm::make_early_inc_range(
-             llvm::reverse(entry->without_terminator())))
-      if (isOpTriviallyDead(&op))
-        op.erase();
+    SmallVector<Operation *> ops;
+    for (Operation &op : entry->without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops))
+      if (isOpTriviallyDead(op))
+        op->erase();
     return success();
   }
 
