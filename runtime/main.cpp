@@ -8,10 +8,13 @@
 #include "runtime/data.h"
 #include "runtime/mesh.h"
 #include "runtime/model.h"
+#include "runtime/onnx_export.h"
 #include "runtime/runtime.h"
 #include "runtime/safetensors.h"
 
 #include <chrono>
+#include <map>
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +46,8 @@ data and run:
   --init-from FILE      initial weights from a safetensors file (Hugging Face
                         names, with or without the transformer./model. prefix)
   --save-weights FILE   write the weights after the last step (safetensors)
+  --export-onnx FILE    (models compiled from ONNX) write the model with the
+                        weights after the last step as its initializers
   --dump-grads FILE     write the last step's gradients, averaged over its
                         micro-batches and before clipping (safetensors)
   --log FILE            JSON lines, one per step: step, loss, lr, grad_norm,
@@ -66,7 +71,7 @@ optimizer (compiled: %s; semantics of torch.optim.AdamW / SGD):
 )";
 
 struct Options {
-  std::string data, initFrom, saveWeights, dumpGrads, log;
+  std::string data, initFrom, saveWeights, dumpGrads, log, exportOnnx;
   int64_t steps = 10, gradAccum = 1, warmupSteps = 0;
   uint64_t seed = 1337;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.0;
@@ -145,6 +150,12 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
       o.initFrom = next();
     else if (flag == "--save-weights")
       o.saveWeights = next();
+    else if (flag == "--export-onnx") {
+      o.exportOnnx = next();
+      if (m.graphFile.empty())
+        throw std::runtime_error("--export-onnx: this model was not compiled "
+                                 "from an ONNX file");
+    }
     else if (flag == "--dump-grads")
       o.dumpGrads = next();
     else if (flag == "--log")
@@ -237,12 +248,14 @@ void loadParameters(const Manifest &m, const std::string &path, char *params,
   }
 }
 
-/// Writes one tensor per parameter, read from `region` at the slot of
-/// `prefix + name` (params: no prefix; gradients: "grad."). Sharded tensors
-/// are gathered on the shard axis; rank 0 writes the file.
-void saveTensors(const Manifest &m, const Mesh &mesh, const std::string &path,
-                 const char *region, const std::string &prefix) {
-  std::vector<std::vector<float>> full(m.params.size());
+/// One tensor per parameter, read from `region` at the slot of `prefix +
+/// name` (params: no prefix; gradients: "grad."). Sharded tensors are
+/// gathered on the shard axis into `storage` (complete on rank 0).
+std::vector<NamedTensor> gatherTensors(const Manifest &m, const Mesh &mesh,
+                                       const char *region,
+                                       const std::string &prefix,
+                                       std::vector<std::vector<float>> &storage) {
+  storage.assign(m.params.size(), {});
   std::vector<NamedTensor> tensors;
   for (size_t k = 0; k < m.params.size(); ++k) {
     const TensorSlot &p = m.params[k];
@@ -252,15 +265,34 @@ void saveTensors(const Manifest &m, const Mesh &mesh, const std::string &path,
       tensors.push_back({p.name, p.shape, local});
       continue;
     }
-    full[k].resize(size_t(p.numel() * mesh.shards));
-    int rc = MPI_Gather(local, int(p.numel()), MPI_FLOAT, full[k].data(),
+    storage[k].resize(size_t(p.numel() * mesh.shards));
+    int rc = MPI_Gather(local, int(p.numel()), MPI_FLOAT, storage[k].data(),
                         int(p.numel()), MPI_FLOAT, 0, mesh.shardComm());
     if (rc != MPI_SUCCESS)
       throw std::runtime_error("gathering '" + p.name + "' failed");
-    tensors.push_back({p.name, p.globalShape, full[k].data()});
+    tensors.push_back({p.name, p.globalShape, storage[k].data()});
   }
+  return tensors;
+}
+
+/// Writes the tensors gatherTensors reads as a safetensors file (rank 0).
+void saveTensors(const Manifest &m, const Mesh &mesh, const std::string &path,
+                 const char *region, const std::string &prefix) {
+  std::vector<std::vector<float>> storage;
+  std::vector<NamedTensor> tensors = gatherTensors(m, mesh, region, prefix, storage);
   if (mesh.rank == 0)
     writeSafetensors(path, tensors, {{"format", "pt"}, {"producer", "shardc"}});
+}
+
+/// A file that shardc wrote next to the executable.
+std::string besideExecutable(const std::string &name) {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return name;
+  std::string exe(buf, size_t(n));
+  size_t slash = exe.rfind('/');
+  return slash == std::string::npos ? name : exe.substr(0, slash + 1) + name;
 }
 
 struct AlignedFree {
@@ -324,10 +356,12 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   Region state = allocateRegion(m.stateBytes, "gradients and optimizer state");
   Region io = allocateRegion(m.ioBytes, "inputs and outputs");
   Region arena = allocateRegion(m.arenaBytes, "activations", /*touch=*/false);
-  if (o.initFrom.empty())
-    initParameters(m, o.seed, params.get(), mesh.shardIndex());
-  else
+  if (!o.initFrom.empty())
     loadParameters(m, o.initFrom, params.get(), mesh.shardIndex());
+  else if (!m.initFile.empty())
+    loadParameters(m, besideExecutable(m.initFile), params.get(), mesh.shardIndex());
+  else
+    initParameters(m, o.seed, params.get(), mesh.shardIndex());
 
   std::FILE *log = nullptr;
   if (leader && !o.log.empty() && !(log = std::fopen(o.log.c_str(), "w")))
@@ -420,6 +454,68 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     if (leader)
       std::printf("saved weights to %s\n", o.saveWeights.c_str());
   }
+  if (!o.exportOnnx.empty()) {
+    std::vector<std::vector<float>> storage;
+    std::vector<NamedTensor> tensors = gatherTensors(m, mesh, params.get(), "", storage);
+    if (leader) {
+      std::vector<ExportTensor> weights;
+      for (const NamedTensor &t : tensors)
+        weights.push_back({t.name, t.shape, t.data});
+      exportOnnx(besideExecutable(m.graphFile), o.exportOnnx, weights);
+      std::printf("exported the trained model to %s\n", o.exportOnnx.c_str());
+    }
+  }
+  return 0;
+}
+
+/// An --infer build: reads each input slot from a raw file, runs the graph
+/// once, writes each output slot to a raw file (little-endian, row-major;
+/// f32, int32, bool as one byte).
+int runInfer(const Manifest &m, int argc, char **argv) {
+  std::map<std::string, std::string> inputs, outputs;
+  for (int k = 1; k < argc; ++k) {
+    std::string arg = argv[k];
+    if ((arg == "--input" || arg == "--output") && k + 1 < argc) {
+      std::string spec = argv[++k];
+      size_t eq = spec.rfind('=');
+      if (eq == std::string::npos || eq == 0)
+        throw std::runtime_error(arg + " expects NAME=FILE, got '" + spec + "'");
+      (arg == "--input" ? inputs : outputs)[spec.substr(0, eq)] = spec.substr(eq + 1);
+    } else {
+      throw std::runtime_error("unknown option '" + arg +
+                               "' (an --infer build takes --input NAME=FILE "
+                               "and --output NAME=FILE)");
+    }
+  }
+  Region params = allocateRegion(m.paramBytes, "parameters");
+  Region state = allocateRegion(m.stateBytes, "state");
+  Region io = allocateRegion(m.ioBytes, "inputs and outputs");
+  Region arena = allocateRegion(m.arenaBytes, "activations");
+  if (!m.params.empty())
+    loadParameters(m, besideExecutable(m.initFile), params.get(), 0);
+  for (const auto &[name, file] : inputs) {
+    const TensorSlot &slot = m.ioSlot(name);
+    std::FILE *f = std::fopen(file.c_str(), "rb");
+    if (!f)
+      throw std::runtime_error(file + ": cannot open input '" + name + "'");
+    size_t got = std::fread(io.get() + slot.offset, 1, size_t(slot.bytes), f);
+    bool extra = std::fgetc(f) != EOF;
+    std::fclose(f);
+    if (got != size_t(slot.bytes) || extra)
+      throw std::runtime_error(file + ": input '" + name + "' needs exactly " +
+                               std::to_string(slot.bytes) + " bytes (" +
+                               slot.dtype + " " + shapeString(slot.shape) + ")");
+  }
+  Context ctx;
+  shardc_infer(&ctx, params.get(), state.get(), io.get(), arena.get());
+  for (const auto &[name, file] : outputs) {
+    const TensorSlot &slot = m.ioSlot(name);
+    std::FILE *f = std::fopen(file.c_str(), "wb");
+    if (!f || std::fwrite(io.get() + slot.offset, 1, size_t(slot.bytes), f) !=
+                  size_t(slot.bytes))
+      throw std::runtime_error(file + ": cannot write output '" + name + "'");
+    std::fclose(f);
+  }
   return 0;
 }
 
@@ -432,6 +528,14 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
+  }
+  if (shardc_infer) {
+    try {
+      return runInfer(m, argc, argv);
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
   }
   // --help needs no launcher: answered before MPI starts.
   if (wantsHelp(argc, argv)) {

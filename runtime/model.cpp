@@ -36,6 +36,8 @@ Manifest Manifest::parse(const char *text) {
     m.microBatch = model.at("micro_batch").get<int64_t>();
     m.seqLen = model.at("seq_len").get<int64_t>();
     m.numLayers = model.value("num_layers", int64_t(0));
+    m.initFile = model.value("init_file", std::string());
+    m.graphFile = model.value("graph_file", std::string());
     for (const json &p : j.at("params"))
       m.params.push_back(parseSlot(p));
     for (const json &p : j.at("state"))
@@ -117,6 +119,8 @@ double shardc::runtime::counterNormal(uint64_t key, uint64_t counter) {
 void shardc::runtime::initParameters(const Manifest &m, uint64_t seed,
                                      char *params, int64_t shardIndex) {
   for (const TensorSlot &p : m.params) {
+    if (p.init == "file")
+      continue; // loaded from the model's initial weights by the trainer
     if (p.init != "normal" && p.init != "zeros" && p.init != "ones")
       throw std::runtime_error("parameter '" + p.name +
                                "' has unknown init '" + p.init + "'");

@@ -40,6 +40,9 @@ struct TensorSlot {
 
 struct Manifest {
   std::string family, source;
+  /// ONNX models: the initial weights and the graph template, files next to
+  /// the executable (empty otherwise).
+  std::string initFile, graphFile;
   int64_t vocabSize = 0, microBatch = 0, seqLen = 0, numLayers = 0;
   /// Parameters; persistent training state (gradient accumulators
   /// "grad.<param>", optimizer states "exp_avg.<param>", ...); inputs and

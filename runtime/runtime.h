@@ -66,9 +66,12 @@ extern "C" {
 /// micro-batch and accumulates gradients; the optimizer step clips and
 /// updates the parameters and optimizer states in place.
 void shardc_micro_step(void *ctx, void *params, void *state, void *io,
-                       void *arena);
+                       void *arena) __attribute__((weak));
 void shardc_opt_step(void *ctx, void *params, void *state, void *io,
-                     void *arena);
+                     void *arena) __attribute__((weak));
+/// Compiled with --infer: the graph as it is, inputs and outputs in io.
+void shardc_infer(void *ctx, void *params, void *state, void *io, void *arena)
+    __attribute__((weak));
 /// Compiled with --grad-sync=last: a micro-step that accumulates unsharded
 /// gradients and reduces nothing (every micro-batch but the last).
 void shardc_micro_step_nosync(void *ctx, void *params, void *state, void *io,

@@ -3,7 +3,8 @@
 //   shardc [MODEL] [-o FILE] [--emit mlir|rt|llvm|obj|exe]
 //          [--seq-len N] [--micro-batch N]
 //
-// MODEL is a preset name or a Hugging Face config.json (or its directory).
+// MODEL is a preset name, a Hugging Face config.json (or its directory) or
+// an ONNX model (*.onnx).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Pipelines.h"
@@ -11,7 +12,9 @@
 #include "compiler/Report.h"
 #include "compiler/Target.h"
 #include "frontends/meta/ModelConfig.h"
+#include "frontends/onnx/Importer.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -41,7 +44,8 @@ std::string presetList() {
 }
 
 cl::opt<std::string> modelArg(cl::Positional, cl::init("tiny"),
-                              cl::desc("<model: preset name or config.json>"),
+                              cl::desc("<model: preset name, config.json or "
+                                       "model.onnx>"),
                               cl::cat(category));
 cl::opt<std::string> outputArg("o", cl::desc("Output file (default: 'train' "
                                              "for exe, 'model.o' for obj, "
@@ -62,8 +66,31 @@ cl::opt<int64_t> seqLenArg("seq-len",
                                     "model's positions, at most 1024)"),
                            cl::init(0), cl::cat(category));
 cl::opt<int64_t> microBatchArg("micro-batch",
-                               cl::desc("Sequences per micro-batch"),
+                               cl::desc("Sequences per micro-batch (ONNX: "
+                                        "re-specializes dim 0 of the inputs; "
+                                        "default: the model's)"),
                                cl::init(4), cl::cat(category));
+cl::opt<std::string> lossArg(
+    "loss",
+    cl::desc("ONNX: the training loss: cross_entropy[:OUTPUT] (next-token "
+             "cross-entropy on the logits output, by default 'logits' or the "
+             "first output) or output:OUTPUT (a scalar output is the loss)"),
+    cl::init("cross_entropy"), cl::cat(category));
+cl::opt<bool> inferArg(
+    "infer",
+    cl::desc("ONNX: compile the graph as it is (no loss, no training) into "
+             "an executable that reads its inputs and writes its outputs"),
+    cl::init(false), cl::cat(category));
+cl::list<std::string> bindArg(
+    "bind",
+    cl::desc("ONNX: fix graph input NAME at compile time to the TensorProto "
+             "in FILE (inputs that determine shapes)"),
+    cl::value_desc("NAME=FILE"), cl::cat(category));
+cl::list<std::string> freezeArg(
+    "freeze", cl::CommaSeparated,
+    cl::desc("ONNX: initializers kept constant instead of trained (besides "
+             "non-finite, integer and scalar ones)"),
+    cl::value_desc("name,..."), cl::cat(category));
 cl::opt<std::string> recomputeArg(
     "recompute",
     cl::desc("Activations recomputed in backward instead of kept: none, or "
@@ -154,7 +181,8 @@ int main(int argc, char **argv) {
       "MODEL is a preset (" +
       presetList() +
       ") or a Hugging Face config.json (model_type gpt2 or llama) or a "
-      "directory holding one. The default is 'tiny'.\n";
+      "directory holding one, or an ONNX model (*.onnx, opsets 13 to 21). "
+      "The default is 'tiny'.\n";
   cl::ParseCommandLineOptions(argc, argv, overview);
 
   if (recomputeArg != "none" && recomputeArg != "block")
@@ -211,50 +239,110 @@ int main(int argc, char **argv) {
   pipeline.prefetchForward = prefetchForwardArg;
   pipeline.prefetchBackward = prefetchBackwardArg;
 
-  Expected<shardc::meta::ModelConfig> config =
-      shardc::meta::loadModelConfig(modelArg);
-  if (!config)
-    return fail(toString(config.takeError()));
-  int64_t seqLen = seqLenArg ? seqLenArg.getValue()
-                             : std::min<int64_t>(config->maxPositions, 1024);
-
   mlir::DialectRegistry registry;
   shardc::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
-  auto module = shardc::meta::buildForwardModule(context, *config,
-                                                 microBatchArg, seqLen);
-  if (!module)
-    return fail(toString(module.takeError()));
+  // The forward graph, from a config (meta frontend) or an ONNX file.
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::string source, description;
+  std::optional<shardc::onnx_import::ImportedModel> onnxModel;
+  bool isOnnx = StringRef(modelArg).ends_with(".onnx");
+  if (isOnnx) {
+    shardc::onnx_import::ImportOptions options;
+    options.microBatch = microBatchArg.getNumOccurrences() ? microBatchArg : 0;
+    options.seqLen = seqLenArg;
+    options.training = !inferArg;
+    options.loss = lossArg;
+    options.frozen.assign(freezeArg.begin(), freezeArg.end());
+    for (const std::string &bind : bindArg) {
+      auto [name, file] = StringRef(bind).split('=');
+      if (name.empty() || file.empty())
+        return fail("--bind expects NAME=FILE, got '" + bind + "'");
+      options.bindings[name.str()] = file.str();
+    }
+    auto imported = shardc::onnx_import::importModel(context, modelArg, options);
+    if (!imported)
+      return fail(toString(imported.takeError()));
+    module = std::move(imported->module);
+    source = modelArg;
+    description = imported->summary;
+    onnxModel = std::move(*imported);
+  } else {
+    if (inferArg || bindArg.getNumOccurrences() || freezeArg.getNumOccurrences() ||
+        lossArg.getNumOccurrences())
+      return fail("--infer, --bind, --freeze and --loss apply to ONNX models");
+    Expected<shardc::meta::ModelConfig> config =
+        shardc::meta::loadModelConfig(modelArg);
+    if (!config)
+      return fail(toString(config.takeError()));
+    int64_t seqLen = seqLenArg ? seqLenArg.getValue()
+                               : std::min<int64_t>(config->maxPositions, 1024);
+    auto built = shardc::meta::buildForwardModule(context, *config,
+                                                  microBatchArg, seqLen);
+    if (!built)
+      return fail(toString(built.takeError()));
+    module = std::move(*built);
+    source = source;
+    description = (config->family == shardc::meta::Family::GPT2 ? "gpt2" : "llama") +
+                  (", " + Twine(config->numLayers) + " layers, micro-batch " +
+                   Twine(microBatchArg) + " x " + Twine(seqLen) + " tokens")
+                      .str();
+  }
+  if (inferArg && (meshArg != "1" || recomputeArg != "none"))
+    return fail("--infer compiles for one rank without recomputation");
+  std::string output = outputArg.empty() ? "train" : outputArg.getValue();
+  if (onnxModel && emitArg == Emit::Exe) {
+    // The executable's companions: its initial weights and the graph that
+    // --export-onnx writes the trained weights into.
+    std::string weightsFile = output + ".weights.safetensors";
+    std::string graphFile = output + ".graph.onnx";
+    if (Error e = shardc::onnx_import::writeWeights(weightsFile, onnxModel->weights))
+      return fail(toString(std::move(e)));
+    std::error_code ec;
+    raw_fd_ostream graphOut(graphFile, ec);
+    if (ec)
+      return fail("cannot write '" + graphFile + "': " + ec.message());
+    graphOut << onnxModel->graphTemplate;
+    auto info = (*module)->getAttrOfType<mlir::DictionaryAttr>("nn.model");
+    mlir::NamedAttrList entries(info);
+    mlir::Builder attrs(&context);
+    entries.set("init_file", attrs.getStringAttr(sys::path::filename(weightsFile)));
+    entries.set("graph_file", attrs.getStringAttr(sys::path::filename(graphFile)));
+    (*module)->setAttr("nn.model", entries.getDictionary(&context));
+  }
   if (emitArg == Emit::MLIR)
     return writeText([&](raw_ostream &os) { (*module)->print(os); });
 
   mlir::PassManager pm(&context);
   if (emitArg == Emit::Train) {
+    if (inferArg)
+      return fail("--emit train: an --infer build has no training step");
     shardc::buildTrainingPipeline(pm, pipeline);
-    if (failed(pm.run(**module)))
-      return fail("building the training step of " + config->source + " failed");
+    if (failed(pm.run(*module)))
+      return fail("building the training step of " + source + " failed");
     return writeText([&](raw_ostream &os) { (*module)->print(os); });
   }
-  shardc::buildTrainingPipeline(pm, pipeline);
+  if (!inferArg)
+    shardc::buildTrainingPipeline(pm, pipeline);
   shardc::buildNNToRtPipeline(pm);
-  if (failed(pm.run(**module)))
-    return fail("lowering " + config->source + " failed");
+  if (failed(pm.run(*module)))
+    return fail("lowering " + source + " failed");
   if (reportArg)
-    shardc::printReport(**module, outs());
+    shardc::printReport(*module, outs());
   if (emitArg == Emit::Rt)
     return writeText([&](raw_ostream &os) { (*module)->print(os); });
   mlir::PassManager llvmPM(&context);
   shardc::buildRtToLLVMPipeline(llvmPM);
-  if (failed(llvmPM.run(**module)))
-    return fail("lowering " + config->source + " to LLVM failed");
+  if (failed(llvmPM.run(*module)))
+    return fail("lowering " + source + " to LLVM failed");
 
   LLVMContext llvmContext;
   std::unique_ptr<Module> llvmModule =
-      shardc::translateToLLVMIR(**module, llvmContext);
+      shardc::translateToLLVMIR(*module, llvmContext);
   if (!llvmModule)
-    return fail("translating " + config->source + " to LLVM IR failed");
+    return fail("translating " + source + " to LLVM IR failed");
   if (emitArg == Emit::LLVM)
     return writeText([&](raw_ostream &os) { llvmModule->print(os, nullptr); });
 
@@ -266,7 +354,6 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  std::string output = outputArg.empty() ? "train" : outputArg.getValue();
   SmallString<128> objectPath;
   if (std::error_code ec =
           sys::fs::createTemporaryFile("shardc-step", "o", objectPath))
@@ -276,13 +363,10 @@ int main(int argc, char **argv) {
     return fail(error);
   if (!shardc::linkExecutable(objectPath, output, error))
     return fail(error);
-  errs() << "shardc: compiled " << config->source << " ("
-         << (config->family == shardc::meta::Family::GPT2 ? "gpt2" : "llama")
-         << ", " << config->numLayers << " layers, micro-batch "
-         << microBatchArg << " x " << seqLen << " tokens, " << optimizerArg
+  errs() << "shardc: compiled " << source << " (" << description << ", "
+         << (inferArg ? "inference" : optimizerArg.getValue())
          << (recomputeArg == "block" ? ", recompute block" : "")
          << (meshArg != "1" ? ", mesh " + meshArg : std::string()) << ") -> "
-         << output
-         << "\n";
+         << output << "\n";
   return 0;
 }
