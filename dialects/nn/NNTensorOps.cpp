@@ -19,6 +19,8 @@ LogicalResult ConstantOp::verify() {
   return success();
 }
 
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
 LogicalResult SqrtOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult ErfOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult TanhOp::verify() { return verifyStaticShapes(*this); }

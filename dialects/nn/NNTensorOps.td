@@ -27,6 +27,9 @@ def NN_ConstantOp : NN_Op<"constant", [Pure, ConstantLike,
   let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = "$value attr-dict `->` type($result)";
   let hasVerifier = 1;
+  // ConstantLike ops fold to their value (the canonicalizer keys and
+  // deduplicates constants by it).
+  let hasFolder = 1;
 }
 
 def NN_SubOp : NN_BinaryOp<"sub", "subtraction">;

@@ -1,0 +1,147 @@
+"""An nn.TransformerEncoder language model exported by torch.onnx.export
+(opset 17) trains in shardc as in PyTorch.
+
+Exports the model with its weights, compiles it with shardc (one rank and the
+given meshes), trains 20 steps and compares every step's loss with PyTorch's
+AdamW on the same batches (relative difference below 1e-4). Then writes the
+trained model with --export-onnx, checks it with onnx.checker, loads its
+initializers back into the PyTorch module and compares that model's loss
+with shardc's loss computed from the same weights.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harness  # noqa: E402
+import torch_models as tm  # noqa: E402
+
+V, C, H, L, T = 61, 32, 4, 2, 16
+
+
+class EncoderLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(V, C)
+        self.pos = nn.Embedding(T, C)
+        layer = nn.TransformerEncoderLayer(C, H, 4 * C, dropout=0.0, batch_first=True,
+                                           norm_first=True, activation="gelu")
+        self.enc = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
+        self.ln = nn.LayerNorm(C)
+        self.head = nn.Linear(C, V)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(T))
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        x = self.tok(ids) + self.pos(torch.arange(t))
+        x = self.enc(x, mask=self.mask[:t, :t])
+        return self.head(self.ln(x))
+
+
+def loss_of(model, x, y):
+    logits = model(x)
+    return nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardc", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--meshes", default="1,2x2")
+    ap.add_argument("--steps", type=int, default=20)
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.manual_seed(0)
+    model = EncoderLM()
+    # Distinct values everywhere: the exporter shares initializers that are
+    # equal (all-ones norms), which would tie parameters PyTorch keeps apart.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    model.eval()
+    B = 2
+    onnx_path = os.path.join(args.workdir, "encoder.onnx")
+    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.long),), onnx_path,
+                      opset_version=17, input_names=["input_ids"], output_names=["logits"],
+                      dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"}},
+                      do_constant_folding=False)
+    W0 = {k: v.clone() for k, v in model.state_dict().items()}
+
+    rng = np.random.default_rng(7)
+    S = args.steps + 1
+    tokens = np.empty(8 * B * T * S + 1, dtype=np.int64)
+    tokens[0] = 1
+    for i in range(1, len(tokens)):
+        tokens[i] = (tokens[i - 1] * 5 + 2) % V if rng.random() < 0.8 else rng.integers(0, V)
+    tok_path = os.path.join(args.workdir, "tokens.bin")
+    tm.write_tokens(tok_path, tokens)
+    lr = 3e-3
+
+    def reference(G, steps):
+        m = EncoderLM()
+        m.load_state_dict(W0)
+        m.train()
+        opt = torch.optim.AdamW(m.parameters(), lr=lr, weight_decay=0.01)
+        losses = []
+        for s in range(steps):
+            x, y = tm.batch(tokens, s, G, T)
+            loss = loss_of(m, x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, m
+
+    ok = True
+    for mesh in args.meshes.split(","):
+        ranks = int(np.prod([int(d) for d in mesh.split("x")]))
+        exe = os.path.join(args.workdir, f"train_{mesh}")
+        harness.run([args.shardc, onnx_path, "--micro-batch", str(B), "--mesh", mesh, "-o", exe])
+        log = exe + ".log"
+        cmd = [exe, "--data", tok_path, "--steps", str(args.steps), "--lr", str(lr), "--log", log]
+        if mesh == "1":
+            cmd += ["--export-onnx", os.path.join(args.workdir, "trained.onnx")]
+        harness.run(harness.MPIRUN + ["-np", str(ranks)] + cmd if ranks > 1 else cmd)
+        got = [r["loss"] for r in harness.read_log(log)]
+        ref, _ = reference(B * ranks, args.steps)
+        worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+        print(f"mesh {mesh:>4}: {args.steps} steps, loss {got[0]:.5f} -> {got[-1]:.5f} "
+              f"(PyTorch {ref[0]:.5f} -> {ref[-1]:.5f}), worst relative difference {worst:.2e}")
+        ok &= worst < 1e-4 and len(got) == args.steps
+
+    # The exported model: onnx.checker, then its weights in PyTorch against
+    # shardc's loss from the same weights (step `steps` of a longer run).
+    import onnx
+    import onnx.numpy_helper
+    trained = onnx.load(os.path.join(args.workdir, "trained.onnx"))
+    onnx.checker.check_model(trained)
+    exe = os.path.join(args.workdir, "train_1")
+    log = exe + ".more.log"
+    harness.run([exe, "--data", tok_path, "--steps", str(args.steps + 1), "--lr", str(lr),
+                 "--log", log])
+    shardc_loss = harness.read_log(log)[args.steps]["loss"]
+    reloaded = EncoderLM()
+    state = dict(W0)
+    inits = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy())
+             for t in trained.graph.initializer}
+    for name in state:
+        if name in inits and name != "mask":
+            state[name] = inits[name]
+    reloaded.load_state_dict(state)
+    x, y = tm.batch(tokens, args.steps, B, T)
+    with torch.no_grad():
+        torch_loss = loss_of(reloaded.train(), x, y).item()
+    diff = abs(torch_loss - shardc_loss) / abs(shardc_loss)
+    print(f"exported model: onnx.checker ok, {len(inits)} initializers; PyTorch loss "
+          f"{torch_loss:.6f}, shardc {shardc_loss:.6f}, relative difference {diff:.2e}")
+    ok &= diff < 1e-4
+    print("PASS" if ok else "FAIL")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
