@@ -86,6 +86,9 @@ cl::list<std::string> bindArg(
     cl::desc("ONNX: fix graph input NAME at compile time to the TensorProto "
              "in FILE (inputs that determine shapes)"),
     cl::value_desc("NAME=FILE"), cl::cat(category));
+cl::opt<bool> supportedOpsArg(
+    "supported-ops", cl::desc("Print the ONNX op types shardc imports and exit"),
+    cl::init(false), cl::cat(category));
 cl::list<std::string> freezeArg(
     "freeze", cl::CommaSeparated,
     cl::desc("ONNX: initializers kept constant instead of trained (besides "
@@ -185,6 +188,11 @@ int main(int argc, char **argv) {
       "The default is 'tiny'.\n";
   cl::ParseCommandLineOptions(argc, argv, overview);
 
+  if (supportedOpsArg) {
+    for (const std::string &op : shardc::onnx_import::supportedOps())
+      outs() << op << "\n";
+    return 0;
+  }
   if (recomputeArg != "none" && recomputeArg != "block")
     return fail("--recompute must be 'none' or 'block', got '" + recomputeArg +
                 "'");
