@@ -147,7 +147,8 @@ private:
   }
 
   LogicalResult checkSupported(Operation *op);
-  void lowerBinary(Operation *op, StringRef name, ArrayRef<int64_t> extra = {});
+  void lowerBroadcast(Operation *op, StringRef name,
+                      ArrayRef<int64_t> extra = {});
 
   OpBuilder &b;
   Value ctx;
@@ -175,8 +176,10 @@ LogicalResult StepBuilder::checkSupported(Operation *op) {
   return success();
 }
 
-void StepBuilder::lowerBinary(Operation *op, StringRef name,
-                              ArrayRef<int64_t> extra) {
+/// An elementwise op over the NumPy broadcast of its operands (add, where,
+/// broadcast_to, ...): one kernel reading each operand with its strides.
+void StepBuilder::lowerBroadcast(Operation *op, StringRef name,
+                                 ArrayRef<int64_t> extra) {
   Value res = op->getResult(0);
   ArrayRef<int64_t> out = tensorType(res).getShape();
   int64_t rank = out.size();
@@ -221,11 +224,11 @@ LogicalResult StepBuilder::lower(Operation *op) {
         return success();
       })
       .Case([&](nn::AddOp a) {
-        lowerBinary(a, "add");
+        lowerBroadcast(a, "add");
         return success();
       })
       .Case([&](nn::MulOp m) {
-        lowerBinary(m, "mul");
+        lowerBroadcast(m, "mul");
         return success();
       })
       .Case([&](nn::LayerNormOp ln) {
@@ -582,23 +585,23 @@ LogicalResult StepBuilder::lower(Operation *op) {
         return success();
       })
       .Case([&](nn::SubOp op) {
-        lowerBinary(op, "sub");
+        lowerBroadcast(op, "sub");
         return success();
       })
       .Case([&](nn::DivOp op) {
-        lowerBinary(op, "div");
+        lowerBroadcast(op, "div");
         return success();
       })
       .Case([&](nn::PowOp op) {
-        lowerBinary(op, "pow");
+        lowerBroadcast(op, "pow");
         return success();
       })
       .Case([&](nn::WhereOp op) {
-        lowerBinary(op, "where");
+        lowerBroadcast(op, "where");
         return success();
       })
       .Case([&](nn::EqualOp op) {
-        lowerBinary(op, "equal",
+        lowerBroadcast(op, "equal",
                     {dtypeCode(tensorType(op.getLhs()).getElementType())});
         return success();
       })
@@ -618,13 +621,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         return success();
       })
       .Case([&](nn::BroadcastToOp op) {
-        ArrayRef<int64_t> out = tensorType(op.getResult()).getShape();
-        SmallVector<int64_t> ints = {int64_t(out.size())};
-        ints.append(out.begin(), out.end());
-        ints.append(broadcastStrides(tensorType(op.getInput()).getShape(),
-                                     out.size()));
-        Value x = buf(op.getInput());
-        kernel(loc, "broadcast", {x, define(op.getResult())}, ints);
+        lowerBroadcast(op, "broadcast");
         return success();
       })
       .Case([&](nn::BatchMatmulOp mm) {

@@ -54,6 +54,22 @@ void push(HostTensor &r, const HostTensor &x, int64_t k) {
     r.i.push_back(x.i[k]);
 }
 
+/// `x op y` rounded to T (float or double); Pow is computed in double.
+template <typename T>
+std::optional<double> floatArith(const std::string &op, T x, T y) {
+  if (op == "Add")
+    return double(T(x + y));
+  if (op == "Sub")
+    return double(T(x - y));
+  if (op == "Mul")
+    return double(T(x * y));
+  if (op == "Div")
+    return double(T(x / y));
+  if (op == "Pow")
+    return double(T(std::pow(double(x), double(y))));
+  return std::nullopt;
+}
+
 } // namespace
 
 int64_t HostTensor::numel() const { return product(shape); }
@@ -128,26 +144,14 @@ std::optional<HostTensor> shardc::onnx_import::evalBinary(const std::string &op,
       continue;
     }
     if (isFloat) {
-      // f32 semantics: operands and results are f32 values.
-      float x = float(a.f[ia]), y = float(b.f[ib]), z;
-      if (op == "Add")
-        z = x + y;
-      else if (op == "Sub")
-        z = x - y;
-      else if (op == "Mul")
-        z = x * y;
-      else if (op == "Div")
-        z = x / y;
-      else if (op == "Pow")
-        z = float(std::pow(double(x), double(y)));
-      else
+      // f32 semantics (f64 for DOUBLE tensors): operands and the result are
+      // values of that type.
+      std::optional<double> z = a.onnxType == 11
+                                    ? floatArith(op, a.f[ia], b.f[ib])
+                                    : floatArith(op, float(a.f[ia]), float(b.f[ib]));
+      if (!z)
         return std::nullopt;
-      r.f.push_back(a.onnxType == 11 ? (op == "Add"   ? a.f[ia] + b.f[ib]
-                                        : op == "Sub" ? a.f[ia] - b.f[ib]
-                                        : op == "Mul" ? a.f[ia] * b.f[ib]
-                                        : op == "Div" ? a.f[ia] / b.f[ib]
-                                                      : std::pow(a.f[ia], b.f[ib]))
-                                     : double(z));
+      r.f.push_back(*z);
     } else {
       int64_t x = a.i[ia], y = b.i[ib];
       if (op == "Add")
