@@ -11,9 +11,12 @@ using namespace mlir;
 void shardc::buildTrainingPipeline(OpPassManager &pm,
                                    const PipelineOptions &options) {
   // Simplify the forward graph only: after autodiff, CSE would merge the
-  // ops recomputed for backward with their forward originals.
+  // ops recomputed for backward with their forward originals. Then the
+  // fused ops replace the decomposed forms exporters write.
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.fusePatterns)
+    pm.addPass(createNNFusePatterns());
   if (!options.training)
     return;
   bool fsdp = options.mesh != "1" || options.paramDtype != "f32" ||

@@ -12,6 +12,8 @@ struct PipelineOptions {
   /// Build the training step (autodiff and optimizer); otherwise lower the
   /// forward function as it is.
   bool training = true;
+  /// Rewrite decomposed GELU, layer norm and attention into the fused ops.
+  bool fusePatterns = true;
   /// Activations recomputed in backward: "none" or "block".
   std::string recompute = "none";
   /// "adamw" or "sgd".
@@ -32,8 +34,9 @@ struct PipelineOptions {
   std::string reduceDtype = "f32";
 };
 
-/// The nn forward graph -> the training functions in nn (autodiff,
-/// optimizer), when `options.training`.
+/// The nn forward graph simplified (canonicalized, fused ops recognised),
+/// then the training functions in nn (autodiff, optimizer) when
+/// `options.training`.
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const PipelineOptions &options);
 /// nn model functions -> rt step functions with a memory plan.

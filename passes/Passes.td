@@ -4,6 +4,33 @@
 
 include "mlir/Pass/PassBase.td"
 
+def NNFusePatterns : Pass<"nn-fuse-patterns", "mlir::ModuleOp"> {
+  let summary = "Recognise decomposed GELU, layer norm and attention";
+  let description = [{
+    Rewrites the op chains that exporters write for the fused nn ops into
+    those ops, where the chain computes exactly the fused op's function
+    (constants equal to the fused op's up to the element type's rounding):
+
+    - `x * (1 + erf(x / sqrt(2))) * 0.5`, in any association and operand
+      order (or `erf(x * (1/sqrt(2)))`) -> `nn.gelu` (exact form);
+    - `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)` over the last
+      dimension (mean as `sum_to` then a division by its size; the square
+      as `pow 2` or a self-product) -> `nn.layer_norm`, absorbing a
+      following per-channel multiplication (weight) and addition (bias);
+    - `softmax(q k^T * c + mask) v` on [B, H, T, D] or [N, T, D] operands
+      with equal batch dimensions, where `c` is the product of the
+      compile-time scalar multiplications and divisions of q, k^T and the
+      scores, and the additive mask, if any, is zero (no mask) or the causal
+      0 / -inf pattern -> `nn.attention` (with `causal`, scale `c`); rank-3
+      operands become [N, 1, T, D].
+
+    A chain whose intermediate values have other uses is left alone, as is
+    any variant (another constant, another mask, broadcast batch
+    dimensions).
+  }];
+  let dependentDialects = ["::shardc::nn::NNDialect"];
+}
+
 def NNAutodiff : Pass<"nn-autodiff", "mlir::ModuleOp"> {
   let summary = "Build the training micro-step by reverse-mode differentiation";
   let description = [{

@@ -86,6 +86,12 @@ cl::list<std::string> bindArg(
     cl::desc("ONNX: fix graph input NAME at compile time to the TensorProto "
              "in FILE (inputs that determine shapes)"),
     cl::value_desc("NAME=FILE"), cl::cat(category));
+cl::opt<bool> fusePatternsArg(
+    "fuse-patterns",
+    cl::desc("Rewrite decomposed GELU, layer norm and attention (as exporters "
+             "write them) into the fused ops; =false keeps the graph's own "
+             "ops"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> supportedOpsArg(
     "supported-ops", cl::desc("Print the ONNX op types shardc imports and exit"),
     cl::init(false), cl::cat(category));
@@ -236,6 +242,8 @@ int main(int argc, char **argv) {
   if (gradSyncArg == "last" && meshArg == "1")
     return fail("--grad-sync=last needs a mesh (--mesh): one rank reduces nothing");
   shardc::PipelineOptions pipeline;
+  pipeline.training = !inferArg;
+  pipeline.fusePatterns = fusePatternsArg;
   pipeline.gradSyncOnce = gradSyncArg == "last";
   pipeline.paramDtype = paramDtypeArg;
   pipeline.reduceDtype = reduceDtypeArg;
@@ -292,7 +300,7 @@ int main(int argc, char **argv) {
     if (!built)
       return fail(toString(built.takeError()));
     module = std::move(*built);
-    source = source;
+    source = modelArg;
     description = (config->family == shardc::meta::Family::GPT2 ? "gpt2" : "llama") +
                   (", " + Twine(config->numLayers) + " layers, micro-batch " +
                    Twine(microBatchArg) + " x " + Twine(seqLen) + " tokens")
@@ -332,8 +340,7 @@ int main(int argc, char **argv) {
       return fail("building the training step of " + source + " failed");
     return writeText([&](raw_ostream &os) { (*module)->print(os); });
   }
-  if (!inferArg)
-    shardc::buildTrainingPipeline(pm, pipeline);
+  shardc::buildTrainingPipeline(pm, pipeline);
   shardc::buildNNToRtPipeline(pm);
   if (failed(pm.run(*module)))
     return fail("lowering " + source + " failed");

@@ -1,0 +1,456 @@
+//===- FusePatterns.cpp - decomposed GELU, layer norm, attention ----------===//
+//
+// Exporters write GELU, layer norm and attention as chains of elementwise
+// ops, reductions and batched matmuls. Each pattern here recognises a chain
+// that computes exactly what a fused nn op computes (the same function of
+// its inputs, constants equal to the fused op's up to the element type's
+// rounding) and replaces it by that op, whose kernels and VJP read the
+// activations once. A chain that differs in any way (another constant, an
+// extra use of an intermediate that the fused op would not produce, a
+// non-causal mask) is left as it is.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/APFloat.h"
+
+#include <cmath>
+#include <optional>
+
+namespace shardc {
+#define GEN_PASS_DEF_NNFUSEPATTERNS
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+RankedTensorType typeOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// The value of `v` when every element of it is the same compile-time
+/// float (an nn.fill, or a splat nn.constant).
+std::optional<double> splatValue(Value v) {
+  if (auto fill = v.getDefiningOp<nn::FillOp>())
+    return fill.getValue().convertToDouble();
+  auto c = v.getDefiningOp<nn::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// A compile-time scalar factor: a splat of rank 0 or of only unit
+/// dimensions, so that multiplying by it never changes a shape.
+std::optional<double> scalarValue(Value v) {
+  if (llvm::any_of(typeOf(v).getShape(), [](int64_t d) { return d != 1; }))
+    return std::nullopt;
+  return splatValue(v);
+}
+
+/// Whether `c`, a constant of element type `elt`, is `exact` rounded to
+/// that type (how an exporter writes sqrt(2) or 1/sqrt(2)).
+bool isRounded(double c, double exact, Type elt) {
+  auto ft = dyn_cast<FloatType>(elt);
+  if (!ft)
+    return false;
+  bool lost;
+  APFloat a(c), e(exact);
+  a.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+  e.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+  return a.bitwiseIsEqual(e);
+}
+
+bool isScalar(Value v, double exact) {
+  std::optional<double> c = scalarValue(v);
+  return c && isRounded(*c, exact, typeOf(v).getElementType());
+}
+
+/// The operand of the commutative binary op `op` other than the one
+/// satisfying `pred`, or null when neither does.
+template <typename Op, typename Pred>
+Value otherOperand(Op op, Pred pred) {
+  if (pred(op.getLhs()))
+    return op.getRhs();
+  if (pred(op.getRhs()))
+    return op.getLhs();
+  return {};
+}
+
+/// A per-channel vector for the last dimension C of `like`: `v` is [C] or
+/// [1, ..., 1, C] and broadcasting it onto `like` keeps `like`'s shape.
+bool isChannelVector(Value v, RankedTensorType like) {
+  ArrayRef<int64_t> s = typeOf(v).getShape();
+  if (s.empty() || s.back() != like.getShape().back() ||
+      int64_t(s.size()) > like.getRank() ||
+      typeOf(v).getElementType() != like.getElementType())
+    return false;
+  return llvm::all_of(s.drop_back(), [](int64_t d) { return d == 1; });
+}
+
+Value asChannelVector(PatternRewriter &rewriter, Location loc, Value v) {
+  RankedTensorType t = typeOf(v);
+  if (t.getRank() == 1)
+    return v;
+  auto flat = RankedTensorType::get({t.getShape().back()}, t.getElementType());
+  return nn::ReshapeOp::create(rewriter, loc, flat, v);
+}
+
+//===----------------------------------------------------------------------===//
+// GELU: x * (1 + erf(x / sqrt(2))) * 0.5, in any association and order
+//===----------------------------------------------------------------------===//
+
+/// `1 + erf(x / sqrt(2))` (or `erf(x * (1/sqrt(2)))`): returns x.
+Value matchErfTerm(Value a) {
+  auto add = a.getDefiningOp<nn::AddOp>();
+  if (!add || !add->hasOneUse())
+    return {};
+  Value erfValue = otherOperand(add, [](Value v) { return isScalar(v, 1.0); });
+  auto erf = erfValue ? erfValue.getDefiningOp<nn::ErfOp>() : nullptr;
+  if (!erf || !erf->hasOneUse() || erf.getType() != add.getType())
+    return {};
+  Operation *arg = erf.getInput().getDefiningOp();
+  if (!arg || !arg->hasOneUse())
+    return {};
+  if (auto div = dyn_cast<nn::DivOp>(arg))
+    return isScalar(div.getRhs(), M_SQRT2) ? div.getLhs() : Value();
+  if (auto mul = dyn_cast<nn::MulOp>(arg))
+    return otherOperand(mul, [](Value v) { return isScalar(v, M_SQRT1_2); });
+  return {};
+}
+
+struct FuseErfGelu : OpRewritePattern<nn::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::MulOp root,
+                                PatternRewriter &rewriter) const override {
+    // The three factors: the root's operand that is not a product, and the
+    // two operands of the product that is.
+    for (int side = 0; side < 2; ++side) {
+      auto inner = root->getOperand(side).getDefiningOp<nn::MulOp>();
+      if (!inner || !inner->hasOneUse())
+        continue;
+      Value factors[3] = {root->getOperand(1 - side), inner.getLhs(),
+                          inner.getRhs()};
+      for (int h = 0; h < 3; ++h) {
+        if (!isScalar(factors[h], 0.5))
+          continue;
+        for (int e = 0; e < 3; ++e) {
+          if (e == h)
+            continue;
+          Value x = factors[3 - h - e];
+          if (matchErfTerm(factors[e]) != x || x.getType() != root.getType())
+            continue;
+          rewriter.replaceOpWithNewOp<nn::GeluOp>(root, x.getType(), x,
+                                                  "none");
+          return success();
+        }
+      }
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Layer norm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)
+//===----------------------------------------------------------------------===//
+
+/// `mean(x)` over the last dimension, kept as size 1: sum_to then a
+/// division by the dimension's size. Returns x.
+Value matchLastDimMean(Value m) {
+  auto div = m.getDefiningOp<nn::DivOp>();
+  if (!div || div.getType() != div.getLhs().getType())
+    return {};
+  auto sum = div.getLhs().getDefiningOp<nn::SumToOp>();
+  if (!sum)
+    return {};
+  Value x = sum.getInput();
+  ArrayRef<int64_t> xs = typeOf(x).getShape(), ms = typeOf(sum).getShape();
+  if (xs.empty() || ms.size() != xs.size() ||
+      ms.drop_back() != xs.drop_back() || ms.back() != 1 ||
+      !isScalar(div.getRhs(), double(xs.back())))
+    return {};
+  return x;
+}
+
+struct FuseLayerNorm : OpRewritePattern<nn::DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::DivOp root,
+                                PatternRewriter &rewriter) const override {
+    // Numerator d = x - mean(x).
+    auto d = root.getLhs().getDefiningOp<nn::SubOp>();
+    if (!d || d.getType() != root.getType())
+      return failure();
+    Value x = d.getLhs();
+    if (x.getType() != d.getType() || matchLastDimMean(d.getRhs()) != x)
+      return failure();
+    // Denominator sqrt(mean(d^2) + eps).
+    auto sqrt = root.getRhs().getDefiningOp<nn::SqrtOp>();
+    auto add = sqrt ? sqrt.getInput().getDefiningOp<nn::AddOp>() : nullptr;
+    if (!add || !sqrt->hasOneUse() || !add->hasOneUse())
+      return failure();
+    std::optional<double> eps;
+    Value var = otherOperand(add, [&](Value v) {
+      eps = scalarValue(v);
+      return eps.has_value();
+    });
+    if (!var || var.getType() != add.getType() || *eps < 0)
+      return failure();
+    Value sq = matchLastDimMean(var);
+    if (!sq)
+      return failure();
+    bool squaresD = false;
+    if (auto pow = sq.getDefiningOp<nn::PowOp>())
+      squaresD = pow.getLhs() == d.getResult() && isScalar(pow.getRhs(), 2.0);
+    else if (auto mul = sq.getDefiningOp<nn::MulOp>())
+      squaresD = mul.getLhs() == d.getResult() && mul.getRhs() == d.getResult();
+    if (!squaresD)
+      return failure();
+    // The weight is ones until a following multiplication is absorbed.
+    RankedTensorType xt = typeOf(x);
+    auto channel =
+        RankedTensorType::get({xt.getShape().back()}, xt.getElementType());
+    Value ones = nn::FillOp::create(rewriter, root.getLoc(), channel,
+                                    rewriter.getF64FloatAttr(1.0));
+    rewriter.replaceOpWithNewOp<nn::LayerNormOp>(
+        root, xt, x, ones, Value(), rewriter.getF64FloatAttr(*eps));
+    return success();
+  }
+};
+
+/// layer_norm(x, ones) * w -> layer_norm(x, w), for a per-channel w.
+struct AbsorbLayerNormWeight : OpRewritePattern<nn::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::MulOp mul,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      auto ln = mul->getOperand(side).getDefiningOp<nn::LayerNormOp>();
+      Value w = mul->getOperand(1 - side);
+      if (!ln || !ln->hasOneUse() || ln.getBias() ||
+          splatValue(ln.getWeight()) != 1.0 ||
+          mul.getType() != ln.getType() || !isChannelVector(w, ln.getType()))
+        continue;
+      Value weight = asChannelVector(rewriter, mul.getLoc(), w);
+      rewriter.replaceOpWithNewOp<nn::LayerNormOp>(
+          mul, ln.getType(), ln.getInput(), weight, Value(), ln.getEpsAttr());
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// layer_norm(x, w) + b -> layer_norm(x, w, b), for a per-channel b.
+struct AbsorbLayerNormBias : OpRewritePattern<nn::AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::AddOp add,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      auto ln = add->getOperand(side).getDefiningOp<nn::LayerNormOp>();
+      Value b = add->getOperand(1 - side);
+      if (!ln || !ln->hasOneUse() || ln.getBias() ||
+          add.getType() != ln.getType() || !isChannelVector(b, ln.getType()))
+        continue;
+      Value bias = asChannelVector(rewriter, add.getLoc(), b);
+      rewriter.replaceOpWithNewOp<nn::LayerNormOp>(
+          add, ln.getType(), ln.getInput(), ln.getWeight(), bias, ln.getEpsAttr());
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Attention: softmax(q k^T * scale + causal mask) v
+//===----------------------------------------------------------------------===//
+
+/// Peels multiplications and divisions by compile-time scalars off `v`,
+/// folding them into `scale`. Only single-use ops are peeled when
+/// `singleUse` (scores, whose chain disappears), any otherwise (q and k,
+/// which other ops may still read).
+Value peelScale(Value v, double &scale, bool singleUse) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (singleUse && !def->hasOneUse())
+      break;
+    std::optional<double> c;
+    Value rest;
+    if (auto mul = dyn_cast<nn::MulOp>(def))
+      rest = otherOperand(mul, [&](Value o) {
+        c = scalarValue(o);
+        return c.has_value();
+      });
+    else if (auto div = dyn_cast<nn::DivOp>(def))
+      if ((c = scalarValue(div.getRhs())))
+        rest = div.getLhs();
+    if (!rest || rest.getType() != def->getResult(0).getType() || *c == 0 ||
+        !std::isfinite(*c))
+      break;
+    scale = isa<nn::DivOp>(def) ? scale / *c : scale * *c;
+    v = rest;
+  }
+  return v;
+}
+
+enum class MaskKind { None, Causal };
+
+/// An additive mask that is zero everywhere (no mask), or zero on and below
+/// the diagonal of its last two dimensions [T, S] and -inf above (causal).
+std::optional<MaskKind> classifyMask(Value mask, int64_t t, int64_t s) {
+  auto c = mask.getDefiningOp<nn::ConstantOp>();
+  if (!c) {
+    if (std::optional<double> v = splatValue(mask); v && *v == 0.0)
+      return MaskKind::None;
+    return std::nullopt;
+  }
+  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
+  if (!dense)
+    return std::nullopt;
+  if (llvm::all_of(dense.getValues<APFloat>(),
+                   [](const APFloat &v) { return v.isZero(); }))
+    return MaskKind::None;
+  ArrayRef<int64_t> ms = typeOf(mask).getShape();
+  if (ms.size() < 2 || ms[ms.size() - 2] != t || ms.back() != s)
+    return std::nullopt;
+  int64_t e = 0;
+  for (const APFloat &v : dense.getValues<APFloat>()) {
+    int64_t i = (e / s) % t, j = e % s;
+    ++e;
+    bool ok = j <= i ? v.isZero() : v.isInfinity() && v.isNegative();
+    if (!ok)
+      return std::nullopt;
+  }
+  return MaskKind::Causal;
+}
+
+/// `k` laid out [..., S, D] from `kT` [..., D, S]: the source of a
+/// transpose when it already is, else one transpose (composed with the
+/// transpose that made kT, if any).
+Value untranspose(PatternRewriter &rewriter, Location loc, Value kT) {
+  RankedTensorType t = typeOf(kT);
+  int64_t r = t.getRank();
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, r));
+  Value src = kT;
+  if (auto tr = kT.getDefiningOp<nn::TransposeOp>()) {
+    perm.assign(tr.getPermutation().begin(), tr.getPermutation().end());
+    src = tr.getInput();
+  }
+  std::swap(perm[r - 2], perm[r - 1]);
+  SmallVector<int64_t> shape(t.getShape());
+  std::swap(shape[r - 2], shape[r - 1]);
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, r)))
+    return src;
+  return nn::TransposeOp::create(
+      rewriter, loc, RankedTensorType::get(shape, t.getElementType()), src,
+      rewriter.getDenseI64ArrayAttr(perm));
+}
+
+/// `v` as [B, H, T, D]: rank 4 as it is, rank 3 [N, T, D] as [N, 1, T, D].
+Value asHeads(PatternRewriter &rewriter, Location loc, Value v) {
+  RankedTensorType t = typeOf(v);
+  if (t.getRank() == 4)
+    return v;
+  auto heads = RankedTensorType::get(
+      {t.getDimSize(0), 1, t.getDimSize(1), t.getDimSize(2)},
+      t.getElementType());
+  return nn::ReshapeOp::create(rewriter, loc, heads, v);
+}
+
+struct FuseAttention : OpRewritePattern<nn::BatchMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::BatchMatmulOp out,
+                                PatternRewriter &rewriter) const override {
+    if (out.getTransposeA() || out.getTransposeB())
+      return failure();
+    auto softmax = out.getLhs().getDefiningOp<nn::SoftmaxOp>();
+    RankedTensorType st = softmax ? typeOf(softmax) : RankedTensorType();
+    if (!softmax || !softmax->hasOneUse() ||
+        (softmax.getAxis() != -1 && softmax.getAxis() != st.getRank() - 1))
+      return failure();
+    int64_t r = st.getRank();
+    if (r != 3 && r != 4)
+      return failure();
+    int64_t t = st.getDimSize(r - 2), s = st.getDimSize(r - 1);
+    // Scores: [+ mask] over [scalings] over q k^T.
+    Value scores = softmax.getInput();
+    MaskKind mask = MaskKind::None;
+    if (auto add = scores.getDefiningOp<nn::AddOp>();
+        add && add->hasOneUse() && add.getType() == st) {
+      for (int side = 0; side < 2; ++side) {
+        Value m = add->getOperand(1 - side);
+        if (add->getOperand(side).getType() != st)
+          continue;
+        if (std::optional<MaskKind> kind = classifyMask(m, t, s)) {
+          mask = *kind;
+          scores = add->getOperand(side);
+          break;
+        }
+      }
+      if (scores == softmax.getInput())
+        return failure();
+    }
+    double scale = 1.0;
+    scores = peelScale(scores, scale, /*singleUse=*/true);
+    auto qk = scores.getDefiningOp<nn::BatchMatmulOp>();
+    if (!qk || !qk->hasOneUse() || qk.getTransposeA() ||
+        scores.getType() != st)
+      return failure();
+    Value q = peelScale(qk.getLhs(), scale, false);
+    Value kRaw = peelScale(qk.getRhs(), scale, false);
+    Value v = out.getRhs();
+    // Equal batch dimensions (no broadcasting), one head size.
+    RankedTensorType qt = typeOf(q), kt = typeOf(kRaw), vt = typeOf(v);
+    if (qt.getRank() != r || kt.getRank() != r || vt.getRank() != r)
+      return failure();
+    int64_t d = qt.getDimSize(r - 1);
+    SmallVector<int64_t> kShape(st.getShape().drop_back(2));
+    kShape.append(qk.getTransposeB() ? SmallVector<int64_t>{s, d}
+                                     : SmallVector<int64_t>{d, s});
+    SmallVector<int64_t> qShape(st.getShape().drop_back()), vShape(kShape);
+    qShape.push_back(d);
+    vShape[r - 2] = s;
+    vShape[r - 1] = d;
+    if (qt.getShape() != ArrayRef(qShape) ||
+        kt.getShape() != ArrayRef(kShape) ||
+        vt.getShape() != ArrayRef(vShape) ||
+        (mask == MaskKind::Causal && t != s))
+      return failure();
+
+    Location loc = out.getLoc();
+    Value k = qk.getTransposeB() ? kRaw : untranspose(rewriter, loc, kRaw);
+    Value q4 = asHeads(rewriter, loc, q), k4 = asHeads(rewriter, loc, k),
+          v4 = asHeads(rewriter, loc, v);
+    auto attn = nn::AttentionOp::create(
+        rewriter, loc, q4.getType(), q4, k4, v4,
+        mask == MaskKind::Causal ? rewriter.getUnitAttr() : UnitAttr(),
+        rewriter.getF64FloatAttr(scale));
+    Value result = attn.getResult();
+    if (r == 3)
+      result = nn::ReshapeOp::create(rewriter, loc, out.getType(), result);
+    rewriter.replaceOp(out, result);
+    return success();
+  }
+};
+
+struct NNFusePatternsPass
+    : public shardc::impl::NNFusePatternsBase<NNFusePatternsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseErfGelu, FuseLayerNorm, AbsorbLayerNormWeight,
+                 AbsorbLayerNormBias, FuseAttention>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
