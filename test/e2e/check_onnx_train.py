@@ -1,15 +1,26 @@
-"""An nn.TransformerEncoder language model exported by torch.onnx.export
-(opset 17) trains in shardc as in PyTorch.
+"""A language model exported by torch.onnx.export (opset 17) trains in shardc
+as in PyTorch.
 
-Exports the model with its weights, compiles it with shardc (one rank and the
-given meshes), trains 20 steps and compares every step's loss with PyTorch's
-AdamW on the same batches (relative difference below 1e-4). Then writes the
-trained model with --export-onnx, checks it with onnx.checker, loads its
-initializers back into the PyTorch module and compares that model's loss
-with shardc's loss computed from the same weights.
+Models: `encoder`, PyTorch's own nn.TransformerEncoder (causal mask, GELU,
+norm_first) with embeddings and a head; `gpt`, a GPT block written out by
+hand, whose layer norms, GELUs and attention the exporter writes as chains
+of elementwise ops, reductions and matmuls.
+
+Exports the model with its weights and prints which fused ops the compiled
+training step holds and which of the decomposed ops are left (the
+nn-fuse-patterns pass). Compiles it with shardc (one rank and the given
+meshes, with and without --fuse-patterns), trains 20 steps and compares
+every step's loss with PyTorch's AdamW on the same batches (relative
+difference below 1e-4). Then writes the trained model with --export-onnx,
+checks it with onnx.checker, loads its initializers back into the PyTorch
+module and compares that model's loss with shardc's loss computed from the
+same weights.
 """
 import argparse
+import itertools
+import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -42,6 +53,69 @@ class EncoderLM(nn.Module):
         return self.head(self.ln(x))
 
 
+class DecomposedLayerNorm(nn.Module):
+    """LayerNorm as arithmetic: ReduceMean, Sub, Pow, Add, Sqrt, Div, Mul, Add."""
+
+    def __init__(self, c, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(c))
+        self.bias = nn.Parameter(torch.zeros(c))
+        self.eps = eps
+
+    def forward(self, x):
+        d = x - x.mean(-1, keepdim=True)
+        var = (d ** 2).mean(-1, keepdim=True)
+        return d / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+def erf_gelu(x):
+    return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = DecomposedLayerNorm(C), DecomposedLayerNorm(C)
+        self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.fc, self.out = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x, mask):
+        b, t, _ = x.shape
+        q, k, v = (z.view(b, t, H, C // H).transpose(1, 2)
+                   for z in self.qkv(self.ln1(x)).split(C, dim=-1))
+        s = q @ k.transpose(-2, -1) / math.sqrt(C // H) + mask
+        a = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(b, t, C)
+        x = x + self.proj(a)
+        return x + self.out(erf_gelu(self.fc(self.ln2(x))))
+
+
+class GPTLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(V, C)
+        self.pos = nn.Embedding(T, C)
+        self.blocks = nn.ModuleList(GPTBlock() for _ in range(L))
+        self.ln = DecomposedLayerNorm(C)
+        self.head = nn.Linear(C, V)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(T))
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        x = self.tok(ids) + self.pos(torch.arange(t))
+        for block in self.blocks:
+            x = block(x, self.mask[:t, :t])
+        return self.head(self.ln(x))
+
+
+MODELS = {"encoder": EncoderLM, "gpt": GPTLM}
+FUSED = ["attention", "gelu", "layer_norm"]
+DECOMPOSED = ["batch_matmul", "softmax", "erf", "sqrt", "pow", "sub", "div"]
+
+
+def op_counts(text, names):
+    return {n: len(re.findall(rf"\bnn\.{n}\b", text)) for n in names}
+
+
 def loss_of(model, x, y):
     logits = model(x)
     return nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
@@ -53,10 +127,14 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--meshes", default="1,2x2")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--model", choices=sorted(MODELS), default="encoder")
+    ap.add_argument("--fuse", default="true",
+                    help="--fuse-patterns settings to train with: true, false or both")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     torch.manual_seed(0)
-    model = EncoderLM()
+    Model = MODELS[args.model]
+    model = Model()
     # Distinct values everywhere: the exporter shares initializers that are
     # equal (all-ones norms), which would tie parameters PyTorch keeps apart.
     with torch.no_grad():
@@ -64,7 +142,7 @@ def main():
             p.add_(0.05 * torch.randn_like(p))
     model.eval()
     B = 2
-    onnx_path = os.path.join(args.workdir, "encoder.onnx")
+    onnx_path = os.path.join(args.workdir, f"{args.model}.onnx")
     torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.long),), onnx_path,
                       opset_version=17, input_names=["input_ids"], output_names=["logits"],
                       dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"}},
@@ -81,8 +159,16 @@ def main():
     tm.write_tokens(tok_path, tokens)
     lr = 3e-3
 
+    # What the training step is made of, with the pattern pass.
+    step = harness.run([args.shardc, onnx_path, "--micro-batch", str(B), "--emit=train",
+                        "-o", "-"])
+    fused, left = op_counts(step, FUSED), op_counts(step, DECOMPOSED)
+    print("fused ops: " + ", ".join(f"{n} {c}" for n, c in fused.items()) +
+          "; decomposed ops left: " +
+          (", ".join(f"{n} {c}" for n, c in left.items() if c) or "none"))
+
     def reference(G, steps):
-        m = EncoderLM()
+        m = Model()
         m.load_state_dict(W0)
         m.train()
         opt = torch.optim.AdamW(m.parameters(), lr=lr, weight_decay=0.01)
@@ -97,19 +183,22 @@ def main():
         return losses, m
 
     ok = True
-    for mesh in args.meshes.split(","):
+    fuse_settings = ["true", "false"] if args.fuse == "both" else [args.fuse]
+    for mesh, fuse in itertools.product(args.meshes.split(","), fuse_settings):
         ranks = int(np.prod([int(d) for d in mesh.split("x")]))
-        exe = os.path.join(args.workdir, f"train_{mesh}")
-        harness.run([args.shardc, onnx_path, "--micro-batch", str(B), "--mesh", mesh, "-o", exe])
+        exe = os.path.join(args.workdir, f"train_{mesh}" + ("" if fuse == "true" else "_unfused"))
+        harness.run([args.shardc, onnx_path, "--micro-batch", str(B), "--mesh", mesh,
+                     f"--fuse-patterns={fuse}", "-o", exe])
         log = exe + ".log"
         cmd = [exe, "--data", tok_path, "--steps", str(args.steps), "--lr", str(lr), "--log", log]
-        if mesh == "1":
+        if mesh == "1" and fuse == "true":
             cmd += ["--export-onnx", os.path.join(args.workdir, "trained.onnx")]
         harness.run(harness.MPIRUN + ["-np", str(ranks)] + cmd if ranks > 1 else cmd)
         got = [r["loss"] for r in harness.read_log(log)]
         ref, _ = reference(B * ranks, args.steps)
         worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-        print(f"mesh {mesh:>4}: {args.steps} steps, loss {got[0]:.5f} -> {got[-1]:.5f} "
+        print(f"mesh {mesh:>4}{'' if fuse == 'true' else ' (unfused)'}: {args.steps} steps, "
+              f"loss {got[0]:.5f} -> {got[-1]:.5f} "
               f"(PyTorch {ref[0]:.5f} -> {ref[-1]:.5f}), worst relative difference {worst:.2e}")
         ok &= worst < 1e-4 and len(got) == args.steps
 
@@ -124,7 +213,7 @@ def main():
     harness.run([exe, "--data", tok_path, "--steps", str(args.steps + 1), "--lr", str(lr),
                  "--log", log])
     shardc_loss = harness.read_log(log)[args.steps]["loss"]
-    reloaded = EncoderLM()
+    reloaded = Model()
     state = dict(W0)
     inits = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy())
              for t in trained.graph.initializer}

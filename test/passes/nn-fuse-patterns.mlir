@@ -1,0 +1,234 @@
+// RUN: shardc-opt %s --split-input-file --nn-fuse-patterns | FileCheck %s
+
+// erf-GELU as torch.onnx.export writes it: ((x * (erf(x / sqrt2) + 1)) * 0.5.
+// CHECK-LABEL: func.func @gelu_torch
+// CHECK-NEXT: %[[Y:.*]] = nn.gelu %arg0 : tensor<2x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_torch(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %s2 = nn.constant dense<1.41421354> : tensor<f32> -> tensor<f32>
+  %d = nn.div %x, %s2 : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = nn.erf %d : tensor<2x8xf32>
+  %one = nn.constant dense<1.0> : tensor<f32> -> tensor<f32>
+  %a = nn.add %e, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = nn.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %half = nn.constant dense<5.0e-01> : tensor<f32> -> tensor<f32>
+  %y = nn.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Another association and operand order, x * (1/sqrt2) inside erf, and
+// scalars of shape [1]: the same function.
+// CHECK-LABEL: func.func @gelu_reassociated
+// CHECK-NEXT: %[[Y:.*]] = nn.gelu %arg0 : tensor<2x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_reassociated(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %r = nn.constant dense<0.707106769> : tensor<1xf32> -> tensor<1xf32>
+  %d = nn.mul %r, %x : (tensor<1xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %e = nn.erf %d : tensor<2x8xf32>
+  %one = nn.fill {value = 1.0 : f64} : tensor<1xf32>
+  %a = nn.add %one, %e : (tensor<1xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %half = nn.fill {value = 0.5 : f64} : tensor<f32>
+  %h = nn.mul %half, %x : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %y = nn.mul %a, %h : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Not GELU: 1.414 is not sqrt(2) in f32; erf of another tensor; the erf
+// term also returned (the fused op would not produce it).
+// CHECK-LABEL: func.func @gelu_variants_kept
+// CHECK-NOT: nn.gelu
+// CHECK: return
+func.func @gelu_variants_kept(%x: tensor<8xf32>, %z: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %s2 = nn.constant dense<1.414> : tensor<f32> -> tensor<f32>
+  %one = nn.constant dense<1.0> : tensor<f32> -> tensor<f32>
+  %half = nn.constant dense<5.0e-01> : tensor<f32> -> tensor<f32>
+  %d = nn.div %x, %s2 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %e = nn.erf %d : tensor<8xf32>
+  %a = nn.add %e, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %m = nn.mul %x, %a : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %y = nn.mul %m, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+
+  %exact = nn.constant dense<1.41421354> : tensor<f32> -> tensor<f32>
+  %d2 = nn.div %z, %exact : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %e2 = nn.erf %d2 : tensor<8xf32>
+  %a2 = nn.add %e2, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %m2 = nn.mul %x, %a2 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %y2 = nn.mul %m2, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+
+  %d3 = nn.div %x, %exact : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %e3 = nn.erf %d3 : tensor<8xf32>
+  %a3 = nn.add %e3, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %m3 = nn.mul %x, %a3 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %y3 = nn.mul %m3, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %y, %y2, %y3, %a3 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Layer norm as a decomposed ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div,
+// then * weight + bias: one nn.layer_norm with the weight and bias.
+// CHECK-LABEL: func.func @layer_norm_affine
+// CHECK-NEXT: %[[Y:.*]] = nn.layer_norm %arg0, %arg1, %arg2 {eps = 9.9999997473787516E-6 : f64} : (tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @layer_norm_affine(%x: tensor<2x4x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<2x4x16xf32> {
+  %c = nn.fill {value = 16.0 : f64} : tensor<f32>
+  %s = nn.sum_to %x : (tensor<2x4x16xf32>) -> tensor<2x4x1xf32>
+  %mean = nn.div %s, %c : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %d = nn.sub %x, %mean : (tensor<2x4x16xf32>, tensor<2x4x1xf32>) -> tensor<2x4x16xf32>
+  %two = nn.constant dense<2.0> : tensor<f32> -> tensor<f32>
+  %sq = nn.pow %d, %two : (tensor<2x4x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %ss = nn.sum_to %sq : (tensor<2x4x16xf32>) -> tensor<2x4x1xf32>
+  %var = nn.div %ss, %c : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %eps = nn.constant dense<9.99999974E-6> : tensor<f32> -> tensor<f32>
+  %ve = nn.add %var, %eps : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %std = nn.sqrt %ve : tensor<2x4x1xf32>
+  %n = nn.div %d, %std : (tensor<2x4x16xf32>, tensor<2x4x1xf32>) -> tensor<2x4x16xf32>
+  %nw = nn.mul %n, %w : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %y = nn.add %b, %nw : (tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}
+
+// -----
+
+// The square as a self-product, eps first, no affine: the weight is ones.
+// A [1, C] bias is read as [C].
+// CHECK-LABEL: func.func @layer_norm_plain
+// CHECK: %[[ONES:.*]] = nn.fill {value = 1.000000e+00 : f64} : tensor<8xf32>
+// CHECK: %[[B:.*]] = nn.reshape %arg1 : (tensor<1x8xf32>) -> tensor<8xf32>
+// CHECK: %[[Y:.*]] = nn.layer_norm %arg0, %[[ONES]], %[[B]] {eps = 1.000000e-03 : f64}
+// CHECK-NOT: nn.sqrt
+// CHECK: return %[[Y]]
+func.func @layer_norm_plain(%x: tensor<3x8xf32>, %b: tensor<1x8xf32>) -> tensor<3x8xf32> {
+  %c = nn.fill {value = 8.0 : f64} : tensor<f32>
+  %s = nn.sum_to %x : (tensor<3x8xf32>) -> tensor<3x1xf32>
+  %mean = nn.div %s, %c : (tensor<3x1xf32>, tensor<f32>) -> tensor<3x1xf32>
+  %d = nn.sub %x, %mean : (tensor<3x8xf32>, tensor<3x1xf32>) -> tensor<3x8xf32>
+  %sq = nn.mul %d, %d : (tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x8xf32>
+  %ss = nn.sum_to %sq : (tensor<3x8xf32>) -> tensor<3x1xf32>
+  %var = nn.div %ss, %c : (tensor<3x1xf32>, tensor<f32>) -> tensor<3x1xf32>
+  %eps = nn.fill {value = 1.0e-3 : f64} : tensor<f32>
+  %ve = nn.add %eps, %var : (tensor<f32>, tensor<3x1xf32>) -> tensor<3x1xf32>
+  %std = nn.sqrt %ve : tensor<3x1xf32>
+  %n = nn.div %d, %std : (tensor<3x8xf32>, tensor<3x1xf32>) -> tensor<3x8xf32>
+  %y = nn.add %n, %b : (tensor<3x8xf32>, tensor<1x8xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+// Not layer norm: the mean over the first dimension; the divisor not the
+// dimension's size; the variance of x instead of x - mean(x).
+// CHECK-LABEL: func.func @layer_norm_variants_kept
+// CHECK-NOT: nn.layer_norm
+// CHECK: return
+func.func @layer_norm_variants_kept(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+  %c = nn.fill {value = 4.0 : f64} : tensor<f32>
+  %two = nn.fill {value = 2.0 : f64} : tensor<f32>
+  %eps = nn.fill {value = 1.0e-5 : f64} : tensor<f32>
+  %s0 = nn.sum_to %x : (tensor<4x4xf32>) -> tensor<1x4xf32>
+  %m0 = nn.div %s0, %c : (tensor<1x4xf32>, tensor<f32>) -> tensor<1x4xf32>
+  %d0 = nn.sub %x, %m0 : (tensor<4x4xf32>, tensor<1x4xf32>) -> tensor<4x4xf32>
+  %q0 = nn.pow %d0, %two : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %v0s = nn.sum_to %q0 : (tensor<4x4xf32>) -> tensor<1x4xf32>
+  %v0 = nn.div %v0s, %c : (tensor<1x4xf32>, tensor<f32>) -> tensor<1x4xf32>
+  %e0 = nn.add %v0, %eps : (tensor<1x4xf32>, tensor<f32>) -> tensor<1x4xf32>
+  %r0 = nn.sqrt %e0 : tensor<1x4xf32>
+  %y0 = nn.div %d0, %r0 : (tensor<4x4xf32>, tensor<1x4xf32>) -> tensor<4x4xf32>
+
+  %three = nn.fill {value = 3.0 : f64} : tensor<f32>
+  %s1 = nn.sum_to %x : (tensor<4x4xf32>) -> tensor<4x1xf32>
+  %m1 = nn.div %s1, %three : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %d1 = nn.sub %x, %m1 : (tensor<4x4xf32>, tensor<4x1xf32>) -> tensor<4x4xf32>
+  %q1 = nn.pow %d1, %two : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %v1s = nn.sum_to %q1 : (tensor<4x4xf32>) -> tensor<4x1xf32>
+  %v1 = nn.div %v1s, %three : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %e1 = nn.add %v1, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %r1 = nn.sqrt %e1 : tensor<4x1xf32>
+  %y1 = nn.div %d1, %r1 : (tensor<4x4xf32>, tensor<4x1xf32>) -> tensor<4x4xf32>
+
+  %s2 = nn.sum_to %x : (tensor<4x4xf32>) -> tensor<4x1xf32>
+  %m2 = nn.div %s2, %c : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %d2 = nn.sub %x, %m2 : (tensor<4x4xf32>, tensor<4x1xf32>) -> tensor<4x4xf32>
+  %q2 = nn.pow %x, %two : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %v2s = nn.sum_to %q2 : (tensor<4x4xf32>) -> tensor<4x1xf32>
+  %v2 = nn.div %v2s, %c : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %e2 = nn.add %v2, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %r2 = nn.sqrt %e2 : tensor<4x1xf32>
+  %y2 = nn.div %d2, %r2 : (tensor<4x4xf32>, tensor<4x1xf32>) -> tensor<4x4xf32>
+  return %y0, %y1, %y2 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// The attention of torch 1.13's MultiheadAttention export on [B*H, T, D]:
+// q / sqrt(D), times k laid out [D, T] by a transpose, times 1, plus the
+// causal mask, softmax, times v. The transposes compose into one, the
+// scale is 1 / 1.41421354 (the f32 constant) and the heads are
+// [B*H, 1, T, D].
+// CHECK-LABEL: func.func @attention_torch
+// CHECK-DAG: %[[Q:.*]] = nn.reshape %arg0 : (tensor<4x3x2xf32>) -> tensor<4x1x3x2xf32>
+// CHECK-DAG: %[[KT:.*]] = nn.transpose %arg1 {permutation = array<i64: 1, 0, 2>} : (tensor<3x4x2xf32>) -> tensor<4x3x2xf32>
+// CHECK-DAG: %[[K:.*]] = nn.reshape %[[KT]] : (tensor<4x3x2xf32>) -> tensor<4x1x3x2xf32>
+// CHECK-DAG: %[[V:.*]] = nn.reshape %arg2 : (tensor<4x3x2xf32>) -> tensor<4x1x3x2xf32>
+// CHECK: %[[A:.*]] = nn.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 0.70710679328816484 : f64}
+// CHECK: %[[O:.*]] = nn.reshape %[[A]] : (tensor<4x1x3x2xf32>) -> tensor<4x3x2xf32>
+// CHECK-NOT: nn.softmax
+// CHECK: return %[[O]]
+func.func @attention_torch(%q: tensor<4x3x2xf32>, %k: tensor<3x4x2xf32>, %v: tensor<4x3x2xf32>) -> tensor<4x3x2xf32> {
+  %c = nn.constant dense<1.41421354> : tensor<f32> -> tensor<f32>
+  %qs = nn.div %q, %c : (tensor<4x3x2xf32>, tensor<f32>) -> tensor<4x3x2xf32>
+  %kt = nn.transpose %k {permutation = array<i64: 1, 2, 0>} : (tensor<3x4x2xf32>) -> tensor<4x2x3xf32>
+  %s = nn.batch_matmul %qs, %kt : (tensor<4x3x2xf32>, tensor<4x2x3xf32>) -> tensor<4x3x3xf32>
+  %one = nn.constant dense<1.0> : tensor<f32> -> tensor<f32>
+  %s1 = nn.mul %s, %one : (tensor<4x3x3xf32>, tensor<f32>) -> tensor<4x3x3xf32>
+  %mask = nn.constant dense<[[[0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]]> : tensor<1x3x3xf32> -> tensor<1x3x3xf32>
+  %sm = nn.add %s1, %mask : (tensor<4x3x3xf32>, tensor<1x3x3xf32>) -> tensor<4x3x3xf32>
+  %p = nn.softmax %sm {axis = 2 : i64} : tensor<4x3x3xf32>
+  %o = nn.batch_matmul %p, %v : (tensor<4x3x3xf32>, tensor<4x3x2xf32>) -> tensor<4x3x2xf32>
+  return %o : tensor<4x3x2xf32>
+}
+
+// -----
+
+// [B, H, T, D] with k given as [..., S, D] (transpose_b), the scores
+// divided by sqrt(D) (GPT-2's form) and no mask: non-causal attention read
+// in place, with cross-attention lengths T != S.
+// CHECK-LABEL: func.func @attention_4d
+// CHECK-NEXT: %[[A:.*]] = nn.attention %arg0, %arg1, %arg2 {scale = 2.500000e-01 : f64} : (tensor<2x2x3x16xf32>, tensor<2x2x5x16xf32>, tensor<2x2x5x16xf32>) -> tensor<2x2x3x16xf32>
+// CHECK-NEXT: return %[[A]]
+func.func @attention_4d(%q: tensor<2x2x3x16xf32>, %k: tensor<2x2x5x16xf32>, %v: tensor<2x2x5x16xf32>) -> tensor<2x2x3x16xf32> {
+  %s = nn.batch_matmul %q, %k {transpose_b} : (tensor<2x2x3x16xf32>, tensor<2x2x5x16xf32>) -> tensor<2x2x3x5xf32>
+  %c = nn.fill {value = 4.0 : f64} : tensor<f32>
+  %ss = nn.div %s, %c : (tensor<2x2x3x5xf32>, tensor<f32>) -> tensor<2x2x3x5xf32>
+  %p = nn.softmax %ss : tensor<2x2x3x5xf32>
+  %o = nn.batch_matmul %p, %v : (tensor<2x2x3x5xf32>, tensor<2x2x5x16xf32>) -> tensor<2x2x3x16xf32>
+  return %o : tensor<2x2x3x16xf32>
+}
+
+// -----
+
+// Not attention: a mask that is not causal (the diagonal masked); the
+// probabilities also returned; k broadcast over the batch.
+// CHECK-LABEL: func.func @attention_variants_kept
+// CHECK-NOT: nn.attention
+// CHECK: return
+func.func @attention_variants_kept(%q: tensor<2x2x4xf32>, %k: tensor<2x2x4xf32>, %k1: tensor<1x2x4xf32>, %v: tensor<2x2x4xf32>) -> (tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<2x2x2xf32>, tensor<2x2x4xf32>) {
+  %mask = nn.constant dense<[[0xFF800000, 0xFF800000], [0.0, 0xFF800000]]> : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s = nn.batch_matmul %q, %k {transpose_b} : (tensor<2x2x4xf32>, tensor<2x2x4xf32>) -> tensor<2x2x2xf32>
+  %sm = nn.add %s, %mask : (tensor<2x2x2xf32>, tensor<2x2xf32>) -> tensor<2x2x2xf32>
+  %p = nn.softmax %sm : tensor<2x2x2xf32>
+  %o = nn.batch_matmul %p, %v : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+
+  %s2 = nn.batch_matmul %q, %k {transpose_b} : (tensor<2x2x4xf32>, tensor<2x2x4xf32>) -> tensor<2x2x2xf32>
+  %p2 = nn.softmax %s2 : tensor<2x2x2xf32>
+  %o2 = nn.batch_matmul %p2, %v : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+
+  %s3 = nn.batch_matmul %q, %k1 {transpose_b} : (tensor<2x2x4xf32>, tensor<1x2x4xf32>) -> tensor<2x2x2xf32>
+  %p3 = nn.softmax %s3 : tensor<2x2x2xf32>
+  %o3 = nn.batch_matmul %p3, %v : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %o, %o2, %p2, %o3 : tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<2x2x2xf32>, tensor<2x2x4xf32>
+}
