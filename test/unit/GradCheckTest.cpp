@@ -267,6 +267,95 @@ func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x10xf32
   %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
   return %l : tensor<f32>
 })"},
+    // The generic tensor ops of imported ONNX models.
+    {"sub_div_broadcast", R"(
+func.func @forward(%t: tensor<2x3xi32> {nn.input = "targets"}, %x: tensor<2x3x6xf32> {nn.param = "x"},
+                   %p: tensor<6xf32> {nn.param = "p"}, %q: tensor<3x1xf32> {nn.param = "q"}) -> tensor<f32> {
+  %d = nn.sub %x, %p : (tensor<2x3x6xf32>, tensor<6xf32>) -> tensor<2x3x6xf32>
+  %e = nn.exp %q : tensor<3x1xf32>
+  %y = nn.div %d, %e : (tensor<2x3x6xf32>, tensor<3x1xf32>) -> tensor<2x3x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<2x3x6xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"pow_base_and_exponent", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x6xf32> {nn.param = "x"},
+                   %p: tensor<6xf32> {nn.param = "p"}, %z: tensor<4x6xf32> {nn.param = "z"}) -> tensor<f32> {
+  %th = nn.tanh %x : tensor<4x6xf32>
+  %base = nn.exp %th : tensor<4x6xf32>
+  %y = nn.pow %base, %p : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %two = nn.constant dense<2.0> : tensor<f32> -> tensor<f32>
+  %sq = nn.pow %z, %two : (tensor<4x6xf32>, tensor<f32>) -> tensor<4x6xf32>
+  %s = nn.add %y, %sq : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %l = nn.cross_entropy %s, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    // One parameter per function, side by side (concat): each parameter's
+    // gradient checks one function's derivative.
+    {"math_sqrt_erf_tanh_sigmoid", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %a: tensor<4x2xf32> {nn.param = "a"},
+                   %b: tensor<4x2xf32> {nn.param = "b"}, %c: tensor<4x2xf32> {nn.param = "c"},
+                   %d: tensor<4x2xf32> {nn.param = "d"}) -> tensor<f32> {
+  %ea = nn.exp %a : tensor<4x2xf32>
+  %ya = nn.sqrt %ea : tensor<4x2xf32>
+  %yb = nn.erf %b : tensor<4x2xf32>
+  %yc = nn.tanh %c : tensor<4x2xf32>
+  %yd = nn.sigmoid %d : tensor<4x2xf32>
+  %y = nn.concat %ya, %yb, %yc, %yd {dim = 1 : i64} : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x8xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"math_neg_reciprocal_log_exp", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %a: tensor<4x2xf32> {nn.param = "a"},
+                   %b: tensor<4x2xf32> {nn.param = "b"}, %c: tensor<4x2xf32> {nn.param = "c"},
+                   %d: tensor<4x2xf32> {nn.param = "d"}) -> tensor<f32> {
+  %ya = nn.neg %a : tensor<4x2xf32>
+  %two = nn.fill {value = 2.0 : f64} : tensor<f32>
+  %sb = nn.sigmoid %b : tensor<4x2xf32>
+  %pb = nn.add %sb, %two : (tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xf32>
+  %yb = nn.reciprocal %pb : tensor<4x2xf32>
+  %sc = nn.sigmoid %c : tensor<4x2xf32>
+  %yc = nn.log %sc : tensor<4x2xf32>
+  %yd = nn.exp %d : tensor<4x2xf32>
+  %y = nn.concat %ya, %yb, %yc, %yd {dim = 1 : i64} : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x8xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"where_constant_condition", R"(
+func.func @forward(%t: tensor<2x3xi32> {nn.input = "targets"}, %x: tensor<2x3x4xf32> {nn.param = "x"},
+                   %p: tensor<4xf32> {nn.param = "p"}) -> tensor<f32> {
+  %c = nn.constant dense<[[true, false, true, true], [false, false, true, false], [true, true, false, false]]> : tensor<3x4xi1> -> tensor<3x4xi1>
+  %y = nn.where %c, %x, %p : (tensor<3x4xi1>, tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"broadcast_to_sum_to_constant", R"(
+func.func @forward(%t: tensor<3xi32> {nn.input = "targets"}, %x: tensor<2x3x6xf32> {nn.param = "x"},
+                   %p: tensor<3x1xf32> {nn.param = "p"}) -> tensor<f32> {
+  %b = nn.broadcast_to %p : (tensor<3x1xf32>) -> tensor<2x3x6xf32>
+  %m = nn.mul %b, %x : (tensor<2x3x6xf32>, tensor<2x3x6xf32>) -> tensor<2x3x6xf32>
+  %s = nn.sum_to %m : (tensor<2x3x6xf32>) -> tensor<3x6xf32>
+  %c = nn.constant dense<[0.5, -1.0, 2.0, 1.5, 0.25, -0.75]> : tensor<6xf32> -> tensor<6xf32>
+  %y = nn.mul %s, %c : (tensor<3x6xf32>, tensor<6xf32>) -> tensor<3x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<3x6xf32>, tensor<3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"batch_matmul_transposed_broadcast", R"(
+func.func @forward(%t: tensor<2x3xi32> {nn.input = "targets"}, %a: tensor<2x4x3xf32> {nn.param = "a"},
+                   %b: tensor<1x5x4xf32> {nn.param = "b"}, %c: tensor<2x3x4xf32> {nn.param = "c"},
+                   %d: tensor<4x5xf32> {nn.param = "d"}) -> tensor<f32> {
+  %x = nn.batch_matmul %a, %b {transpose_a, transpose_b} : (tensor<2x4x3xf32>, tensor<1x5x4xf32>) -> tensor<2x3x5xf32>
+  %y = nn.batch_matmul %c, %d : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %s = nn.add %x, %y : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %l = nn.cross_entropy %s, %t : (tensor<2x3x5xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
+    {"trilu", R"(
+func.func @forward(%t: tensor<2x4xi32> {nn.input = "targets"}, %x: tensor<2x4x4xf32> {nn.param = "x"}) -> tensor<f32> {
+  %u = nn.trilu %x {upper, k = -1 : i64} : tensor<2x4x4xf32>
+  %y = nn.trilu %u {k = 1 : i64} : tensor<2x4x4xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<2x4x4xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
     {"cross_entropy_ignore_index", R"(
 func.func @forward(%t: tensor<5xi32> {nn.input = "targets"}, %x: tensor<5x6xf32> {nn.param = "x"}) -> tensor<f32> {
   %l = nn.cross_entropy %x, %t : (tensor<5x6xf32>, tensor<5xi32>) -> tensor<f32>
