@@ -1,0 +1,301 @@
+//===- TensorKernelsTest.cpp - generic tensor kernels against references --===//
+//
+// The kernels of cpu/tensor_kernels.cpp (and the integer casts) on small
+// random inputs, compared with direct transcriptions of the ops' definitions
+// in double precision. Broadcast operands are read by multi-index (a size-1
+// dimension reads index 0), independently of the stride arguments the
+// kernels take.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+
+#include "test/unit/TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace {
+
+using namespace shardc::test;
+using Shape = std::vector<int64_t>;
+
+shardc::runtime::Context ctx;
+
+int64_t numel(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+/// The row-major multi-index of element `flat` of `shape`.
+Shape unflatten(int64_t flat, const Shape &shape) {
+  Shape idx(shape.size());
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+
+/// The element of an operand of shape `in` (right-aligned with `out`,
+/// NumPy broadcasting) read at output multi-index `idx`.
+int64_t broadcastIndex(const Shape &idx, const Shape &in) {
+  int64_t lead = int64_t(idx.size()) - int64_t(in.size()), flat = 0;
+  for (size_t d = 0; d < in.size(); ++d)
+    flat = flat * in[d] + (in[d] == 1 ? 0 : idx[lead + d]);
+  return flat;
+}
+
+/// The kernel arguments' element strides of `in` broadcast to `out`.
+std::vector<int64_t> strides(const Shape &in, const Shape &out) {
+  std::vector<int64_t> s(out.size(), 0);
+  int64_t lead = int64_t(out.size()) - int64_t(in.size()), step = 1;
+  for (int64_t d = int64_t(in.size()) - 1; d >= 0; --d) {
+    s[lead + d] = in[d] == 1 ? 0 : step;
+    step *= in[d];
+  }
+  return s;
+}
+
+/// R dims[R] followed by the strides of each operand.
+std::vector<int64_t> broadcastArgs(const Shape &out,
+                                   std::initializer_list<Shape> ins) {
+  std::vector<int64_t> args = {int64_t(out.size())};
+  args.insert(args.end(), out.begin(), out.end());
+  for (const Shape &in : ins) {
+    std::vector<int64_t> s = strides(in, out);
+    args.insert(args.end(), s.begin(), s.end());
+  }
+  return args;
+}
+
+Vec positive(Vec v) {
+  for (float &x : v)
+    x = std::fabs(x) + 0.25f;
+  return v;
+}
+
+TEST(TensorKernels, SubDivPowBroadcast) {
+  Shape out = {2, 3, 4}, as = {2, 3, 4}, cs = {3, 1};
+  Vec a = positive(randomVec(24, 11)), c = randomVec(3, 12), y(24);
+  c[1] = 2.0f; // the exact-square path of pow
+  std::vector<int64_t> args = broadcastArgs(out, {as, cs});
+  std::vector<void *> b = bufs(a, c, y);
+  using Kernel = decltype(&shardc_k_sub);
+  struct Case {
+    Kernel kernel;
+    std::function<double(double, double)> fn;
+  } cases[] = {
+      {shardc_k_sub, [](double l, double r) { return l - r; }},
+      {shardc_k_div, [](double l, double r) { return l / r; }},
+      {shardc_k_pow, [](double l, double r) { return std::pow(l, r); }},
+  };
+  for (const Case &k : cases) {
+    k.kernel(&ctx, b.data(), args.data(), nullptr, 0);
+    std::vector<double> want;
+    for (int64_t e = 0; e < numel(out); ++e) {
+      Shape idx = unflatten(e, out);
+      want.push_back(k.fn(a[broadcastIndex(idx, as)], c[broadcastIndex(idx, cs)]));
+    }
+    expectNear(y, want);
+  }
+}
+
+TEST(TensorKernels, WhereBroadcastsAllThree) {
+  Shape out = {2, 3, 4}, cs = {3, 1}, xs = {2, 3, 4}, ys = {4};
+  std::vector<uint8_t> cond = {1, 0, 1};
+  Vec x = randomVec(24, 13), yv = randomVec(4, 14), o(24);
+  std::vector<int64_t> args = broadcastArgs(out, {cs, xs, ys});
+  std::vector<void *> b = bufs(cond, x, yv, o);
+  shardc_k_where(&ctx, b.data(), args.data(), nullptr, 0);
+  std::vector<double> want;
+  for (int64_t e = 0; e < numel(out); ++e) {
+    Shape idx = unflatten(e, out);
+    want.push_back(cond[broadcastIndex(idx, cs)] ? x[broadcastIndex(idx, xs)]
+                                                 : yv[broadcastIndex(idx, ys)]);
+  }
+  expectNear(o, want, 0);
+}
+
+template <typename T>
+void checkEqual(std::vector<T> l, std::vector<T> r, int64_t dtype) {
+  Shape out = {2, 3}, ls = {2, 3}, rs = {3};
+  std::vector<uint8_t> y(6, 7);
+  std::vector<int64_t> args = broadcastArgs(out, {ls, rs});
+  args.push_back(dtype);
+  std::vector<void *> b = bufs(l, r, y);
+  shardc_k_equal(&ctx, b.data(), args.data(), nullptr, 0);
+  for (int64_t e = 0; e < 6; ++e) {
+    Shape idx = unflatten(e, out);
+    EXPECT_EQ(y[e], l[e] == r[broadcastIndex(idx, rs)] ? 1 : 0) << "at " << e;
+  }
+}
+
+TEST(TensorKernels, EqualF32I32Bool) {
+  checkEqual<float>({1.5f, -2.0f, 0.0f, 1.5f, 3.0f, -0.0f}, {1.5f, 3.0f, 0.0f}, 0);
+  checkEqual<int32_t>({4, 5, 6, 4, -5, 7}, {4, -5, 6}, 3);
+  checkEqual<uint8_t>({1, 0, 1, 0, 0, 1}, {1, 0, 0}, 4);
+}
+
+/// Codes of runtime/kernels.h (unary).
+double reference(int64_t fn, double x) {
+  switch (fn) {
+  case 0: return std::sqrt(x);
+  case 1: return std::erf(x);
+  case 2: return std::tanh(x);
+  case 3: return 1.0 / (1.0 + std::exp(-x));
+  case 4: return -x;
+  case 5: return 1.0 / x;
+  case 6: return std::exp(x);
+  default: return std::log(x);
+  }
+}
+
+TEST(TensorKernels, UnaryEveryFunction) {
+  const int64_t n = 40;
+  Vec x = positive(randomVec(n, 15)), y(n);
+  for (int64_t fn = 0; fn < 8; ++fn) {
+    std::vector<void *> b = bufs(x, y);
+    int64_t args[] = {n, fn};
+    shardc_k_unary(&ctx, b.data(), args, nullptr, 0);
+    std::vector<double> want;
+    for (float v : x)
+      want.push_back(reference(fn, v));
+    SCOPED_TRACE("function code " + std::to_string(fn));
+    expectNear(y, want, 1e-6);
+  }
+}
+
+TEST(TensorKernels, UnaryGradMatchesFiniteDifferences) {
+  const int64_t n = 40;
+  Vec x = positive(randomVec(n, 16)), dy = randomVec(n, 17), y(n), dx(n);
+  for (int64_t fn = 0; fn < 8; ++fn) {
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = float(reference(fn, x[k]));
+    std::vector<void *> b = bufs(x, y, dy, dx);
+    int64_t args[] = {n, fn};
+    shardc_k_unary_grad(&ctx, b.data(), args, nullptr, 0);
+    std::vector<double> want;
+    const double h = 1e-6;
+    for (int64_t k = 0; k < n; ++k)
+      want.push_back(dy[k] * (reference(fn, x[k] + h) - reference(fn, x[k] - h)) /
+                     (2 * h));
+    SCOPED_TRACE("function code " + std::to_string(fn));
+    // y is rounded to f32 and enters some derivatives (sqrt, tanh, ...).
+    expectNear(dx, want, 1e-5);
+  }
+}
+
+TEST(TensorKernels, BroadcastTo) {
+  Shape out = {2, 3, 4}, xs = {3, 1};
+  Vec x = randomVec(3, 18), y(24);
+  std::vector<int64_t> args = broadcastArgs(out, {xs});
+  std::vector<void *> b = bufs(x, y);
+  shardc_k_broadcast(&ctx, b.data(), args.data(), nullptr, 0);
+  std::vector<double> want;
+  for (int64_t e = 0; e < numel(out); ++e)
+    want.push_back(x[broadcastIndex(unflatten(e, out), xs)]);
+  expectNear(y, want, 0);
+}
+
+/// c[batch] = op(a) op(b) with the batch dimensions of a and b broadcast.
+void checkBatchMatmul(Shape batch, Shape aBatch, Shape bBatch, bool ta, bool tb) {
+  const int64_t M = 3, K = 4, N = 5;
+  int64_t R = batch.size();
+  Vec a = randomVec(numel(aBatch) * M * K, 19), bm = randomVec(numel(bBatch) * K * N, 20),
+      c(numel(batch) * M * N);
+  std::vector<int64_t> args = {M, K, N, ta, tb, R};
+  args.insert(args.end(), batch.begin(), batch.end());
+  for (const Shape &s : {aBatch, bBatch}) {
+    std::vector<int64_t> st = strides(s, batch); // in matrices
+    args.insert(args.end(), st.begin(), st.end());
+  }
+  std::vector<void *> b = bufs(a, bm, c);
+  shardc_k_batch_matmul(&ctx, b.data(), args.data(), nullptr, 0);
+  std::vector<double> want;
+  for (int64_t p = 0; p < numel(batch); ++p) {
+    Shape idx = unflatten(p, batch);
+    const float *am = a.data() + broadcastIndex(idx, aBatch) * M * K;
+    const float *bmat = bm.data() + broadcastIndex(idx, bBatch) * K * N;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k)
+          s += double(ta ? am[k * M + m] : am[m * K + k]) *
+               (tb ? bmat[n * K + k] : bmat[k * N + n]);
+        want.push_back(s);
+      }
+  }
+  expectNear(c, want);
+}
+
+TEST(TensorKernels, BatchMatmulPlain) { checkBatchMatmul({2}, {2}, {2}, false, false); }
+TEST(TensorKernels, BatchMatmulTransposedBroadcast) {
+  checkBatchMatmul({2}, {2}, {1}, true, true);
+}
+TEST(TensorKernels, BatchMatmulTwoBatchDimsBroadcast) {
+  checkBatchMatmul({2, 3}, {2, 1}, {1, 3}, false, true);
+}
+
+TEST(TensorKernels, ConcatPartWritesOnlyItsSlot) {
+  // x [2, 3, 4] into y [2, 7, 4] at position 2 of dimension 1.
+  Vec x = randomVec(24, 21), y(2 * 7 * 4, 99.0f);
+  std::vector<void *> b = bufs(x, y);
+  int64_t args[] = {2, 3, 7, 2, 4};
+  shardc_k_concat_part(&ctx, b.data(), args, nullptr, 0);
+  std::vector<double> want;
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t j = 0; j < 7; ++j)
+      for (int64_t k = 0; k < 4; ++k)
+        want.push_back(j >= 2 && j < 5 ? x[(o * 3 + j - 2) * 4 + k] : 99.0);
+  expectNear(y, want, 0);
+}
+
+TEST(TensorKernels, TriluUpperAndLower) {
+  const int64_t B = 2, R = 3, C = 4;
+  Vec x = randomVec(B * R * C, 22), y(B * R * C);
+  for (auto [upper, k] : {std::pair<int64_t, int64_t>{1, 1}, {0, -1}, {1, -2}}) {
+    std::vector<void *> b = bufs(x, y);
+    int64_t args[] = {B, R, C, upper, k};
+    shardc_k_trilu(&ctx, b.data(), args, nullptr, 0);
+    std::vector<double> want;
+    for (int64_t p = 0; p < B; ++p)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+          // numpy.triu(x, k) keeps c >= r + k; numpy.tril(x, k) c <= r + k.
+          bool keep = upper ? c >= r + k : c <= r + k;
+          want.push_back(keep ? x[(p * R + r) * C + c] : 0.0);
+        }
+    expectNear(y, want, 0);
+  }
+}
+
+TEST(TensorKernels, CastIntegersAndBools) {
+  Vec f = {-1.7f, -0.2f, 0.0f, 0.9f, 2.5f, 7.0f};
+  std::vector<int32_t> i(6);
+  std::vector<uint8_t> bl(6);
+  Vec back(6);
+  auto cast = [](void *in, void *out, int64_t from, int64_t to) {
+    void *b[] = {in, out};
+    int64_t args[] = {6, from, to};
+    shardc_k_cast(&ctx, b, args, nullptr, 0);
+  };
+  cast(f.data(), i.data(), 0, 3);
+  EXPECT_EQ(i, (std::vector<int32_t>{-1, 0, 0, 0, 2, 7})); // toward zero
+  cast(f.data(), bl.data(), 0, 4);
+  EXPECT_EQ(bl, (std::vector<uint8_t>{1, 1, 0, 1, 1, 1}));
+  cast(i.data(), back.data(), 3, 0);
+  expectNear(back, {-1, 0, 0, 0, 2, 7}, 0);
+  cast(bl.data(), back.data(), 4, 0);
+  expectNear(back, {1, 1, 0, 1, 1, 1}, 0);
+  cast(bl.data(), i.data(), 4, 3);
+  EXPECT_EQ(i, (std::vector<int32_t>{1, 1, 0, 1, 1, 1}));
+}
+
+} // namespace
