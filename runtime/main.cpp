@@ -47,7 +47,9 @@ data and run:
                         names, with or without the transformer./model. prefix)
   --save-weights FILE   write the weights after the last step (safetensors)
   --export-onnx FILE    (models compiled from ONNX) write the model with the
-                        weights after the last step as its initializers
+                        weights after the last step as its initializers;
+                        over 2 GB they go to FILE.data (ONNX external data)
+  --export-external-data  with --export-onnx: always write FILE.data
   --dump-grads FILE     write the last step's gradients, averaged over its
                         micro-batches and before clipping (safetensors)
   --log FILE            JSON lines, one per step: step, loss, lr, grad_norm,
@@ -76,7 +78,7 @@ struct Options {
   uint64_t seed = 1337;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.0;
   double weightDecay = -1.0; // -1: the optimizer's default
-  bool noDecay1D = false;
+  bool noDecay1D = false, exportExternal = false;
   double clipGradNorm = 0.0;
   std::string schedule = "constant";
 };
@@ -156,6 +158,8 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
         throw std::runtime_error("--export-onnx: this model was not compiled "
                                  "from an ONNX file");
     }
+    else if (flag == "--export-external-data" && !inlineValue)
+      o.exportExternal = true;
     else if (flag == "--dump-grads")
       o.dumpGrads = next();
     else if (flag == "--log")
@@ -461,7 +465,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
       std::vector<ExportTensor> weights;
       for (const NamedTensor &t : tensors)
         weights.push_back({t.name, t.shape, t.data});
-      exportOnnx(besideExecutable(m.graphFile), o.exportOnnx, weights);
+      exportOnnx(besideExecutable(m.graphFile), o.exportOnnx, weights,
+                 o.exportExternal);
       std::printf("exported the trained model to %s\n", o.exportOnnx.c_str());
     }
   }

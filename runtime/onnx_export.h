@@ -15,9 +15,13 @@ struct ExportTensor {
 
 /// Writes the model in `graphTemplate` (an ONNX file whose trained
 /// initializers have no data) to `path` with `weights` as those
-/// initializers' data (f32). Throws std::runtime_error naming the problem.
+/// initializers' data (f32). With `externalData`, or when the model would
+/// reach protobuf's 2 GB limit, the weights go to `path.data` beside it
+/// (ONNX external data: location, offset, length). Throws
+/// std::runtime_error naming the problem.
 void exportOnnx(const std::string &graphTemplate, const std::string &path,
-                const std::vector<ExportTensor> &weights);
+                const std::vector<ExportTensor> &weights,
+                bool externalData = false);
 
 } // namespace shardc::runtime
 

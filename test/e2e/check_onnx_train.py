@@ -116,6 +116,12 @@ def op_counts(text, names):
     return {n: len(re.findall(rf"\bnn\.{n}\b", text)) for n in names}
 
 
+def params_of(model_proto):
+    """The initializers that are trained parameters (float, not the mask)."""
+    return [t for t in model_proto.graph.initializer
+            if t.data_type == 1 and t.name != "mask" and len(t.dims) > 0]
+
+
 def loss_of(model, x, y):
     logits = model(x)
     return nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
@@ -228,6 +234,24 @@ def main():
     print(f"exported model: onnx.checker ok, {len(inits)} initializers; PyTorch loss "
           f"{torch_loss:.6f}, shardc {shardc_loss:.6f}, relative difference {diff:.2e}")
     ok &= diff < 1e-4
+
+    # The same export with the weights as ONNX external data (how models
+    # over 2 GB are written): checked by path, its tensors equal the inline
+    # file's, and shardc imports it again.
+    ext_path = os.path.join(args.workdir, "trained_ext.onnx")
+    harness.run([exe, "--data", tok_path, "--steps", str(args.steps), "--lr", str(lr),
+                 "--export-onnx", ext_path, "--export-external-data"])
+    onnx.checker.check_model(ext_path)
+    raw = onnx.load(ext_path, load_external_data=False)
+    external = sum(t.data_location == onnx.TensorProto.EXTERNAL for t in raw.graph.initializer)
+    ext = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(ext_path).graph.initializer}
+    same = all(np.array_equal(ext[t.name], onnx.numpy_helper.to_array(t))
+               for t in trained.graph.initializer)
+    harness.run([args.shardc, ext_path, "--micro-batch", str(B), "--emit=mlir", "-o", os.devnull])
+    print(f"external-data export: onnx.checker ok, {external} initializers in "
+          f"{os.path.basename(ext_path)}.data, {'equal to' if same else 'DIFFERENT from'} "
+          "the inline export, imported again by shardc")
+    ok &= same and external == len(params_of(trained))
     print("PASS" if ok else "FAIL")
     sys.exit(0 if ok else 1)
 
