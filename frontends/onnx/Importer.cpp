@@ -23,6 +23,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -384,6 +385,7 @@ private:
 
   Error addInputs();
   Error addInitializers();
+  Error untie(const std::string &source, const std::string &name);
   Expected<Value> trainingLoss();
 
   OpBuilder b;
@@ -397,7 +399,9 @@ private:
   SmallVector<DictionaryAttr> argAttrs;
   std::map<std::string, Val> vals;
   std::vector<InitialWeight> weights;
-  std::set<std::string> paramNames;
+  std::set<std::string> paramNames, frozen;
+  /// Parameters made from Identity nodes of parameters: (name, source).
+  std::vector<std::pair<std::string, std::string>> untied;
   /// Training: the token-id input and its [B, T] shape.
   std::string tokenInput;
   SmallVector<int64_t> tokenShape;
@@ -443,7 +447,7 @@ Expected<Value> GraphImporter::value(const std::string &name) {
 //===----------------------------------------------------------------------===//
 
 Error GraphImporter::addInitializers() {
-  std::set<std::string> frozen(opts.frozen.begin(), opts.frozen.end());
+  frozen.insert(opts.frozen.begin(), opts.frozen.end());
   for (const onnx::TensorProto &t : graph.initializer()) {
     Expected<HostTensor> h = toHost(t, baseDir);
     if (!h)
@@ -462,9 +466,43 @@ Error GraphImporter::addInitializers() {
     paramNames.insert(t.name());
     weights.push_back({t.name(), h->shape, std::vector<float>(h->f.begin(), h->f.end())});
   }
+  // Names --freeze may give: initializers, and the outputs of Identity
+  // nodes of initializers (see untie).
+  std::set<std::string> copies;
+  for (const onnx::NodeProto &n : graph.node())
+    if (n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 &&
+        vals.count(n.input(0)))
+      copies.insert(n.output(0));
   for (const std::string &name : frozen)
-    if (!vals.count(name))
+    if (!vals.count(name) && !copies.count(name))
       return fail("--freeze: the model has no initializer named '" + name + "'");
+  return Error::success();
+}
+
+/// torch.onnx.export stores parameters whose values are equal at export
+/// time once (fresh LayerNorm weights, the layers nn.TransformerEncoder
+/// deep-copies) and writes the others as Identity nodes of it, named after
+/// them. PyTorch trains them apart, so each becomes its own parameter with
+/// the same initial values, and --export-onnx writes it as an initializer.
+Error GraphImporter::untie(const std::string &source, const std::string &name) {
+  auto it = llvm::find_if(weights, [&](const InitialWeight &w) { return w.name == source; });
+  if (it == weights.end())
+    return fail("internal error: parameter '" + source + "' has no initial value");
+  InitialWeight copy = *it;
+  copy.name = name;
+  if (frozen.count(name)) {
+    setConst(name, HostTensor::floats(copy.shape, std::vector<double>(copy.data.begin(),
+                                                                      copy.data.end())));
+    return Error::success();
+  }
+  Value arg = block->addArgument(type(copy.shape), loc);
+  argAttrs.push_back(b.getDictionaryAttr(
+      {b.getNamedAttr("nn.param", b.getStringAttr(name)),
+       b.getNamedAttr("nn.init", b.getStringAttr("file"))}));
+  setValue(name, arg);
+  paramNames.insert(name);
+  weights.push_back(std::move(copy));
+  untied.push_back({name, source});
   return Error::success();
 }
 
@@ -1038,6 +1076,8 @@ Error GraphImporter::importNode(const onnx::NodeProto &n) {
   if (op == "Constant")
     return constantNode(n);
   if (op == "Identity") {
+    if (paramNames.count(n.input(0)) && !vals.count(n.output(0)))
+      return untie(n.input(0), n.output(0));
     vals[n.output(0)] = vals[n.input(0)];
     return Error::success();
   }
@@ -1541,6 +1581,25 @@ Expected<ImportedModel> GraphImporter::run(llvm::StringRef path) {
       t.clear_external_data();
       t.set_data_location(onnx::TensorProto::DEFAULT);
     }
+  // Untied parameters are initializers there, in place of their Identity.
+  std::map<std::string, std::string> sourceOf(untied.begin(), untied.end());
+  onnx::GraphProto *g = stripped.mutable_graph();
+  auto *nodes = g->mutable_node();
+  nodes->erase(std::remove_if(nodes->begin(), nodes->end(),
+                              [&](const onnx::NodeProto &n) {
+                                return n.op_type() == "Identity" &&
+                                       sourceOf.count(n.output(0));
+                              }),
+               nodes->end());
+  for (const InitialWeight &w : weights) {
+    if (!sourceOf.count(w.name))
+      continue;
+    onnx::TensorProto *t = g->add_initializer();
+    t->set_name(w.name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : w.shape)
+      t->add_dims(d);
+  }
   imported.graphTemplate = stripped.SerializeAsString();
   imported.weights = std::move(weights);
   imported.summary = "onnx opset " + std::to_string(opset) + ", " +

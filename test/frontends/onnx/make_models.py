@@ -30,3 +30,14 @@ save(helper.make_model(conv, opset_imports=[helper.make_opsetid("", 17)]),
      os.path.join(out, "unsupported.onnx"))
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)]),
      os.path.join(out, "opset9.onnx"))
+
+# What torch.onnx.export writes for two parameters equal at export time: one
+# initializer, and an Identity of it named after the other parameter.
+dedup_nodes = [helper.make_node("Gather", ["wte", "ids"], ["x"]),
+               helper.make_node("Identity", ["ln_w"], ["ln2_w"]),
+               helper.make_node("LayerNormalization", ["x", "ln_w", "ln_b"], ["h"], axis=-1),
+               helper.make_node("LayerNormalization", ["h", "ln2_w", "ln_b"], ["h2"], axis=-1),
+               helper.make_node("MatMul", ["h2", "head"], ["logits"])]
+save(helper.make_model(helper.make_graph(dedup_nodes, "dedup", [ids], [logits], inits),
+                       opset_imports=[helper.make_opsetid("", 17)]),
+     os.path.join(out, "dedup.onnx"))
