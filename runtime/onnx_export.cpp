@@ -15,6 +15,13 @@ namespace {
 /// weights go to a file beside the model.
 constexpr size_t kInlineLimit = size_t(INT32_MAX) - (size_t(64) << 20);
 
+size_t byteSize(const shardc::runtime::ExportTensor &w) {
+  size_t n = sizeof(float);
+  for (int64_t d : w.shape)
+    n *= size_t(d);
+  return n;
+}
+
 std::string baseName(const std::string &path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -48,12 +55,8 @@ void shardc::runtime::exportOnnx(const std::string &graphTemplate,
   for (const ExportTensor &w : weights)
     byName[w.name] = &w;
   size_t filled = 0, weightBytes = 0;
-  for (const ExportTensor &w : weights) {
-    size_t n = 1;
-    for (int64_t d : w.shape)
-      n *= size_t(d);
-    weightBytes += n * sizeof(float);
-  }
+  for (const ExportTensor &w : weights)
+    weightBytes += byteSize(w);
   externalData |= model.ByteSizeLong() + weightBytes > kInlineLimit;
   // External data (the ONNX convention): one file beside the model, named
   // in each initializer with its byte offset and length.
@@ -66,17 +69,14 @@ void shardc::runtime::exportOnnx(const std::string &graphTemplate,
     if (it == byName.end())
       continue;
     const ExportTensor &w = *it->second;
-    int64_t n = 1;
     t.clear_dims();
-    for (int64_t d : w.shape) {
+    for (int64_t d : w.shape)
       t.add_dims(d);
-      n *= d;
-    }
     t.set_data_type(onnx::TensorProto::FLOAT);
     t.clear_float_data();
     t.clear_raw_data();
     t.clear_external_data();
-    size_t bytes = size_t(n) * sizeof(float);
+    size_t bytes = byteSize(w);
     if (externalData) {
       t.set_data_location(onnx::TensorProto::EXTERNAL);
       auto entry = [&](const char *key, const std::string &value) {
@@ -104,13 +104,9 @@ void shardc::runtime::exportOnnx(const std::string &graphTemplate,
                                     "is over 2 GB (its constants)");
   if (externalData)
     writeAtomically(dataPath, [&](std::ostream &out) {
-      for (const ExportTensor *w : external) {
-        size_t n = 1;
-        for (int64_t d : w->shape)
-          n *= size_t(d);
+      for (const ExportTensor *w : external)
         out.write(reinterpret_cast<const char *>(w->data),
-                  std::streamsize(n * sizeof(float)));
-      }
+                  std::streamsize(byteSize(*w)));
       return bool(out);
     });
   writeAtomically(path, [&](std::ostream &out) {

@@ -400,8 +400,8 @@ private:
   std::map<std::string, Val> vals;
   std::vector<InitialWeight> weights;
   std::set<std::string> paramNames, frozen;
-  /// Parameters made from Identity nodes of parameters: (name, source).
-  std::vector<std::pair<std::string, std::string>> untied;
+  /// Parameters made from Identity nodes of parameters (see untie).
+  std::set<std::string> untied;
   /// Training: the token-id input and its [B, T] shape.
   std::string tokenInput;
   SmallVector<int64_t> tokenShape;
@@ -502,7 +502,7 @@ Error GraphImporter::untie(const std::string &source, const std::string &name) {
   setValue(name, arg);
   paramNames.insert(name);
   weights.push_back(std::move(copy));
-  untied.push_back({name, source});
+  untied.insert(name);
   return Error::success();
 }
 
@@ -1582,17 +1582,16 @@ Expected<ImportedModel> GraphImporter::run(llvm::StringRef path) {
       t.set_data_location(onnx::TensorProto::DEFAULT);
     }
   // Untied parameters are initializers there, in place of their Identity.
-  std::map<std::string, std::string> sourceOf(untied.begin(), untied.end());
   onnx::GraphProto *g = stripped.mutable_graph();
   auto *nodes = g->mutable_node();
   nodes->erase(std::remove_if(nodes->begin(), nodes->end(),
                               [&](const onnx::NodeProto &n) {
                                 return n.op_type() == "Identity" &&
-                                       sourceOf.count(n.output(0));
+                                       untied.count(n.output(0));
                               }),
                nodes->end());
   for (const InitialWeight &w : weights) {
-    if (!sourceOf.count(w.name))
+    if (!untied.count(w.name))
       continue;
     onnx::TensorProto *t = g->add_initializer();
     t->set_name(w.name);
