@@ -90,14 +90,7 @@ LogicalResult BroadcastToOp::verify() {
       failed(verifySameFloatType(*this, {getInput(), getResult()},
                                  {"input", "result"})))
     return failure();
-  ArrayRef<int64_t> in = tensorType(getInput()).getShape();
-  ArrayRef<int64_t> out = tensorType(getResult()).getShape();
-  FailureOr<SmallVector<int64_t>> b = broadcastShapes(in, out);
-  if (failed(b) || ArrayRef<int64_t>(*b) != out)
-    return emitOpError("input ") << getInput().getType()
-                                 << " does not broadcast to the result "
-                                 << getResult().getType();
-  return success();
+  return verifyBroadcastsTo(*this, getInput(), "input", getResult(), "result");
 }
 
 LogicalResult BatchMatmulOp::verify() {

@@ -30,14 +30,7 @@ LogicalResult SumToOp::verify() {
       failed(verifySameFloatType(*this, {getInput(), getResult()},
                                  {"input", "result"})))
     return failure();
-  ArrayRef<int64_t> in = tensorType(getInput()).getShape();
-  ArrayRef<int64_t> out = tensorType(getResult()).getShape();
-  FailureOr<SmallVector<int64_t>> b = broadcastShapes(in, out);
-  if (out.size() > in.size() || failed(b) || ArrayRef<int64_t>(*b) != in)
-    return emitOpError("result ")
-           << getResult().getType() << " does not broadcast to the input "
-           << getInput().getType();
-  return success();
+  return verifyBroadcastsTo(*this, getResult(), "result", getInput(), "input");
 }
 
 LogicalResult EmbeddingGradOp::verify() {

@@ -57,3 +57,16 @@ FailureOr<SmallVector<int64_t>> shardc::nn::detail::broadcastShapes(ArrayRef<int
   }
   return out;
 }
+
+LogicalResult shardc::nn::detail::verifyBroadcastsTo(Operation *op, Value from,
+                                                     StringRef fromName, Value to,
+                                                     StringRef toName) {
+  ArrayRef<int64_t> target = tensorType(to).getShape();
+  FailureOr<SmallVector<int64_t>> b =
+      broadcastShapes(tensorType(from).getShape(), target);
+  if (failed(b) || ArrayRef<int64_t>(*b) != target)
+    return op->emitOpError() << fromName << " " << from.getType()
+                             << " does not broadcast to the " << toName << " "
+                             << to.getType();
+  return success();
+}

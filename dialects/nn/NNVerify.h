@@ -28,6 +28,12 @@ mlir::LogicalResult expectShape(mlir::Operation *op, llvm::StringRef what,
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 
+/// `from`'s shape broadcasts (NumPy) to exactly `to`'s, or an error names
+/// both ("<fromName> T does not broadcast to the <toName> U").
+mlir::LogicalResult verifyBroadcastsTo(mlir::Operation *op, mlir::Value from,
+                                       llvm::StringRef fromName, mlir::Value to,
+                                       llvm::StringRef toName);
+
 } // namespace shardc::nn::detail
 
 #endif // SHARDC_DIALECTS_NN_NNVERIFY_H

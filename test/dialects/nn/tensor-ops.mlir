@@ -53,3 +53,19 @@ func.func @bad_fn(%a: tensor<2xf32>) {
   %c = nn.unary_grad %a, %a, %a {fn = "cosh"} : tensor<2xf32>
   return
 }
+
+// -----
+
+func.func @bad_broadcast_to(%a: tensor<3x2xf32>) {
+  // expected-error @+1 {{input 'tensor<3x2xf32>' does not broadcast to the result 'tensor<3x4xf32>'}}
+  %c = nn.broadcast_to %a : (tensor<3x2xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @bad_sum_to(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{result 'tensor<2x2x3xf32>' does not broadcast to the input 'tensor<2x3xf32>'}}
+  %c = nn.sum_to %a : (tensor<2x3xf32>) -> tensor<2x2x3xf32>
+  return
+}
