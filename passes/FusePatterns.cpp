@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <optional>
+#include <type_traits>
 
 namespace shardc {
 #define GEN_PASS_DEF_NNFUSEPATTERNS
@@ -227,43 +228,27 @@ struct FuseLayerNorm : OpRewritePattern<nn::DivOp> {
   }
 };
 
-/// layer_norm(x, ones) * w -> layer_norm(x, w), for a per-channel w.
-struct AbsorbLayerNormWeight : OpRewritePattern<nn::MulOp> {
-  using OpRewritePattern::OpRewritePattern;
+/// layer_norm(x, ones) * w -> layer_norm(x, w) (Op = MulOp) and
+/// layer_norm(x, w) + b -> layer_norm(x, w, b) (Op = AddOp), for a
+/// per-channel w or b.
+template <typename Op>
+struct AbsorbLayerNormAffine : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  static constexpr bool kWeight = std::is_same_v<Op, nn::MulOp>;
 
-  LogicalResult matchAndRewrite(nn::MulOp mul,
+  LogicalResult matchAndRewrite(Op op,
                                 PatternRewriter &rewriter) const override {
     for (int side = 0; side < 2; ++side) {
-      auto ln = mul->getOperand(side).getDefiningOp<nn::LayerNormOp>();
-      Value w = mul->getOperand(1 - side);
+      auto ln = op->getOperand(side).template getDefiningOp<nn::LayerNormOp>();
+      Value v = op->getOperand(1 - side);
       if (!ln || !ln->hasOneUse() || ln.getBias() ||
-          splatValue(ln.getWeight()) != 1.0 ||
-          mul.getType() != ln.getType() || !isChannelVector(w, ln.getType()))
+          (kWeight && splatValue(ln.getWeight()) != 1.0) ||
+          op.getType() != ln.getType() || !isChannelVector(v, ln.getType()))
         continue;
-      Value weight = asChannelVector(rewriter, mul.getLoc(), w);
+      Value channel = asChannelVector(rewriter, op.getLoc(), v);
       rewriter.replaceOpWithNewOp<nn::LayerNormOp>(
-          mul, ln.getType(), ln.getInput(), weight, Value(), ln.getEpsAttr());
-      return success();
-    }
-    return failure();
-  }
-};
-
-/// layer_norm(x, w) + b -> layer_norm(x, w, b), for a per-channel b.
-struct AbsorbLayerNormBias : OpRewritePattern<nn::AddOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(nn::AddOp add,
-                                PatternRewriter &rewriter) const override {
-    for (int side = 0; side < 2; ++side) {
-      auto ln = add->getOperand(side).getDefiningOp<nn::LayerNormOp>();
-      Value b = add->getOperand(1 - side);
-      if (!ln || !ln->hasOneUse() || ln.getBias() ||
-          add.getType() != ln.getType() || !isChannelVector(b, ln.getType()))
-        continue;
-      Value bias = asChannelVector(rewriter, add.getLoc(), b);
-      rewriter.replaceOpWithNewOp<nn::LayerNormOp>(
-          add, ln.getType(), ln.getInput(), ln.getWeight(), bias, ln.getEpsAttr());
+          op, ln.getType(), ln.getInput(), kWeight ? channel : ln.getWeight(),
+          kWeight ? Value() : channel, ln.getEpsAttr());
       return success();
     }
     return failure();
@@ -446,8 +431,8 @@ struct NNFusePatternsPass
     : public shardc::impl::NNFusePatternsBase<NNFusePatternsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseErfGelu, FuseLayerNorm, AbsorbLayerNormWeight,
-                 AbsorbLayerNormBias, FuseAttention>(&getContext());
+    patterns.add<FuseErfGelu, FuseLayerNorm, AbsorbLayerNormAffine<nn::MulOp>,
+                 AbsorbLayerNormAffine<nn::AddOp>, FuseAttention>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
