@@ -221,16 +221,10 @@ void checkBatchMatmul(Shape batch, Shape aBatch, Shape bBatch, bool ta, bool tb)
   std::vector<double> want;
   for (int64_t p = 0; p < numel(batch); ++p) {
     Shape idx = unflatten(p, batch);
-    const float *am = a.data() + broadcastIndex(idx, aBatch) * M * K;
-    const float *bmat = bm.data() + broadcastIndex(idx, bBatch) * K * N;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        double s = 0;
-        for (int64_t k = 0; k < K; ++k)
-          s += double(ta ? am[k * M + m] : am[m * K + k]) *
-               (tb ? bmat[n * K + k] : bmat[k * N + n]);
-        want.push_back(s);
-      }
+    std::vector<double> product =
+        naiveMatmul(a.data() + broadcastIndex(idx, aBatch) * M * K,
+                    bm.data() + broadcastIndex(idx, bBatch) * K * N, M, K, N, ta, tb);
+    want.insert(want.end(), product.begin(), product.end());
   }
   expectNear(c, want);
 }

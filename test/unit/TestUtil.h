@@ -31,6 +31,22 @@ inline void expectNear(const Vec &got, const std::vector<double> &want,
         << "at element " << k;
 }
 
+/// op(a) op(b) in double for a [M, K] (stored [K, M] with `ta`) and b
+/// [K, N] (stored [N, K] with `tb`), row-major [M, N].
+inline std::vector<double> naiveMatmul(const float *a, const float *b, int64_t M,
+                                       int64_t K, int64_t N, bool ta, bool tb) {
+  std::vector<double> c;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(ta ? a[k * M + m] : a[m * K + k]) *
+             (tb ? b[n * K + k] : b[k * N + n]);
+      c.push_back(s);
+    }
+  return c;
+}
+
 /// The kernel ABI's buffer array.
 template <typename... Bufs> std::vector<void *> bufs(Bufs &...b) {
   return {static_cast<void *>(b.data())...};
