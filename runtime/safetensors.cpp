@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/safetensors.h"
+#include "runtime/cpu/fastmath.h"
 
 #include <nlohmann/json.hpp>
 
@@ -58,25 +59,6 @@ void shardc::runtime::writeSafetensors(
     throw std::runtime_error(path + ": write failed");
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw std::runtime_error(path + ": cannot rename " + tmp + " into place");
-}
-
-static float halfToFloat(uint16_t h) {
-  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(float(mant), -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = std::ldexp(float(mant | 0x400), int(exp) - 25);
-  return sign ? -v : v;
-}
-
-static float bf16ToFloat(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
 }
 
 std::map<std::string, LoadedTensor>

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
 #include "frontends/onnx/HostTensor.h"
+#include "runtime/cpu/fastmath.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,6 +39,9 @@ using llvm::Expected;
 
 namespace {
 
+using shardc::runtime::bf16ToFloat;
+using shardc::runtime::halfToFloat;
+
 constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
 
 Error fail(const llvm::Twine &message) { return createStringError(message); }
@@ -51,26 +55,6 @@ std::string typeName(int32_t t) {
   if (onnx::TensorProto_DataType_IsValid(t))
     name = &onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t));
   return name ? *name : "type " + std::to_string(t);
-}
-
-float halfToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f,
-           mant = h & 0x3ff;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(float(mant), -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = std::ldexp(float(mant | 0x400), int(exp) - 25);
-  return sign ? -v : v;
-}
-
-float bf16ToFloat(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
 }
 
 /// The bytes of a tensor stored as external data, read from the file its

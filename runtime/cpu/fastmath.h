@@ -1,4 +1,4 @@
-//===- fastmath.h - vectorizable f32 exp, tanh, sigmoid ---------*- C++ -*-===//
+//===- fastmath.h - vectorizable f32 exp, tanh; f16/bf16 ---------*- C++ -*-===//
 //
 // Branch-free f32 elementary functions that the compiler vectorizes inside
 // kernel loops (libm's expf is a scalar call). exp uses the Cephes range
@@ -83,6 +83,19 @@ inline double expSum(const float *x, int64_t n, float shift, float *out) {
   for (int64_t j = 0; j < kChains; ++j)
     sum += part[j];
   return sum;
+}
+
+/// IEEE half (f16) -> f32, exact (subnormals, infinities and NaN included).
+inline float halfToFloat(uint16_t h) {
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(float(mant), -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(float(mant | 0x400), int(exp) - 25);
+  return (h & 0x8000) ? -v : v;
 }
 
 /// bf16 <-> f32: bf16 is the upper half of an f32; rounding to nearest even.

@@ -4,6 +4,7 @@
 // precision transcription of the op's definition in the nn dialect.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/fastmath.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 
@@ -279,6 +280,18 @@ TEST(Kernels, Copy) {
   int64_t ints[] = {40};
   shardc_k_copy(&ctx, b.data(), ints, nullptr, 0);
   EXPECT_EQ(x, y);
+}
+
+TEST(Kernels, HalfToFloatIsExact) {
+  using shardc::runtime::halfToFloat;
+  EXPECT_EQ(halfToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(halfToFloat(0xc100), -2.5f);
+  EXPECT_EQ(halfToFloat(0x7bff), 65504.0f);          // largest normal
+  EXPECT_EQ(halfToFloat(0x0001), std::ldexp(1.0f, -24)); // smallest subnormal
+  EXPECT_EQ(halfToFloat(0x8000), 0.0f);
+  EXPECT_TRUE(std::signbit(halfToFloat(0x8000)));
+  EXPECT_EQ(halfToFloat(0xfc00), -INFINITY);
+  EXPECT_TRUE(std::isnan(halfToFloat(0x7e00)));
 }
 
 TEST(Kernels, CastBf16RoundsToNearestEven) {
