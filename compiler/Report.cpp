@@ -52,8 +52,9 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     shards = mesh[1];
   }
   int64_t params = intOf(manifest, "param_bytes");
-  int64_t grads = stateBytes(manifest, {"grad."});
-  int64_t optimizer = stateBytes(manifest, {"exp_avg.", "exp_avg_sq.", "momentum."});
+  int64_t grads = stateBytes(manifest, {abi::kStateGrad});
+  int64_t optimizer = stateBytes(
+      manifest, {abi::kStateExpAvg, abi::kStateExpAvgSq, abi::kStateMomentum});
   int64_t io = intOf(manifest, "io_bytes");
 
   int64_t arena = 0, microArena = 0, gathered = 0;
@@ -70,32 +71,32 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       if (auto g = fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
         gathered = g.getInt();
     }
-    fn.walk([&](rt::KernelOp k) {
-      StringRef name = k.getName();
-      if (name != "all_gather" && name != "all_gather_group" &&
-          name != "reduce_scatter" && name != "all_reduce")
-        return;
-      ArrayRef<int64_t> ints = k.getInts();
-      int64_t axis = ints[1];
-      if (name == "all_gather_group") {
-        int64_t count = 0;
-        for (int64_t n : ints.drop_front(3))
-          count += n;
-        int64_t group = replicas > 1 && axis == 0 ? replicas : shards;
-        auto &cell = traffic[entry.str()][{"all_gather", axis}];
-        cell.first += 1;
-        cell.second += count * (ints[2] != 0 ? 2 : 4) * group;
-        return;
-      }
-      int64_t group = replicas > 1 && axis == 0 ? replicas : shards;
-      // Bytes of the full buffer each rank takes part in: the gathered
-      // result, the reduced input, the all-reduced buffer.
-      int64_t elementBytes = ints.size() > 2 && ints[2] != 0 ? 2 : 4;
-      int64_t moved =
-          ints[0] * elementBytes * (name == "all_reduce" ? 1 : group);
-      auto &cell = traffic[entry.str()][{name.str(), axis}];
+    // Bytes of the full buffer each rank takes part in: the gathered
+    // result, the reduced input, the all-reduced buffer.
+    auto count = [&](StringRef kind, int64_t axis, int64_t bytes) {
+      auto &cell = traffic[entry.str()][{kind.str(), axis}];
       cell.first += 1;
-      cell.second += moved;
+      cell.second += bytes;
+    };
+    auto ranksOn = [&](int64_t axis) {
+      return replicas > 1 && axis == 0 ? replicas : shards;
+    };
+    auto bytesOf = [](Type dtype) {
+      return abi::dtypeBytes(rt::dtypeCode(dtype));
+    };
+    fn.walk([&](Operation *op) {
+      if (auto g = dyn_cast<rt::AllGatherOp>(op)) {
+        int64_t elements = 0;
+        for (int64_t n : g.getCounts())
+          elements += n;
+        int64_t ranks = g.getSubgroup() ? g.getSubgroup() : ranksOn(g.getAxis());
+        count("all_gather", g.getAxis(), elements * bytesOf(g.getDtype()) * ranks);
+      } else if (auto r = dyn_cast<rt::ReduceScatterOp>(op)) {
+        count("reduce_scatter", r.getAxis(),
+              r.getCount() * bytesOf(r.getDtype()) * ranksOn(r.getAxis()));
+      } else if (auto r = dyn_cast<rt::AllReduceOp>(op)) {
+        count("all_reduce", r.getAxis(), r.getCount() * bytesOf(r.getDtype()));
+      }
     });
   }
 

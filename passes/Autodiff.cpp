@@ -71,16 +71,16 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
         paramArgs.push_back(i);
         argTypes.push_back(fwd.getArgumentTypes()[i]);
         argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-            attrs::kState, b.getStringAttr("grad." + name.str()))));
+            attrs::kState, b.getStringAttr(abi::kStateGrad + name.str()))));
       }
     auto controlType = RankedTensorType::get({2}, Float32Type::get(ctx));
     argTypes.push_back(controlType);
     argAttrs.push_back(b.getDictionaryAttr(
-        b.getNamedAttr(attrs::kInput, b.getStringAttr("accumulate"))));
+        b.getNamedAttr(attrs::kInput, b.getStringAttr(abi::kIoAccumulate))));
 
     SmallVector<Type> resultTypes = {lossType};
     SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
-        b.getNamedAttr(attrs::kOutput, b.getStringAttr("loss")))};
+        b.getNamedAttr(attrs::kOutput, b.getStringAttr(abi::kIoLoss)))};
     unsigned firstAcc = fwd.getNumArguments();
     for (auto [k, i] : llvm::enumerate(paramArgs)) {
       resultTypes.push_back(fwd.getArgumentTypes()[i]);

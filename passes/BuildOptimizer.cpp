@@ -19,7 +19,7 @@ struct NNBuildOptimizerPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (optimizer != "adamw" && optimizer != "sgd") {
+    if (optimizer != abi::kOptimizerAdamW && optimizer != abi::kOptimizerSGD) {
       module.emitError("optimizer must be 'adamw' or 'sgd', got '")
           << optimizer << "'";
       return signalPassFailure();
@@ -30,6 +30,10 @@ struct NNBuildOptimizerPass
       return signalPassFailure();
     }
     build(module, micro);
+    // The runtime reads which optimizer it runs from the manifest.
+    NamedAttrList model(module->getAttrOfType<DictionaryAttr>(attrs::kModel));
+    model.set("optimizer", StringAttr::get(&getContext(), optimizer));
+    module->setAttr(attrs::kModel, model.getDictionary(&getContext()));
   }
 
   void build(ModuleOp module, func::FuncOp micro) {
@@ -48,8 +52,9 @@ struct NNBuildOptimizerPass
         params.push_back({name.str(), micro.getArgumentTypes()[i]});
 
     SmallVector<std::string> stateNames =
-        optimizer == "adamw" ? SmallVector<std::string>{"exp_avg", "exp_avg_sq"}
-                             : SmallVector<std::string>{"momentum"};
+        optimizer == abi::kOptimizerAdamW
+            ? SmallVector<std::string>{abi::kStateExpAvg, abi::kStateExpAvgSq}
+            : SmallVector<std::string>{abi::kStateMomentum};
 
     // Arguments: params, grads, each state kind, hyper, max_grad_norm.
     SmallVector<Type> argTypes;
@@ -63,20 +68,21 @@ struct NNBuildOptimizerPass
     for (const Param &p : params)
       addArg(p.type, attrs::kParam, p.name);
     for (const Param &p : params)
-      addArg(p.type, attrs::kState, "grad." + p.name);
+      addArg(p.type, attrs::kState, abi::kStateGrad + p.name);
     for (const std::string &s : stateNames)
       for (const Param &p : params)
-        addArg(p.type, attrs::kState, s + "." + p.name);
+        addArg(p.type, attrs::kState, s + p.name);
     auto f32 = Float32Type::get(ctx);
     auto scalar = RankedTensorType::get({}, f32);
     size_t hyperArg =
-        addArg(RankedTensorType::get({hyper::kSize}, f32), attrs::kInput, "optimizer");
-    size_t maxNormArg = addArg(scalar, attrs::kInput, "max_grad_norm");
+        addArg(RankedTensorType::get({abi::kHyperSize}, f32), attrs::kInput,
+               abi::kIoOptimizer);
+    size_t maxNormArg = addArg(scalar, attrs::kInput, abi::kIoMaxGradNorm);
 
     // Results: grad_sq_norm, then params and states updated in place.
     SmallVector<Type> resultTypes = {scalar};
     SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
-        b.getNamedAttr(attrs::kOutput, b.getStringAttr("grad_sq_norm")))};
+        b.getNamedAttr(attrs::kOutput, b.getStringAttr(abi::kIoGradSqNorm)))};
     size_t n = params.size();
     auto updates = [&](size_t argIndex) {
       resultTypes.push_back(argTypes[argIndex]);

@@ -13,41 +13,39 @@ using namespace shardc;
 
 namespace {
 
-int64_t elementBytes(int64_t dtypeCode) { return dtypeCode == 0 ? 4 : 2; }
-
+/// A single all-gather of a parameter of an FSDP group, into a transient
+/// buffer.
 bool isGroupGather(Operation *op) {
-  auto k = dyn_cast<rt::KernelOp>(op);
-  return k && k.getName() == "all_gather" && k->hasAttr(attrs::kGroup) &&
-         k.getBuffers().size() == 2 &&
-         k.getBuffers()[1].getDefiningOp<rt::AllocOp>();
+  auto g = dyn_cast<rt::AllGatherOp>(op);
+  return g && g.getGroup() && g.getInputs().size() == 1 &&
+         g.getSubgroup() == 0 && g.getOutputs()[0].getDefiningOp<rt::AllocOp>();
 }
 
-/// Same group, axis and dtype.
-bool compatible(rt::KernelOp a, rt::KernelOp b) {
-  return a->getAttr(attrs::kGroup) == b->getAttr(attrs::kGroup) &&
-         a.getInts()[1] == b.getInts()[1] && a.getInts()[2] == b.getInts()[2];
+/// Same group, axis, dtype and stream.
+bool compatible(rt::AllGatherOp a, rt::AllGatherOp b) {
+  return a.getGroup() == b.getGroup() && a.getAxis() == b.getAxis() &&
+         a.getDtype() == b.getDtype() && a.getStream() == b.getStream();
 }
 
-void merge(ArrayRef<rt::KernelOp> run) {
-  rt::KernelOp first = run.front();
-  int64_t axis = first.getInts()[1], dtype = first.getInts()[2];
-  int64_t eb = elementBytes(dtype);
-  SmallVector<int64_t> ints = {int64_t(run.size()), axis, dtype};
+void merge(ArrayRef<rt::AllGatherOp> run) {
+  rt::AllGatherOp first = run.front();
+  int64_t eb = abi::dtypeBytes(rt::dtypeCode(first.getDtype()));
+  SmallVector<int64_t> counts;
   SmallVector<Value> ins, outs;
   int64_t local = 0, ranks = 0;
-  for (rt::KernelOp k : run) {
-    int64_t n = k.getInts()[0];
-    ints.push_back(n);
-    ins.push_back(k.getBuffers()[0]);
-    outs.push_back(k.getBuffers()[1]);
+  for (rt::AllGatherOp g : run) {
+    int64_t n = g.getCounts()[0];
+    counts.push_back(n);
+    ins.push_back(g.getInputs()[0]);
+    outs.push_back(g.getOutputs()[0]);
     local += n;
-    ranks = k.getBuffers()[1].getDefiningOp<rt::AllocOp>().getSize() / (n * eb);
+    ranks = g.getOutputs()[0].getDefiningOp<rt::AllocOp>().getSize() / (n * eb);
   }
-  // Each kernel is followed by the event recording its completion: keep
-  // those after the merged kernel, which takes the last kernel's place.
+  // Each gather is followed by the event recording its completion: keep
+  // those after the merged gather, which takes the last one's place.
   SmallVector<Operation *> done;
-  for (rt::KernelOp k : run)
-    if (auto record = dyn_cast_or_null<rt::EventRecordOp>(k->getNextNode()))
+  for (rt::AllGatherOp g : run)
+    if (auto record = dyn_cast_or_null<rt::EventRecordOp>(g->getNextNode()))
       done.push_back(record);
   Operation *last = run.back();
   for (Operation *record : llvm::reverse(done))
@@ -57,16 +55,12 @@ void merge(ArrayRef<rt::KernelOp> run) {
   Location loc = first.getLoc();
   Value pack = rt::AllocOp::create(b, loc, local * eb);
   Value gathered = rt::AllocOp::create(b, loc, ranks * local * eb);
-  SmallVector<Value> bufs(ins);
-  bufs.append(outs.begin(), outs.end());
-  bufs.push_back(pack);
-  bufs.push_back(gathered);
-  auto merged = rt::KernelOp::create(b, loc, first.getCtx(), "all_gather_group",
-                                     bufs, ints, ArrayRef<double>{},
-                                     first.getStream());
-  merged->setAttr(attrs::kGroup, first->getAttr(attrs::kGroup));
-  for (rt::KernelOp k : run)
-    k.erase();
+  rt::AllGatherOp::create(
+      b, loc, first.getCtx(), ins, outs, ValueRange{pack, gathered},
+      first.getAxis(), first.getDtype(), counts, /*subgroup=*/0,
+      first.getGroupAttr(), first.getStream());
+  for (rt::AllGatherOp g : run)
+    g.erase();
 }
 
 struct RtCoalesceCollectivesPass
@@ -75,10 +69,10 @@ struct RtCoalesceCollectivesPass
     func::FuncOp fn = getOperation();
     if (fn.isExternal() || !fn.getBody().hasOneBlock())
       return;
-    SmallVector<SmallVector<rt::KernelOp>> runs(1);
+    SmallVector<SmallVector<rt::AllGatherOp>> runs(1);
     for (Operation &op : fn.getBody().front()) {
       if (isGroupGather(&op)) {
-        auto k = cast<rt::KernelOp>(op);
+        auto k = cast<rt::AllGatherOp>(op);
         if (!runs.back().empty() && !compatible(runs.back().front(), k))
           runs.emplace_back();
         runs.back().push_back(k);
@@ -87,7 +81,7 @@ struct RtCoalesceCollectivesPass
         runs.emplace_back();
       }
     }
-    for (ArrayRef<rt::KernelOp> run : runs)
+    for (ArrayRef<rt::AllGatherOp> run : runs)
       if (run.size() > 1)
         merge(run);
   }

@@ -19,6 +19,7 @@ namespace shardc {
 
 using namespace mlir;
 using namespace shardc;
+using K = shardc::abi::KernelId;
 
 namespace {
 
@@ -27,20 +28,6 @@ RankedTensorType tensorType(Value v) {
 }
 
 int64_t elementBytes(Type t) { return (t.getIntOrFloatBitWidth() + 7) / 8; }
-
-/// The runtime's code of an element type (kernels.h: 0 f32, 1 bf16, 2 f16,
-/// 3 i32, 4 bool as one byte).
-int64_t dtypeCode(Type t) {
-  if (t.isBF16())
-    return 1;
-  if (t.isF16())
-    return 2;
-  if (t.isInteger(32))
-    return 3;
-  if (t.isInteger(1))
-    return 4;
-  return 0;
-}
 
 /// Element strides of `operand` read at each index of a broadcast result of
 /// rank `rank` (0 where the operand is broadcast).
@@ -64,20 +51,6 @@ int64_t product(ArrayRef<int64_t> dims) {
   for (int64_t d : dims)
     p *= d;
   return p;
-}
-
-std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (t.isInteger(32))
-    return "i32";
-  if (t.isInteger(64))
-    return "i64";
-  return "unknown";
 }
 
 /// Lowers one model function into the body of a step function.
@@ -106,8 +79,8 @@ private:
 
   /// A compute kernel on stream 0; it first waits for the collectives that
   /// produced any of its buffers.
-  void kernel(Location loc, StringRef name, ValueRange bufs,
-              ArrayRef<int64_t> ints, ArrayRef<double> floats = {}) {
+  void kernel(Location loc, K id, ValueRange bufs, ArrayRef<int64_t> ints,
+              ArrayRef<double> floats = {}) {
     for (Value buf : bufs) {
       auto it = pending.find(buf);
       if (it == pending.end())
@@ -115,28 +88,28 @@ private:
       rt::EventWaitOp::create(b, loc, ctx, it->second, /*stream=*/0);
       pending.erase(it);
     }
-    rt::KernelOp::create(b, loc, ctx, name, bufs, ints, floats, /*stream=*/0);
+    rt::KernelOp::create(b, loc, ctx, abi::kernelInfo(id).name, bufs, ints,
+                         floats, abi::kComputeStream);
   }
 
-  /// A collective on the communication stream, ordered after the compute
-  /// that produced its input (event on stream 0 waited on stream 1); its
-  /// output is pending until a compute kernel waits for it.
-  void collective(Location loc, StringRef name, Value in, Value out,
-                  ArrayRef<int64_t> ints, Value scratch = Value(),
-                  Attribute group = Attribute()) {
+  /// Orders a collective after the compute that produced its input (event
+  /// on the compute stream waited on the communication stream).
+  void beforeCollective(Location loc) {
     int64_t ready = nextEvent++;
-    rt::EventRecordOp::create(b, loc, ctx, ready, /*stream=*/0);
-    rt::EventWaitOp::create(b, loc, ctx, ready, /*stream=*/1);
-    SmallVector<Value> bufs = {in, out};
-    if (scratch)
-      bufs.push_back(scratch);
-    auto kernel = rt::KernelOp::create(b, loc, ctx, name, bufs, ints,
-                                       ArrayRef<double>{}, /*stream=*/1);
-    if (group)
-      kernel->setAttr(attrs::kGroup, group);
+    rt::EventRecordOp::create(b, loc, ctx, ready, abi::kComputeStream);
+    rt::EventWaitOp::create(b, loc, ctx, ready, abi::kCommStream);
+  }
+
+  /// After a collective: its output is pending until a compute kernel
+  /// waits for it.
+  void afterCollective(Location loc, Value out) {
     int64_t done = nextEvent++;
-    rt::EventRecordOp::create(b, loc, ctx, done, /*stream=*/1);
+    rt::EventRecordOp::create(b, loc, ctx, done, abi::kCommStream);
     pending[out] = done;
+  }
+
+  static IntegerAttr groupOf(Operation *op) {
+    return op->getAttrOfType<IntegerAttr>(attrs::kGroup);
   }
 
   /// The single grid axis of a collective (shard axis or replicate axis).
@@ -147,7 +120,7 @@ private:
   }
 
   LogicalResult checkSupported(Operation *op);
-  void lowerBroadcast(Operation *op, StringRef name,
+  void lowerBroadcast(Operation *op, K name,
                       ArrayRef<int64_t> extra = {});
 
   OpBuilder &b;
@@ -178,7 +151,7 @@ LogicalResult StepBuilder::checkSupported(Operation *op) {
 
 /// An elementwise op over the NumPy broadcast of its operands (add, where,
 /// broadcast_to, ...): one kernel reading each operand with its strides.
-void StepBuilder::lowerBroadcast(Operation *op, StringRef name,
+void StepBuilder::lowerBroadcast(Operation *op, K name,
                                  ArrayRef<int64_t> extra) {
   Value res = op->getResult(0);
   ArrayRef<int64_t> out = tensorType(res).getShape();
@@ -206,7 +179,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         RankedTensorType table = tensorType(e.getTable());
         int64_t n = tensorType(e.getIds()).getNumElements();
         Value ids = buf(e.getIds()), t = buf(e.getTable());
-        kernel(loc, "embedding", {ids, t, define(e.getResult())},
+        kernel(loc, K::embedding, {ids, t, define(e.getResult())},
                {n, table.getDimSize(0), table.getDimSize(1)});
         return success();
       })
@@ -219,16 +192,16 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (l.getBias())
           bufs.push_back(buf(l.getBias()));
         bufs.push_back(define(l.getResult()));
-        kernel(loc, "linear", bufs,
+        kernel(loc, K::linear, bufs,
                {m, k, n, l.getWeightInOut() ? 1 : 0, l.getBias() ? 1 : 0});
         return success();
       })
       .Case([&](nn::AddOp a) {
-        lowerBroadcast(a, "add");
+        lowerBroadcast(a, K::add);
         return success();
       })
       .Case([&](nn::MulOp m) {
-        lowerBroadcast(m, "mul");
+        lowerBroadcast(m, K::mul);
         return success();
       })
       .Case([&](nn::LayerNormOp ln) {
@@ -238,7 +211,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (ln.getBias())
           bufs.push_back(buf(ln.getBias()));
         bufs.push_back(define(ln.getResult()));
-        kernel(loc, "layer_norm", bufs, {m, c, ln.getBias() ? 1 : 0},
+        kernel(loc, K::layer_norm, bufs, {m, c, ln.getBias() ? 1 : 0},
                {ln.getEps().convertToDouble()});
         return success();
       })
@@ -246,20 +219,20 @@ LogicalResult StepBuilder::lower(Operation *op) {
         int64_t c = tensorType(rn.getInput()).getShape().back();
         int64_t m = tensorType(rn.getInput()).getNumElements() / c;
         Value x = buf(rn.getInput()), w = buf(rn.getWeight());
-        kernel(loc, "rms_norm", {x, w, define(rn.getResult())}, {m, c},
+        kernel(loc, K::rms_norm, {x, w, define(rn.getResult())}, {m, c},
                {rn.getEps().convertToDouble()});
         return success();
       })
       .Case([&](nn::GeluOp g) {
         Value x = buf(g.getInput());
-        kernel(loc, "gelu", {x, define(g.getResult())},
+        kernel(loc, K::gelu, {x, define(g.getResult())},
                {tensorType(g.getInput()).getNumElements(),
                 g.getApproximate() == "tanh" ? 1 : 0});
         return success();
       })
       .Case([&](nn::SiluOp s) {
         Value x = buf(s.getInput());
-        kernel(loc, "silu", {x, define(s.getResult())},
+        kernel(loc, K::silu, {x, define(s.getResult())},
                {tensorType(s.getInput()).getNumElements()});
         return success();
       })
@@ -269,7 +242,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (axis < 0)
           axis += shape.size();
         Value x = buf(s.getInput());
-        kernel(loc, "softmax", {x, define(s.getResult())},
+        kernel(loc, K::softmax, {x, define(s.getResult())},
                {product(shape.take_front(axis)), shape[axis],
                 product(shape.drop_front(axis + 1))});
         return success();
@@ -278,7 +251,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         SmallVector<int64_t> ints(tensorType(r.getInput()).getShape());
         ints.push_back(r.getInverse() ? 1 : 0);
         Value x = buf(r.getInput());
-        kernel(loc, "rotary", {x, define(r.getResult())}, ints,
+        kernel(loc, K::rotary, {x, define(r.getResult())}, ints,
                {r.getTheta().convertToDouble()});
         return success();
       })
@@ -287,7 +260,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         ArrayRef<int64_t> k = tensorType(a.getKey()).getShape();
         Value qb = buf(a.getQuery()), kb = buf(a.getKey()),
               vb = buf(a.getValue());
-        kernel(loc, "attention", {qb, kb, vb, define(a.getResult())},
+        kernel(loc, K::attention, {qb, kb, vb, define(a.getResult())},
                {q[0], q[1], k[1], q[2], k[2], q[3], a.getCausal() ? 1 : 0},
                {a.getScaleOrDefault()});
         return success();
@@ -301,7 +274,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
           return success();
         }
         Value x = buf(r.getInput());
-        kernel(loc, "copy", {x, define(r.getResult())}, {byteSize(r.getInput())});
+        kernel(loc, K::copy, {x, define(r.getResult())}, {byteSize(r.getInput())});
         return success();
       })
       .Case([&](nn::TransposeOp t) {
@@ -310,7 +283,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         ints.append(shape.begin(), shape.end());
         ints.append(t.getPermutation().begin(), t.getPermutation().end());
         Value x = buf(t.getInput());
-        kernel(loc, "transpose", {x, define(t.getResult())}, ints);
+        kernel(loc, K::transpose, {x, define(t.getResult())}, ints);
         return success();
       })
       .Case([&](nn::SliceOp s) {
@@ -318,7 +291,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         int64_t dim = s.getDim(), start = s.getStart();
         int64_t size = tensorType(s.getResult()).getDimSize(dim);
         Value x = buf(s.getInput());
-        kernel(loc, "slice", {x, define(s.getResult())},
+        kernel(loc, K::slice, {x, define(s.getResult())},
                {product(in.take_front(dim)), in[dim], start, size,
                 product(in.drop_front(dim + 1))});
         return success();
@@ -326,13 +299,13 @@ LogicalResult StepBuilder::lower(Operation *op) {
       .Case([&](nn::CrossEntropyOp ce) {
         ArrayRef<int64_t> shape = tensorType(ce.getLogits()).getShape();
         Value logits = buf(ce.getLogits()), targets = buf(ce.getTargets());
-        kernel(loc, "cross_entropy", {logits, targets, define(ce.getResult())},
+        kernel(loc, K::cross_entropy, {logits, targets, define(ce.getResult())},
                {product(shape.drop_back()), shape.back(),
                 int64_t(ce.getIgnoreIndex())});
         return success();
       })
       .Case([&](nn::FillOp fill) {
-        kernel(loc, "fill", {define(fill.getResult())},
+        kernel(loc, K::fill, {define(fill.getResult())},
                {tensorType(fill.getResult()).getNumElements()},
                {fill.getValue().convertToDouble()});
         return success();
@@ -343,7 +316,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         int64_t k = a.getDimSize(mm.getTransposeA() ? 0 : 1);
         int64_t n = tensorType(mm.getResult()).getDimSize(1);
         Value l = buf(mm.getLhs()), r = buf(mm.getRhs());
-        kernel(loc, "matmul", {l, r, define(mm.getResult())},
+        kernel(loc, K::matmul, {l, r, define(mm.getResult())},
                {m, k, n, mm.getTransposeA() ? 1 : 0, mm.getTransposeB() ? 1 : 0});
         return success();
       })
@@ -357,13 +330,13 @@ LogicalResult StepBuilder::lower(Operation *op) {
         ints.append(in.begin(), in.end());
         ints.append(broadcastStrides(out, rank));
         Value x = buf(st.getInput());
-        kernel(loc, "sum_to", {x, define(st.getResult())}, ints);
+        kernel(loc, K::sum_to, {x, define(st.getResult())}, ints);
         return success();
       })
       .Case([&](nn::EmbeddingGradOp eg) {
         RankedTensorType table = tensorType(eg.getResult());
         Value ids = buf(eg.getIds()), dy = buf(eg.getGrad());
-        kernel(loc, "embedding_grad", {ids, dy, define(eg.getResult())},
+        kernel(loc, K::embedding_grad, {ids, dy, define(eg.getResult())},
                {tensorType(eg.getIds()).getNumElements(), table.getDimSize(0),
                 table.getDimSize(1)});
         return success();
@@ -374,7 +347,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         Value x = buf(g.getInput()), w = buf(g.getWeight()), dy = buf(g.getGrad());
         Value dx = define(g.getInputGrad()), dw = define(g.getWeightGrad()),
               db = define(g.getBiasGrad());
-        kernel(loc, "layer_norm_grad", {x, w, dy, dx, dw, db}, {m, c},
+        kernel(loc, K::layer_norm_grad, {x, w, dy, dx, dw, db}, {m, c},
                {g.getEps().convertToDouble()});
         return success();
       })
@@ -383,20 +356,20 @@ LogicalResult StepBuilder::lower(Operation *op) {
         int64_t m = tensorType(g.getInput()).getNumElements() / c;
         Value x = buf(g.getInput()), w = buf(g.getWeight()), dy = buf(g.getGrad());
         Value dx = define(g.getInputGrad()), dw = define(g.getWeightGrad());
-        kernel(loc, "rms_norm_grad", {x, w, dy, dx, dw}, {m, c},
+        kernel(loc, K::rms_norm_grad, {x, w, dy, dx, dw}, {m, c},
                {g.getEps().convertToDouble()});
         return success();
       })
       .Case([&](nn::GeluGradOp g) {
         Value x = buf(g.getInput()), dy = buf(g.getGrad());
-        kernel(loc, "gelu_grad", {x, dy, define(g.getResult())},
+        kernel(loc, K::gelu_grad, {x, dy, define(g.getResult())},
                {tensorType(g.getInput()).getNumElements(),
                 g.getApproximate() == "tanh" ? 1 : 0});
         return success();
       })
       .Case([&](nn::SiluGradOp g) {
         Value x = buf(g.getInput()), dy = buf(g.getGrad());
-        kernel(loc, "silu_grad", {x, dy, define(g.getResult())},
+        kernel(loc, K::silu_grad, {x, dy, define(g.getResult())},
                {tensorType(g.getInput()).getNumElements()});
         return success();
       })
@@ -406,7 +379,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (axis < 0)
           axis += shape.size();
         Value y = buf(g.getOutput()), dy = buf(g.getGrad());
-        kernel(loc, "softmax_grad", {y, dy, define(g.getResult())},
+        kernel(loc, K::softmax_grad, {y, dy, define(g.getResult())},
                {product(shape.take_front(axis)), shape[axis],
                 product(shape.drop_front(axis + 1))});
         return success();
@@ -418,7 +391,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
               dy = buf(g.getGrad());
         Value dq = define(g.getQueryGrad()), dk = define(g.getKeyGrad()),
               dv = define(g.getValueGrad());
-        kernel(loc, "attention_grad", {qb, kb, vb, dy, dq, dk, dv},
+        kernel(loc, K::attention_grad, {qb, kb, vb, dy, dq, dk, dv},
                {q[0], q[1], k[1], q[2], k[2], q[3], g.getCausal() ? 1 : 0},
                {g.getScale().convertToDouble()});
         return success();
@@ -428,7 +401,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         int64_t dim = g.getDim(), start = g.getStart();
         int64_t size = tensorType(g.getGrad()).getDimSize(dim);
         Value dy = buf(g.getGrad());
-        kernel(loc, "slice_grad", {dy, define(g.getResult())},
+        kernel(loc, K::slice_grad, {dy, define(g.getResult())},
                {product(full.take_front(dim)), full[dim], start, size,
                 product(full.drop_front(dim + 1))});
         return success();
@@ -437,7 +410,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         ArrayRef<int64_t> shape = tensorType(g.getLogits()).getShape();
         Value logits = buf(g.getLogits()), targets = buf(g.getTargets()),
               dloss = buf(g.getGrad());
-        kernel(loc, "cross_entropy_grad",
+        kernel(loc, K::cross_entropy_grad,
                {logits, targets, dloss, define(g.getResult())},
                {product(shape.drop_back()), shape.back(),
                 int64_t(g.getIgnoreIndex())});
@@ -447,7 +420,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         ArrayRef<int64_t> shape = tensorType(ce.getLogits()).getShape();
         Value logits = buf(ce.getLogits()), targets = buf(ce.getTargets());
         Value loss = define(ce.getLoss()), grad = define(ce.getLogitsGrad());
-        kernel(loc, "cross_entropy_with_grad", {logits, targets, loss, grad},
+        kernel(loc, K::cross_entropy_with_grad, {logits, targets, loss, grad},
                {product(shape.drop_back()), shape.back(),
                 int64_t(ce.getIgnoreIndex())});
         return success();
@@ -455,19 +428,19 @@ LogicalResult StepBuilder::lower(Operation *op) {
       .Case([&](nn::AccumulateOp a) {
         Value acc = buf(a.getAcc()), g = buf(a.getGrad()),
               ctl = buf(a.getControl());
-        kernel(loc, "accumulate", {acc, g, ctl, define(a.getResult())},
+        kernel(loc, K::accumulate, {acc, g, ctl, define(a.getResult())},
                {tensorType(a.getAcc()).getNumElements()});
         return success();
       })
       .Case([&](nn::SquaredNormOp sq) {
         Value x = buf(sq.getInput());
-        kernel(loc, "squared_norm", {x, define(sq.getResult())},
+        kernel(loc, K::squared_norm, {x, define(sq.getResult())},
                {tensorType(sq.getInput()).getNumElements()});
         return success();
       })
       .Case([&](nn::ClipCoefOp c) {
         Value sq = buf(c.getSquaredNorm()), mx = buf(c.getMaxNorm());
-        kernel(loc, "clip_coef", {sq, mx, define(c.getResult())}, {});
+        kernel(loc, K::clip_coef, {sq, mx, define(c.getResult())}, {});
         return success();
       })
       .Case([&](nn::AdamWOp a) {
@@ -478,7 +451,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         bufs.push_back(define(a.getNewParam()));
         bufs.push_back(define(a.getNewExpAvg()));
         bufs.push_back(define(a.getNewExpAvgSq()));
-        kernel(loc, "adamw", bufs, {t.getNumElements(), t.getRank() == 1 ? 1 : 0});
+        kernel(loc, K::adamw, bufs, {t.getNumElements(), t.getRank() == 1 ? 1 : 0});
         return success();
       })
       .Case([&](nn::SGDOp a) {
@@ -488,7 +461,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
                                    buf(a.getGradScale())};
         bufs.push_back(define(a.getNewParam()));
         bufs.push_back(define(a.getNewMomentumBuffer()));
-        kernel(loc, "sgd", bufs, {t.getNumElements(), t.getRank() == 1 ? 1 : 0});
+        kernel(loc, K::sgd, bufs, {t.getNumElements(), t.getRank() == 1 ? 1 : 0});
         return success();
       })
       .Case([&](shard::AllGatherOp g) -> LogicalResult {
@@ -498,10 +471,14 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (g.getGatherAxis().getZExtValue() != 0)
           return g.emitOpError("gathers on dim 0 only on this backend");
         Value in = buf(g.getInput());
-        collective(loc, "all_gather", in, define(g.getResult()),
-                   {tensorType(g.getInput()).getNumElements(), *axis,
-                    dtypeCode(tensorType(g.getInput()).getElementType())},
-                   Value(), g->getAttr(attrs::kGroup));
+        beforeCollective(loc);
+        Value out = define(g.getResult());
+        rt::AllGatherOp::create(
+            b, loc, ctx, ValueRange{in}, ValueRange{out}, ValueRange{},
+            *axis, tensorType(g.getInput()).getElementType(),
+            ArrayRef<int64_t>{tensorType(g.getInput()).getNumElements()},
+            /*subgroup=*/0, groupOf(g), abi::kCommStream);
+        afterCollective(loc, out);
         return success();
       })
       .Case([&](shard::ReduceScatterOp r) -> LogicalResult {
@@ -512,12 +489,16 @@ LogicalResult StepBuilder::lower(Operation *op) {
             r.getScatterAxis().getZExtValue() != 0)
           return r.emitOpError("sums and scatters on dim 0 only on this backend");
         Value in = buf(r.getInput());
+        beforeCollective(loc);
         // A block of scratch for the ring's partial sums, live only here.
         Value scratch = rt::AllocOp::create(b, loc, byteSize(r.getResult()));
-        collective(loc, "reduce_scatter", in, define(r.getResult()),
-                   {tensorType(r.getResult()).getNumElements(), *axis,
-                    dtypeCode(tensorType(r.getResult()).getElementType())},
-                   scratch);
+        Value out = define(r.getResult());
+        rt::ReduceScatterOp::create(
+            b, loc, ctx, in, out, scratch, *axis,
+            tensorType(r.getResult()).getElementType(),
+            tensorType(r.getResult()).getNumElements(), groupOf(r),
+            abi::kCommStream);
+        afterCollective(loc, out);
         return success();
       })
       .Case([&](shard::AllReduceOp r) -> LogicalResult {
@@ -527,9 +508,14 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (r.getReduction() != shard::ReductionKind::Sum)
           return r.emitOpError("sums only on this backend");
         Value in = buf(r.getInput());
-        collective(loc, "all_reduce", in, define(r.getResult()),
-                   {tensorType(r.getResult()).getNumElements(), *axis,
-                    dtypeCode(tensorType(r.getResult()).getElementType())});
+        beforeCollective(loc);
+        Value out = define(r.getResult());
+        rt::AllReduceOp::create(
+            b, loc, ctx, in, out, *axis,
+            tensorType(r.getResult()).getElementType(),
+            tensorType(r.getResult()).getNumElements(), groupOf(r),
+            abi::kCommStream);
+        afterCollective(loc, out);
         return success();
       })
       .Case([&](nn::CastOp c) {
@@ -540,9 +526,9 @@ LogicalResult StepBuilder::lower(Operation *op) {
           return success();
         }
         Value x = buf(c.getInput());
-        kernel(loc, "cast", {x, define(c.getResult())},
-               {tensorType(c.getInput()).getNumElements(), dtypeCode(from),
-                dtypeCode(to)});
+        kernel(loc, K::cast, {x, define(c.getResult())},
+               {tensorType(c.getInput()).getNumElements(), rt::dtypeCode(from),
+                rt::dtypeCode(to)});
         return success();
       })
       .Case([&](fsdp::ReshardOp r) -> LogicalResult {
@@ -550,7 +536,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (failed(axis))
           return failure();
         Value in = buf(r.getInput());
-        kernel(loc, "reshard_chunk", {in, define(r.getResult())},
+        kernel(loc, K::reshard_chunk, {in, define(r.getResult())},
                {byteSize(r.getResult()), int64_t(r.getGroupSize()), *axis});
         return success();
       })
@@ -559,10 +545,14 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (failed(axis))
           return failure();
         Value in = buf(g.getInput());
-        collective(loc, "all_gather_subgroup", in, define(g.getResult()),
-                   {tensorType(g.getInput()).getNumElements(), *axis,
-                    dtypeCode(tensorType(g.getInput()).getElementType()),
-                    int64_t(g.getGroupSize())});
+        beforeCollective(loc);
+        Value out = define(g.getResult());
+        rt::AllGatherOp::create(
+            b, loc, ctx, ValueRange{in}, ValueRange{out}, ValueRange{},
+            *axis, tensorType(g.getInput()).getElementType(),
+            ArrayRef<int64_t>{tensorType(g.getInput()).getNumElements()},
+            /*subgroup=*/g.getGroupSize(), groupOf(g), abi::kCommStream);
+        afterCollective(loc, out);
         return success();
       })
       .Case([&](fsdp::SyncGradOp s) {
@@ -578,50 +568,50 @@ LogicalResult StepBuilder::lower(Operation *op) {
         Value data = rt::ConstantOp::create(b, loc, dense);
         if (Value out = outputs.lookup(c.getResult())) {
           buffers[c.getResult()] = out;
-          kernel(loc, "copy", {data, out}, {byteSize(c.getResult())});
+          kernel(loc, K::copy, {data, out}, {byteSize(c.getResult())});
         } else {
           buffers[c.getResult()] = data;
         }
         return success();
       })
       .Case([&](nn::SubOp op) {
-        lowerBroadcast(op, "sub");
+        lowerBroadcast(op, K::sub);
         return success();
       })
       .Case([&](nn::DivOp op) {
-        lowerBroadcast(op, "div");
+        lowerBroadcast(op, K::div);
         return success();
       })
       .Case([&](nn::PowOp op) {
-        lowerBroadcast(op, "pow");
+        lowerBroadcast(op, K::pow);
         return success();
       })
       .Case([&](nn::WhereOp op) {
-        lowerBroadcast(op, "where");
+        lowerBroadcast(op, K::where);
         return success();
       })
       .Case([&](nn::EqualOp op) {
-        lowerBroadcast(op, "equal",
-                    {dtypeCode(tensorType(op.getLhs()).getElementType())});
+        lowerBroadcast(op, K::equal,
+                    {rt::dtypeCode(tensorType(op.getLhs()).getElementType())});
         return success();
       })
       .Case<nn::SqrtOp, nn::ErfOp, nn::TanhOp, nn::SigmoidOp, nn::NegOp,
             nn::ReciprocalOp, nn::ExpOp, nn::LogOp>([&](Operation *op) {
         Value x = buf(op->getOperand(0));
-        kernel(loc, "unary", {x, define(op->getResult(0))},
+        kernel(loc, K::unary, {x, define(op->getResult(0))},
                {tensorType(op->getResult(0)).getNumElements(),
-                nn::unaryCode(op->getName().stripDialect())});
+                abi::unaryFnCode(op->getName().stripDialect())});
         return success();
       })
       .Case([&](nn::UnaryGradOp g) {
         Value x = buf(g.getInput()), y = buf(g.getOutput()), dy = buf(g.getGrad());
-        kernel(loc, "unary_grad", {x, y, dy, define(g.getResult())},
+        kernel(loc, K::unary_grad, {x, y, dy, define(g.getResult())},
                {tensorType(g.getResult()).getNumElements(),
-                nn::unaryCode(g.getFn())});
+                abi::unaryFnCode(g.getFn().str())});
         return success();
       })
       .Case([&](nn::BroadcastToOp op) {
-        lowerBroadcast(op, "broadcast");
+        lowerBroadcast(op, K::broadcast);
         return success();
       })
       .Case([&](nn::BatchMatmulOp mm) {
@@ -639,7 +629,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         for (Value v : {mm.getLhs(), mm.getRhs()})
           ints.append(broadcastStrides(tensorType(v).getShape().drop_back(2), rank));
         Value l = buf(mm.getLhs()), r = buf(mm.getRhs());
-        kernel(loc, "batch_matmul", {l, r, define(mm.getResult())}, ints);
+        kernel(loc, K::batch_matmul, {l, r, define(mm.getResult())}, ints);
         return success();
       })
       .Case([&](nn::ConcatOp cat) {
@@ -648,7 +638,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         Value y = define(cat.getResult());
         for (Value in : cat.getInputs()) {
           int64_t size = tensorType(in).getDimSize(dim);
-          kernel(loc, "concat_part", {buf(in), y},
+          kernel(loc, K::concat_part, {buf(in), y},
                  {product(out.take_front(dim)), size, out[dim], start,
                   product(out.drop_front(dim + 1))});
           start += size;
@@ -659,7 +649,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         ArrayRef<int64_t> shape = tensorType(t.getInput()).getShape();
         int64_t rows = shape[shape.size() - 2], cols = shape.back();
         Value x = buf(t.getInput());
-        kernel(loc, "trilu", {x, define(t.getResult())},
+        kernel(loc, K::trilu, {x, define(t.getResult())},
                {product(shape.drop_back(2)), rows, cols, t.getUpper() ? 1 : 0,
                 t.getK()});
         return success();
@@ -700,7 +690,7 @@ public:
       auto t = cast<RankedTensorType>(s.type);
       NamedAttrList entry(s.extra);
       entry.set("name", b.getStringAttr(s.name));
-      entry.set("dtype", b.getStringAttr(dtypeName(t.getElementType())));
+      entry.set("dtype", b.getStringAttr(abi::dtypeName(rt::dtypeCode(t.getElementType()))));
       entry.set("shape", b.getI64ArrayAttr(t.getShape()));
       entry.set("offset", b.getI64IntegerAttr(s.offset));
       entry.set("bytes", b.getI64IntegerAttr(byteSize(s.type)));
@@ -753,7 +743,7 @@ struct ConvertNNToRtPass
 
     OpBuilder b(&getContext());
     NamedAttrList manifest;
-    manifest.set("format", b.getI64IntegerAttr(2));
+    manifest.set("format", b.getI64IntegerAttr(abi::kFormatVersion));
     if (auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel))
       manifest.set("model", model);
     manifest.set("entries", b.getArrayAttr(names));

@@ -1,22 +1,24 @@
-//===- ConvertRtToLLVM.cpp - rt step functions to the LLVM dialect --------===//
+//===- ConvertRtToLLVM.cpp - rt step functions to launch tables -----------===//
 //
-// Kernel ABI (runtime/kernels.h):
-//   void shardc_k_<name>(void *ctx, void **buffers, const int64_t *ints,
-//                        const double *floats, int64_t stream);
-// Buffers go in a stack array; ints and floats are private constant
-// globals, shared between kernels with equal arguments.
+// Each step function becomes a launch table (runtime/abi/abi.h, "The
+// program"): a constant array of int64 words, `shardc_program_<entry>`,
+// that the runtime's backend walks. Buffers are (region, byte offset)
+// pairs, resolved from the step function's region arguments, rt.view
+// offsets and the constants pool `shardc_constants` that rt.constant values
+// are placed in. The manifest becomes the JSON string `shardc_manifest`.
+//
+// The module that results holds only constant globals: lowering and LLVM
+// code generation take time linear in the number of launches, with no
+// per-launch code for LLVM to compile.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
-#include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
-#include "mlir/Conversion/LLVMCommon/Pattern.h"
-#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
-#include "mlir/Transforms/DialectConversion.h"
-#include "llvm/ADT/Hashing.h"
-#include "llvm/ADT/StringExtras.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
+
+#include <cstring>
 
 namespace shardc {
 #define GEN_PASS_DEF_CONVERTRTTOLLVM
@@ -56,46 +58,6 @@ llvm::json::Value toJSON(Attribute attr) {
   return nullptr;
 }
 
-LLVM::LLVMFuncOp declareFunction(OpBuilder &b, ModuleOp module, StringRef name,
-                                 LLVM::LLVMFunctionType type) {
-  if (auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
-    return fn;
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(module.getBody());
-  return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
-}
-
-/// A private constant global holding `values`, reused when one with the same
-/// contents exists.
-template <typename T>
-Value constantArray(OpBuilder &b, ModuleOp module, Location loc, Type elt,
-                    StringRef prefix, ArrayRef<T> values) {
-  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
-  if (values.empty())
-    return LLVM::ZeroOp::create(b, loc, ptrType);
-  auto tensor = RankedTensorType::get({int64_t(values.size())}, elt);
-  DenseElementsAttr data = DenseElementsAttr::get(tensor, values);
-  const char *bytes = reinterpret_cast<const char *>(values.data());
-  uint64_t hash = llvm::hash_combine_range(bytes, bytes + values.size() * sizeof(T));
-  LLVM::GlobalOp global;
-  for (unsigned suffix = 0;; ++suffix) {
-    std::string name =
-        (prefix + llvm::utohexstr(hash) + "_" + llvm::Twine(suffix)).str();
-    global = module.lookupSymbol<LLVM::GlobalOp>(name);
-    if (!global) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(module.getBody());
-      global = LLVM::GlobalOp::create(
-          b, loc, LLVM::LLVMArrayType::get(elt, values.size()),
-          /*isConstant=*/true, LLVM::Linkage::Private, name, data);
-      break;
-    }
-    if (global.getValueAttr() == data)
-      break;
-  }
-  return LLVM::AddressOfOp::create(b, loc, global);
-}
-
 /// The bytes of a constant tensor in the runtime's layout.
 std::string runtimeBytes(DenseElementsAttr value) {
   std::string bytes;
@@ -118,155 +80,249 @@ std::string runtimeBytes(DenseElementsAttr value) {
   return bytes;
 }
 
-struct ConstantLowering : public ConvertOpToLLVMPattern<rt::ConstantOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
-  LogicalResult
-  matchAndRewrite(rt::ConstantOp op, OpAdaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Type elt = op.getValue().getElementType();
-    if (!elt.isF32() && !elt.isInteger(1) && !elt.isInteger(32) &&
-        !elt.isInteger(64))
-      return op.emitOpError("holds ") << elt << ", which the runtime cannot store";
-    auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
-    if (!dense)
-      return op.emitOpError("holds a non-dense value");
-    std::string bytes = runtimeBytes(dense);
-    if (bytes.empty())
-      bytes.assign(1, '\0');
-    auto module = op->getParentOfType<ModuleOp>();
-    std::string name;
-    for (unsigned k = 0;; ++k) {
-      name = "__rt_const_" + std::to_string(k);
-      if (!module.lookupSymbol(name))
-        break;
-    }
-    LLVM::GlobalOp global;
-    {
-      OpBuilder::InsertionGuard guard(rewriter);
-      rewriter.setInsertionPointToStart(module.getBody());
-      global = LLVM::GlobalOp::create(
-          rewriter, op.getLoc(),
-          LLVM::LLVMArrayType::get(rewriter.getI8Type(), bytes.size()),
-          /*isConstant=*/true, LLVM::Linkage::Private, name,
-          rewriter.getStringAttr(bytes), /*alignment=*/64);
-    }
-    rewriter.replaceOpWithNewOp<LLVM::AddressOfOp>(op, global);
-    return success();
-  }
+int64_t doubleBits(double d) {
+  int64_t bits;
+  std::memcpy(&bits, &d, sizeof(bits));
+  return bits;
+}
+
+/// Encodes the step functions of a module as launch tables.
+class ProgramWriter {
+public:
+  explicit ProgramWriter(ModuleOp module) : module(module) {}
+
+  /// Appends `fn`'s launch table to `words`.
+  LogicalResult encode(func::FuncOp fn, SmallVectorImpl<int64_t> &words);
+
+  /// The constants pool (rt.constant values, aligned).
+  const std::string &constants() const { return pool; }
+
+private:
+  FailureOr<int64_t> ref(Operation *user, Value buffer);
+  LogicalResult kernel(Operation *op, abi::KernelId id, ValueRange buffers,
+                       ArrayRef<int64_t> ints, ArrayRef<double> floats,
+                       int64_t stream, SmallVectorImpl<int64_t> &words);
+  LogicalResult constant(rt::ConstantOp op);
+
+  ModuleOp module;
+  func::FuncOp current;
+  DenseMap<Operation *, int64_t> constantOffsets;
+  std::string pool;
 };
 
-struct ViewLowering : public ConvertOpToLLVMPattern<rt::ViewOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
-  LogicalResult
-  matchAndRewrite(rt::ViewOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value offset = LLVM::ConstantOp::create(rewriter, loc, rewriter.getI64Type(),
-                                            op.getOffset());
-    rewriter.replaceOpWithNewOp<LLVM::GEPOp>(
-        op, getVoidPtrType(), rewriter.getI8Type(), adaptor.getBase(),
-        ArrayRef<LLVM::GEPArg>{offset});
-    return success();
-  }
-};
+LogicalResult ProgramWriter::constant(rt::ConstantOp op) {
+  Type elt = op.getValue().getElementType();
+  if (!elt.isF32() && !elt.isInteger(1) && !elt.isInteger(32) &&
+      !elt.isInteger(64))
+    return op.emitOpError("holds ") << elt << ", which the runtime cannot store";
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return op.emitOpError("holds a non-dense value");
+  pool.resize(size_t(abi::alignTo(int64_t(pool.size()))), '\0');
+  constantOffsets[op] = int64_t(pool.size());
+  pool += runtimeBytes(dense);
+  return success();
+}
 
-struct KernelLowering : public ConvertOpToLLVMPattern<rt::KernelOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
-  LogicalResult
-  matchAndRewrite(rt::KernelOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    auto module = op->getParentOfType<ModuleOp>();
-    Type ptr = getVoidPtrType();
-    auto fnType = LLVM::LLVMFunctionType::get(
-        LLVM::LLVMVoidType::get(rewriter.getContext()),
-        {ptr, ptr, ptr, ptr, rewriter.getI64Type()});
-    LLVM::LLVMFuncOp callee = declareFunction(
-        rewriter, module, ("shardc_k_" + op.getName()).str(), fnType);
-
-    ValueRange buffers = adaptor.getBuffers();
-    Value count = LLVM::ConstantOp::create(rewriter, loc, rewriter.getI64Type(),
-                                           std::max<int64_t>(buffers.size(), 1));
-    Value array = LLVM::AllocaOp::create(rewriter, loc, ptr, ptr, count);
-    for (auto [i, buffer] : llvm::enumerate(buffers)) {
-      Value slot = LLVM::GEPOp::create(rewriter, loc, ptr, ptr, array,
-                                       ArrayRef<LLVM::GEPArg>{int32_t(i)});
-      LLVM::StoreOp::create(rewriter, loc, buffer, slot);
-    }
-    Value ints = constantArray<int64_t>(rewriter, module, loc,
-                                        rewriter.getI64Type(), "__rt_ints_",
-                                        op.getInts());
-    Value floats = constantArray<double>(rewriter, module, loc,
-                                         rewriter.getF64Type(), "__rt_floats_",
-                                         op.getFloats());
-    Value stream = LLVM::ConstantOp::create(rewriter, loc, rewriter.getI64Type(),
-                                            op.getStream());
-    rewriter.replaceOpWithNewOp<LLVM::CallOp>(
-        op, callee, ValueRange{adaptor.getCtx(), array, ints, floats, stream});
-    return success();
+/// The (region, offset) word of a buffer operand.
+FailureOr<int64_t> ProgramWriter::ref(Operation *user, Value buffer) {
+  int64_t offset = 0;
+  while (auto view = buffer.getDefiningOp<rt::ViewOp>()) {
+    offset += view.getOffset();
+    buffer = view.getBase();
   }
-};
-
-template <typename EventOp>
-struct EventLowering : public ConvertOpToLLVMPattern<EventOp> {
-  EventLowering(const LLVMTypeConverter &converter, StringRef symbol)
-      : ConvertOpToLLVMPattern<EventOp>(converter), symbol(symbol) {}
-  LogicalResult
-  matchAndRewrite(EventOp op, typename EventOp::Adaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Type ptr = this->getVoidPtrType(), i64 = rewriter.getI64Type();
-    auto fnType = LLVM::LLVMFunctionType::get(
-        LLVM::LLVMVoidType::get(rewriter.getContext()), {ptr, i64, i64});
-    LLVM::LLVMFuncOp callee = declareFunction(
-        rewriter, op->template getParentOfType<ModuleOp>(), symbol, fnType);
-    Value event = LLVM::ConstantOp::create(rewriter, loc, i64, op.getEvent());
-    Value stream = LLVM::ConstantOp::create(rewriter, loc, i64, op.getStream());
-    rewriter.replaceOpWithNewOp<LLVM::CallOp>(
-        op, callee, ValueRange{adaptor.getCtx(), event, stream});
-    return success();
+  int64_t region = -1;
+  if (auto arg = dyn_cast<BlockArgument>(buffer)) {
+    // (ctx, params, state, io, arena): the regions in abi::Region order.
+    region = int64_t(arg.getArgNumber()) - 1;
+  } else if (auto c = buffer.getDefiningOp<rt::ConstantOp>()) {
+    auto it = constantOffsets.find(c);
+    if (it == constantOffsets.end())
+      return user->emitOpError("uses a constant defined after it");
+    region = abi::kRegionConstants;
+    offset += it->second;
+  } else if (buffer.getDefiningOp<rt::AllocOp>()) {
+    return user->emitOpError(
+        "uses an rt.alloc buffer: run the memory planner (rt-plan-memory) "
+        "before lowering");
   }
-  std::string symbol;
-};
+  bool regionArg = isa<BlockArgument>(buffer) && region >= 0 &&
+                   region <= abi::kRegionArena &&
+                   cast<BlockArgument>(buffer).getOwner()->getParentOp() ==
+                       current;
+  if (!regionArg && region != abi::kRegionConstants)
+    return user->emitOpError("uses a buffer that is not a view of a region "
+                             "argument or a constant");
+  if (offset < 0 || offset > abi::kOffsetMask)
+    return user->emitOpError("buffer offset ") << offset << " is out of range";
+  return abi::bufferRef(region, offset);
+}
+
+LogicalResult ProgramWriter::kernel(Operation *op, abi::KernelId id,
+                                    ValueRange buffers, ArrayRef<int64_t> ints,
+                                    ArrayRef<double> floats, int64_t stream,
+                                    SmallVectorImpl<int64_t> &words) {
+  const abi::KernelInfo &info = abi::kernelInfo(id);
+  std::string wrong = abi::checkKernelArgs(info, buffers.size(), ints.data(),
+                                           ints.size(), floats.size());
+  if (!wrong.empty())
+    return op->emitOpError("lowers to kernel '")
+           << info.name << "', which " << wrong << "; expected "
+           << abi::kernelLayout(info);
+  words.append({abi::kOpKernel, int64_t(id), stream, int64_t(buffers.size()),
+                int64_t(ints.size()), int64_t(floats.size())});
+  for (Value b : buffers) {
+    FailureOr<int64_t> r = ref(op, b);
+    if (failed(r))
+      return failure();
+    words.push_back(*r);
+  }
+  words.append(ints.begin(), ints.end());
+  for (double f : floats)
+    words.push_back(doubleBits(f));
+  return success();
+}
+
+LogicalResult ProgramWriter::encode(func::FuncOp fn,
+                                    SmallVectorImpl<int64_t> &words) {
+  current = fn;
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitError("a step function must have a single block");
+  Block &block = fn.getBody().front();
+  if (block.getNumArguments() != 1 + abi::kRegionArena + 1 ||
+      !isa<rt::ContextType>(block.getArgument(0).getType()))
+    return fn.emitError("a step function takes (context, params, state, io, "
+                        "arena), got ")
+           << block.getNumArguments() << " arguments";
+  using K = abi::KernelId;
+  for (Operation &op : block) {
+    LogicalResult ok =
+        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case([&](rt::KernelOp k) -> LogicalResult {
+              const abi::KernelInfo *info = abi::lookupKernel(k.getName().str());
+              if (!info)
+                return k.emitOpError("unknown kernel '") << k.getName() << "'";
+              return kernel(k, abi::kernelId(*info), k.getBuffers(),
+                            k.getInts(), k.getFloats(), k.getStream(), words);
+            })
+            .Case([&](rt::AllGatherOp g) -> LogicalResult {
+              int64_t dtype = rt::dtypeCode(g.getDtype());
+              if (g.getSubgroup())
+                return kernel(g, K::all_gather_subgroup,
+                              {g.getInputs()[0], g.getOutputs()[0]},
+                              {g.getCounts()[0], int64_t(g.getAxis()), dtype,
+                               int64_t(g.getSubgroup())},
+                              {}, g.getStream(), words);
+              if (g.getInputs().size() == 1)
+                return kernel(g, K::all_gather,
+                              {g.getInputs()[0], g.getOutputs()[0]},
+                              {g.getCounts()[0], int64_t(g.getAxis()), dtype},
+                              {}, g.getStream(), words);
+              SmallVector<Value> bufs(g.getInputs());
+              llvm::append_range(bufs, g.getOutputs());
+              llvm::append_range(bufs, g.getScratch());
+              SmallVector<int64_t> ints = {int64_t(g.getInputs().size()),
+                                           int64_t(g.getAxis()), dtype};
+              llvm::append_range(ints, g.getCounts());
+              return kernel(g, K::all_gather_group, bufs, ints, {},
+                            g.getStream(), words);
+            })
+            .Case([&](rt::ReduceScatterOp r) {
+              return kernel(r, K::reduce_scatter,
+                            {r.getInput(), r.getOutput(), r.getScratch()},
+                            {int64_t(r.getCount()), int64_t(r.getAxis()),
+                             rt::dtypeCode(r.getDtype())},
+                            {}, r.getStream(), words);
+            })
+            .Case([&](rt::AllReduceOp r) {
+              return kernel(r, K::all_reduce, {r.getInput(), r.getOutput()},
+                            {int64_t(r.getCount()), int64_t(r.getAxis()),
+                             rt::dtypeCode(r.getDtype())},
+                            {}, r.getStream(), words);
+            })
+            .Case([&](rt::EventRecordOp e) {
+              words.append({abi::kOpEventRecord, int64_t(e.getEvent()),
+                            int64_t(e.getStream())});
+              return success();
+            })
+            .Case([&](rt::EventWaitOp e) {
+              words.append({abi::kOpEventWait, int64_t(e.getEvent()),
+                            int64_t(e.getStream())});
+              return success();
+            })
+            .Case([&](rt::ConstantOp c) { return constant(c); })
+            .Case<rt::ViewOp, func::ReturnOp>(
+                [](Operation *) { return success(); })
+            .Case([&](rt::AllocOp a) {
+              return a.emitOpError("must be placed by the memory planner "
+                                   "(rt-plan-memory) before lowering");
+            })
+            .Default([](Operation *other) {
+              return other->emitOpError("has no lowering to a launch table");
+            });
+    if (failed(ok))
+      return failure();
+  }
+  words.push_back(abi::kOpEnd);
+  return success();
+}
 
 struct ConvertRtToLLVMPass
     : public shardc::impl::ConvertRtToLLVMBase<ConvertRtToLLVMPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MLIRContext *ctx = &getContext();
-    if (failed(emitManifests(module)))
+    OpBuilder b(module.getBody(), module.getBody()->begin());
+    ProgramWriter writer(module);
+    SmallVector<func::FuncOp> steps;
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      if (!fn.getName().starts_with(attrs::kEntryPrefix)) {
+        fn.emitError("step function names start with '")
+            << attrs::kEntryPrefix << "'";
+        return signalPassFailure();
+      }
+      steps.push_back(fn);
+    }
+    auto i64 = b.getI64Type();
+    for (func::FuncOp fn : steps) {
+      SmallVector<int64_t> words;
+      if (failed(writer.encode(fn, words)))
+        return signalPassFailure();
+      std::string symbol =
+          (abi::kProgramSymbolPrefix +
+           fn.getName().drop_front(attrs::kEntryPrefix.size()))
+              .str();
+      auto type = RankedTensorType::get({int64_t(words.size())}, i64);
+      LLVM::GlobalOp::create(b, fn.getLoc(),
+                             LLVM::LLVMArrayType::get(i64, words.size()),
+                             /*isConstant=*/true, LLVM::Linkage::External,
+                             symbol, DenseElementsAttr::get(type, ArrayRef(words)),
+                             /*alignment=*/8);
+    }
+    if (!writer.constants().empty())
+      LLVM::GlobalOp::create(
+          b, module.getLoc(),
+          LLVM::LLVMArrayType::get(b.getI8Type(), writer.constants().size()),
+          /*isConstant=*/true, LLVM::Linkage::External, abi::kConstantsSymbol,
+          b.getStringAttr(writer.constants()), abi::kBufferAlignment);
+    if (failed(emitManifest(module, b, steps, writer.constants().size())))
       return signalPassFailure();
-
-    LLVMTypeConverter converter(ctx);
-    converter.addConversion(
-        [ctx](rt::BufferType) { return LLVM::LLVMPointerType::get(ctx); });
-    converter.addConversion(
-        [ctx](rt::ContextType) { return LLVM::LLVMPointerType::get(ctx); });
-
-    RewritePatternSet patterns(ctx);
-    populateFuncToLLVMConversionPatterns(converter, patterns);
-    patterns.add<ConstantLowering, ViewLowering, KernelLowering>(converter);
-    patterns.add<EventLowering<rt::EventRecordOp>>(converter,
-                                                   "shardc_event_record");
-    patterns.add<EventLowering<rt::EventWaitOp>>(converter,
-                                                 "shardc_event_wait");
-
-    LLVMConversionTarget target(*ctx);
-    target.addLegalOp<ModuleOp>();
-    if (failed(applyFullConversion(module, target, std::move(patterns))))
-      signalPassFailure();
+    for (func::FuncOp fn : steps)
+      fn.erase();
   }
 
   /// Completes the module's manifest with the arena each entry needs and
   /// moves it into the global the runtime reads.
-  LogicalResult emitManifests(ModuleOp module) {
+  LogicalResult emitManifest(ModuleOp module, OpBuilder &b,
+                             ArrayRef<func::FuncOp> steps,
+                             int64_t constantsBytes) {
     auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest);
     if (!manifest)
       return success();
-    OpBuilder b(module.getBody(), module.getBody()->begin());
     int64_t arenaBytes = 0;
     SmallVector<Attribute> arenas;
-    for (auto fn : module.getOps<func::FuncOp>()) {
+    for (func::FuncOp fn : steps) {
       auto bytes = fn->getAttrOfType<IntegerAttr>(attrs::kArenaBytes);
       if (!bytes)
         continue;
@@ -274,22 +330,22 @@ struct ConvertRtToLLVMPass
       SmallVector<NamedAttribute> entry = {
           b.getNamedAttr("symbol", b.getStringAttr(fn.getName())),
           b.getNamedAttr("arena_bytes", bytes)};
-      if (auto gathered = fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
+      if (auto gathered =
+              fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
         entry.push_back(b.getNamedAttr("peak_gathered_bytes", gathered));
       arenas.push_back(b.getDictionaryAttr(entry));
-      fn->removeAttr(attrs::kArenaBytes);
-      fn->removeAttr(attrs::kPeakGatheredBytes);
     }
     NamedAttrList entries(manifest);
     entries.set("arena_bytes", b.getI64IntegerAttr(arenaBytes));
     entries.set("arenas", b.getArrayAttr(arenas));
+    entries.set("constants_bytes", b.getI64IntegerAttr(constantsBytes));
     std::string json;
     llvm::raw_string_ostream os(json);
     os << toJSON(entries.getDictionary(&getContext()));
     json.push_back('\0');
     auto type = LLVM::LLVMArrayType::get(b.getI8Type(), json.size());
     LLVM::GlobalOp::create(b, module.getLoc(), type, /*isConstant=*/true,
-                           LLVM::Linkage::External, attrs::kManifestSymbol,
+                           LLVM::Linkage::External, abi::kManifestSymbol,
                            b.getStringAttr(json));
     module->removeAttr(attrs::kManifest);
     return success();

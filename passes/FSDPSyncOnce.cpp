@@ -76,7 +76,7 @@ struct FSDPSyncOncePass : public shardc::impl::FSDPSyncOnceBase<FSDPSyncOncePass
       auto updated = step.getResultAttrOfType<IntegerAttr>(r, attrs::kUpdates);
       auto slot = step.getArgAttrOfType<StringAttr>(updated.getInt(), attrs::kState);
       StringRef name = slot.getValue();
-      name.consume_front("grad.");
+      name.consume_front(abi::kStateGrad);
       paths.push_back({r, acc, full, name.str()});
     }
     if (paths.empty()) {

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "runtime/abi/abi.h"
 
 namespace shardc {
 
@@ -54,13 +55,8 @@ constexpr llvm::StringLiteral kEntryPrefix = "shardc_";
 constexpr llvm::StringLiteral kArenaBytes = "rt.arena_bytes";
 /// On a lowered step function: the peak bytes of gathered parameters.
 constexpr llvm::StringLiteral kPeakGatheredBytes = "rt.peak_gathered_bytes";
-constexpr llvm::StringLiteral kManifestSymbol = "shardc_manifest";
 } // namespace attrs
 
-/// The layout of the optimizer hyper-parameter input (tensor<7xf32>).
-namespace hyper {
-enum : int64_t { kLr, kBeta1, kBeta2, kEps, kWeightDecay, kWeightDecay1D, kStep, kSize };
-} // namespace hyper
 
 /// The op computing a micro-step's loss (its first result): where forward
 /// ends and backward begins. Null when the loss is not computed by an op.
@@ -70,11 +66,7 @@ inline mlir::Operation *lossOp(mlir::func::FuncOp microStep) {
   return ret.getNumOperands() ? ret.getOperand(0).getDefiningOp() : nullptr;
 }
 
-/// Byte alignment of every buffer in every region.
-constexpr int64_t kBufferAlignment = 64;
-inline int64_t alignTo(int64_t bytes) {
-  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-}
+using abi::alignTo;
 
 } // namespace shardc
 

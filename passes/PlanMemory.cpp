@@ -27,12 +27,13 @@ struct Interval {
   int64_t offset = -1;
 };
 
-/// Whether `alloc` receives an all-gather: a gathered parameter.
+/// Whether `alloc` is the output of an all-gather (of one parameter or of a
+/// coalesced group's): a gathered parameter. The scratch of a coalesced
+/// gather is not.
 bool isGathered(rt::AllocOp alloc) {
   for (Operation *user : alloc->getUsers())
-    if (auto kernel = dyn_cast<rt::KernelOp>(user))
-      if (kernel.getName() == "all_gather" &&
-          kernel.getBuffers().back() == alloc.getResult())
+    if (auto gather = dyn_cast<rt::AllGatherOp>(user))
+      if (llvm::is_contained(gather.getOutputs(), alloc.getResult()))
         return true;
   return false;
 }

@@ -1,5 +1,6 @@
 //===- model.cpp - manifest parsing and parameter initialization ----------===//
 #include "runtime/model.h"
+#include "runtime/abi/abi.h"
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,13 @@ Manifest Manifest::parse(const char *text) {
   try {
     json j = json::parse(text);
     Manifest m;
+    int64_t format = j.value("format", int64_t(0));
+    if (format != abi::kFormatVersion)
+      throw std::runtime_error(
+          "the compiled program has format " + std::to_string(format) +
+          " but this runtime reads format " +
+          std::to_string(abi::kFormatVersion) +
+          ": recompile it with the shardc of this runtime");
     const json &model = j.at("model");
     m.family = model.value("family", std::string("?"));
     m.source = model.value("source", std::string("?"));
@@ -54,6 +62,8 @@ Manifest Manifest::parse(const char *text) {
     m.stateBytes = j.at("state_bytes").get<int64_t>();
     m.ioBytes = j.at("io_bytes").get<int64_t>();
     m.arenaBytes = j.at("arena_bytes").get<int64_t>();
+    m.constantsBytes = j.value("constants_bytes", int64_t(0));
+    m.optimizer = model.value("optimizer", std::string());
     return m;
   } catch (const json::exception &e) {
     throw std::runtime_error(std::string("malformed model manifest: ") +

@@ -51,6 +51,9 @@ struct Manifest {
   std::vector<std::string> entries;
   int64_t replicas = 1, shards = 1; // the compiled mesh
   int64_t paramBytes = 0, stateBytes = 0, ioBytes = 0, arenaBytes = 0;
+  int64_t constantsBytes = 0;
+  /// The compiled optimizer: abi::kOptimizerAdamW or kOptimizerSGD.
+  std::string optimizer;
 
   /// Parses the compiler's manifest; throws std::runtime_error when malformed.
   static Manifest parse(const char *json);

@@ -9,6 +9,8 @@
 #ifndef SHARDC_RUNTIME_RUNTIME_H
 #define SHARDC_RUNTIME_RUNTIME_H
 
+#include "runtime/abi/abi.h"
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -19,7 +21,9 @@ namespace shardc::runtime {
 
 class Mesh;
 
-enum Stream : int64_t { kComputeStream = 0, kCommStream = 1, kNumStreams = 2 };
+using abi::kCommStream;
+using abi::kComputeStream;
+using abi::kNumStreams;
 
 struct Context {
   /// Kernels launched per stream so far.
@@ -61,21 +65,19 @@ private:
 } // namespace shardc::runtime
 
 extern "C" {
-/// The compiled entry points: (context, parameter region, state region, io
-/// region, arena). A micro-step runs forward and backward on one
-/// micro-batch and accumulates gradients; the optimizer step clips and
+/// The compiled entry points, as launch tables (runtime/abi/abi.h; null when
+/// the program has no such entry). A micro-step runs forward and backward on
+/// one micro-batch and accumulates gradients; the optimizer step clips and
 /// updates the parameters and optimizer states in place.
-void shardc_micro_step(void *ctx, void *params, void *state, void *io,
-                       void *arena) __attribute__((weak));
-void shardc_opt_step(void *ctx, void *params, void *state, void *io,
-                     void *arena) __attribute__((weak));
+extern const int64_t shardc_program_micro_step[] __attribute__((weak));
+extern const int64_t shardc_program_opt_step[] __attribute__((weak));
 /// Compiled with --infer: the graph as it is, inputs and outputs in io.
-void shardc_infer(void *ctx, void *params, void *state, void *io, void *arena)
-    __attribute__((weak));
+extern const int64_t shardc_program_infer[] __attribute__((weak));
 /// Compiled with --grad-sync=last: a micro-step that accumulates unsharded
 /// gradients and reduces nothing (every micro-batch but the last).
-void shardc_micro_step_nosync(void *ctx, void *params, void *state, void *io,
-                              void *arena) __attribute__((weak));
+extern const int64_t shardc_program_micro_step_nosync[] __attribute__((weak));
+/// The constants region (rt.constant values), if the program has any.
+extern const char shardc_constants[] __attribute__((weak));
 /// The compiled model's manifest: JSON, NUL-terminated.
 extern const char shardc_manifest[];
 

@@ -15,10 +15,4 @@
 #define GET_OP_CLASSES
 #include "dialects/nn/NNOps.h.inc"
 
-namespace shardc::nn {
-/// The runtime code of an elementwise math function (runtime/kernels.h:
-/// unary), or -1 for an unknown name.
-int64_t unaryCode(llvm::StringRef fn);
-} // namespace shardc::nn
-
 #endif // SHARDC_DIALECTS_NN_NNDIALECT_H

@@ -1,11 +1,13 @@
 //===- NNTensorOps.cpp - verifiers of the generic tensor ops --------------===//
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNVerify.h"
+#include "runtime/abi/abi.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
+using namespace shardc;
 using namespace shardc::nn;
 using namespace shardc::nn::detail;
 
@@ -30,25 +32,10 @@ LogicalResult ReciprocalOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult ExpOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult LogOp::verify() { return verifyStaticShapes(*this); }
 
-int64_t shardc::nn::unaryCode(StringRef fn) {
-  return llvm::StringSwitch<int64_t>(fn)
-      .Case("sqrt", 0)
-      .Case("erf", 1)
-      .Case("tanh", 2)
-      .Case("sigmoid", 3)
-      .Case("neg", 4)
-      .Case("reciprocal", 5)
-      .Case("exp", 6)
-      .Case("log", 7)
-      .Default(-1);
-}
-
 LogicalResult UnaryGradOp::verify() {
-  if (unaryCode(getFn()) < 0)
+  if (abi::unaryFnCode(getFn().str()) < 0)
     return emitOpError("unknown function '")
-           << getFn()
-           << "' (expected sqrt, erf, tanh, sigmoid, neg, reciprocal, exp or "
-              "log)";
+           << getFn() << "' (expected " << abi::unaryFnList() << ")";
   return verifyStaticShapes(*this);
 }
 

@@ -1,6 +1,8 @@
 //===- RtDialect.cpp - the rt dialect -------------------------------------===//
 #include "dialects/rt/RtDialect.h"
 
+#include "runtime/abi/abi.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
@@ -8,6 +10,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
+using namespace shardc;
 using namespace shardc::rt;
 
 #include "dialects/rt/RtDialect.cpp.inc"
@@ -26,6 +29,22 @@ void RtDialect::initialize() {
       >();
 }
 
+int64_t shardc::rt::dtypeCode(Type t) {
+  if (t.isF32())
+    return abi::kF32;
+  if (t.isBF16())
+    return abi::kBF16;
+  if (t.isF16())
+    return abi::kF16;
+  if (t.isInteger(32))
+    return abi::kI32;
+  if (t.isInteger(1))
+    return abi::kBool;
+  if (t.isInteger(64))
+    return abi::kI64;
+  return -1;
+}
+
 LogicalResult AllocOp::verify() {
   int64_t size = getSize();
   if (size <= 0)
@@ -41,14 +60,78 @@ LogicalResult ViewOp::verify() {
 }
 
 LogicalResult KernelOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a kernel name");
-  for (char c : getName())
-    if (!llvm::isAlnum(c) && c != '_')
-      return emitOpError("kernel name '")
-             << getName() << "' must be an identifier";
-  if (int64_t(getStream()) < 0)
-    return emitOpError("stream must be non-negative");
+  if (int64_t(getStream()) < 0 || int64_t(getStream()) >= abi::kNumStreams)
+    return emitOpError("stream ") << getStream() << " is not one of the "
+                                  << abi::kNumStreams << " runtime streams";
+  const abi::KernelInfo *info = abi::lookupKernel(getName().str());
+  if (!info)
+    return emitOpError("unknown kernel '")
+           << getName() << "' (the kernels are listed in "
+           << "runtime/abi/kernels.def)";
+  ArrayRef<int64_t> ints = getInts();
+  std::string wrong =
+      abi::checkKernelArgs(*info, getBuffers().size(), ints.data(),
+                           ints.size(), getFloats().size());
+  if (!wrong.empty())
+    return emitOpError("kernel '")
+           << getName() << "' " << wrong << "; expected "
+           << abi::kernelLayout(*info);
+  return success();
+}
+
+/// The runtime's code of a collective's element type: f32 or bf16.
+static LogicalResult verifyCollective(Operation *op, int64_t axis, Type dtype,
+                                      int64_t stream) {
+  if (axis < 0 || axis > 1)
+    return op->emitOpError("axis must be 0 or 1 (a mesh has at most two), "
+                           "got ")
+           << axis;
+  if (!dtype.isF32() && !dtype.isBF16())
+    return op->emitOpError("moves f32 or bf16 data, not ") << dtype;
+  if (stream < 0 || stream >= abi::kNumStreams)
+    return op->emitOpError("stream ") << stream << " is not one of the "
+                                      << abi::kNumStreams
+                                      << " runtime streams";
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifyCollective(*this, getAxis(), getDtype(), getStream())))
+    return failure();
+  size_t n = getInputs().size();
+  if (n == 0 || getOutputs().size() != n || getCounts().size() != n)
+    return emitOpError("needs one output and one count per input, got ")
+           << n << " inputs, " << getOutputs().size() << " outputs and "
+           << getCounts().size() << " counts";
+  if (llvm::any_of(getCounts(), [](int64_t c) { return c <= 0; }))
+    return emitOpError("counts must be positive");
+  if (getSubgroup() < 0)
+    return emitOpError("subgroup must be non-negative");
+  size_t wantScratch = n > 1 ? 2 : 0;
+  if (getScratch().size() != wantScratch)
+    return emitOpError("gathering ")
+           << n << " inputs needs " << wantScratch
+           << " scratch buffers (pack, gathered), got " << getScratch().size();
+  if (n > 1 && getSubgroup() != 0)
+    return emitOpError("gathers one input within a subgroup");
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyCollective(*this, getAxis(), getDtype(), getStream())))
+    return failure();
+  if (getCount() <= 0)
+    return emitOpError("count must be positive");
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(verifyCollective(*this, getAxis(), getDtype(), getStream())))
+    return failure();
+  if (!getDtype().isF32())
+    return emitOpError("sums f32 data only");
+  if (getCount() <= 0)
+    return emitOpError("count must be positive");
   return success();
 }
 

@@ -107,8 +107,10 @@ def Rt_KernelOp : Rt_Op<"kernel"> {
   let description = [{
     Calls the backend kernel `name` with its buffers, integer arguments
     `ints` and floating-point arguments `floats` on `stream` (0 is the
-    compute stream, 1 the communication stream). The meaning of each
-    argument is stated by the kernel in `runtime/kernels.h`.
+    compute stream, 1 the communication stream). Each kernel's arguments
+    are defined once, in `runtime/abi/kernels.def`; the verifier checks
+    the counts against it. Collectives are the typed ops below, not
+    kernels.
 
     Example:
     ```mlir
@@ -120,6 +122,78 @@ def Rt_KernelOp : Rt_Op<"kernel"> {
                    DenseI64ArrayAttr:$ints, DenseF64ArrayAttr:$floats,
                    DefaultValuedAttr<I64Attr, "0">:$stream);
   let assemblyFormat = "$ctx `,` $name `(` $buffers `)` attr-dict";
+  let hasVerifier = 1;
+}
+
+def Rt_AllGatherOp : Rt_Op<"all_gather", [AttrSizedOperandSegments]> {
+  let summary = "all-gather buffers over one grid axis (one collective)";
+  let description = [{
+    Every rank contributes `counts[j]` elements of `dtype` from `inputs[j]`;
+    `outputs[j]` receives the rank-major concatenation of every rank's
+    block. Several inputs are gathered by one exchange through the planned
+    `scratch` buffers (pack, gathered), as `rt-coalesce-collectives` makes
+    them for an FSDP group. `subgroup` N > 0 gathers within groups of N
+    consecutive ranks of the axis (`--reshard-after-forward=N`). `group` is
+    the FSDP group of the gathered parameters. Runs on `stream`.
+
+    Example:
+    ```mlir
+    rt.all_gather %ctx (%in) -> (%out) {axis = 0 : i64, counts = array<i64: 64>, dtype = f32, stream = 1 : i64}
+    ```
+  }];
+  let arguments = (ins Rt_ContextType:$ctx, Variadic<Rt_BufferType>:$inputs,
+                   Variadic<Rt_BufferType>:$outputs,
+                   Variadic<Rt_BufferType>:$scratch, I64Attr:$axis,
+                   TypeAttr:$dtype, DenseI64ArrayAttr:$counts,
+                   DefaultValuedAttr<I64Attr, "0">:$subgroup,
+                   OptionalAttr<I64Attr>:$group,
+                   DefaultValuedAttr<I64Attr, "1">:$stream);
+  let assemblyFormat = [{
+    $ctx `(` $inputs `)` `->` `(` $outputs `)`
+    (`scratch` `(` $scratch^ `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_ReduceScatterOp : Rt_Op<"reduce_scatter"> {
+  let summary = "sum over one grid axis, each rank keeping its block";
+  let description = [{
+    `input` holds P blocks of `count` elements of `dtype`; rank r's `output`
+    receives the sum over the ranks of the axis of block r. `scratch` is a
+    planned block for the ring's partial sums.
+
+    Example:
+    ```mlir
+    rt.reduce_scatter %ctx %in -> %out scratch %tmp {axis = 0 : i64, count = 64 : i64, dtype = f32}
+    ```
+  }];
+  let arguments = (ins Rt_ContextType:$ctx, Rt_BufferType:$input,
+                   Rt_BufferType:$output, Rt_BufferType:$scratch,
+                   I64Attr:$axis, TypeAttr:$dtype, I64Attr:$count,
+                   OptionalAttr<I64Attr>:$group,
+                   DefaultValuedAttr<I64Attr, "1">:$stream);
+  let assemblyFormat = [{
+    $ctx $input `->` $output `scratch` $scratch attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_AllReduceOp : Rt_Op<"all_reduce"> {
+  let summary = "sum a buffer over one grid axis";
+  let description = [{
+    Every rank's `output` receives the sum over the axis of `input` (`count`
+    elements of `dtype`); `output` may be `input`.
+
+    Example:
+    ```mlir
+    rt.all_reduce %ctx %in -> %out {axis = 0 : i64, count = 64 : i64, dtype = f32}
+    ```
+  }];
+  let arguments = (ins Rt_ContextType:$ctx, Rt_BufferType:$input,
+                   Rt_BufferType:$output, I64Attr:$axis, TypeAttr:$dtype,
+                   I64Attr:$count, OptionalAttr<I64Attr>:$group,
+                   DefaultValuedAttr<I64Attr, "1">:$stream);
+  let assemblyFormat = "$ctx $input `->` $output attr-dict";
   let hasVerifier = 1;
 }
 

@@ -8,6 +8,7 @@
 #include "frontends/meta/ModelConfig.h"
 
 #include "dialects/nn/NNDialect.h"
+#include "runtime/abi/abi.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
@@ -129,8 +130,8 @@ private:
 
 Value GraphBuilder::gpt2() {
   int64_t C = c.hiddenSize, H = c.numHeads;
-  Value tokens = input("tokens", {B, T});
-  Value targets = input("targets", {B, T});
+  Value tokens = input(abi::kIoTokens, {B, T});
+  Value targets = input(abi::kIoTargets, {B, T});
   auto layerNorm = [&](Value x, const Twine &prefix) {
     Value w = param(prefix + ".weight", {C}, "ones");
     Value bias = param(prefix + ".bias", {C}, "zeros");
@@ -174,8 +175,8 @@ Value GraphBuilder::gpt2() {
 Value GraphBuilder::llama() {
   int64_t C = c.hiddenSize, H = c.numHeads, Hkv = c.numKVHeads,
           D = c.headDim, I = c.intermediateSize;
-  Value tokens = input("tokens", {B, T});
-  Value targets = input("targets", {B, T});
+  Value tokens = input(abi::kIoTokens, {B, T});
+  Value targets = input(abi::kIoTargets, {B, T});
   auto rmsNorm = [&](Value x, const Twine &name) {
     Value w = param(name, {C}, "ones");
     return Value(nn::RMSNormOp::create(b, loc, x.getType(), x, w,

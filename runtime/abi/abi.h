@@ -1,0 +1,328 @@
+//===- abi.h - the one contract between compiler and runtime -----*- C++ -*-===//
+//
+// Everything the compiled program and the runtime must agree on, defined
+// once, with no MLIR dependency: the compiler packs through it, every backend
+// unpacks through it, and the rt verifier checks against it.
+//
+//  - kernels: ids, buffers, integer and float arguments (kernels.def), and
+//    the C signature every backend implements;
+//  - dtype codes and unary-function codes;
+//  - the optimizer's hyper-parameter layout, io slot and state names;
+//  - streams, buffer alignment, memory regions;
+//  - the launch table the compiled program is (program encoding).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_ABI_ABI_H
+#define SHARDC_RUNTIME_ABI_ABI_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace shardc::abi {
+
+/// The manifest's "format": bumped whenever anything below changes, so that
+/// a runtime refuses a program compiled against another contract.
+inline constexpr int64_t kFormatVersion = 3;
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+/// Every kernel has this C signature: `b` the buffers, `i` and `f` the
+/// integer and float arguments of its row in kernels.def.
+#define SHARDC_ABI_KERNEL_SIGNATURE(name)                                      \
+  void shardc_k_##name(void *ctx, void **b, const int64_t *i,                  \
+                       const double *f, int64_t stream)
+
+#define SHARDC_ABI_UNPAREN(...) __VA_ARGS__
+
+/// Per kernel, the positions of its named integer and float arguments:
+/// `i[abi::linear::M]`, `f[abi::layer_norm::f::eps]`.
+#define SHARDC_ABI_KERNEL(name, buffers, nbuf, nbufPer, ints, tailPer, tail,   \
+                          trailing, floats, count)                             \
+  namespace name {                                                             \
+  enum : int64_t { SHARDC_ABI_UNPAREN ints kNumInts, kNone = -1 };             \
+  namespace f {                                                                \
+  enum : int64_t { SHARDC_ABI_UNPAREN floats kNumFloats };                     \
+  }                                                                            \
+  }
+#include "runtime/abi/kernels.def"
+
+/// Kernel ids: the row of each kernel in kernels.def.
+enum class KernelId : int64_t {
+#define SHARDC_ABI_KERNEL(name, ...) name,
+#include "runtime/abi/kernels.def"
+  kNumKernels
+};
+constexpr int64_t kNumKernels = int64_t(KernelId::kNumKernels);
+
+struct KernelInfo {
+  const char *name;
+  const char *buffers;   ///< the buffers, with shapes
+  const char *ints;      ///< the named integers, as written in kernels.def
+  const char *tail;      ///< the variable integers after them
+  const char *floats;    ///< the named floats
+  int64_t numBuffers, buffersPer;
+  int64_t numInts, tailPer, trailing;
+  int64_t numFloats;
+  int64_t count;         ///< index of the integer counting the variable parts
+};
+
+inline constexpr KernelInfo kKernels[] = {
+#define SHARDC_ABI_KERNEL(name, buffers, nbuf, nbufPer, ints, tailPer, tail,   \
+                          trailing, floats, count)                             \
+  {#name,    buffers,       #ints,                                             \
+   tail,     #floats,       nbuf,                                              \
+   nbufPer,  name::kNumInts, tailPer,                                          \
+   trailing, name::f::kNumFloats, name::count},
+#include "runtime/abi/kernels.def"
+};
+static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(kNumKernels));
+
+inline const KernelInfo &kernelInfo(KernelId id) {
+  return kKernels[int64_t(id)];
+}
+
+/// The kernel named `name`, or null.
+inline const KernelInfo *lookupKernel(std::string_view name) {
+  for (const KernelInfo &k : kKernels)
+    if (name == k.name)
+      return &k;
+  return nullptr;
+}
+
+inline KernelId kernelId(const KernelInfo &k) {
+  return KernelId(&k - kKernels);
+}
+
+/// The kernel's layout as one line: `linear(x[M,K] ...; ints M, K, N, ...;
+/// floats eps)`.
+inline std::string kernelLayout(const KernelInfo &k) {
+  auto list = [](std::string s) {
+    // "(a, b, )" -> "a, b"
+    if (!s.empty() && s.front() == '(')
+      s = s.substr(1, s.size() - 2);
+    while (!s.empty() && (s.back() == ' ' || s.back() == ','))
+      s.pop_back();
+    return s.empty() ? std::string("none") : s;
+  };
+  std::string out = std::string(k.name) + "(" + k.buffers + "; ints " +
+                    list(k.ints);
+  if (*k.tail)
+    out += std::string(", ") + k.tail;
+  return out + "; floats " + list(k.floats) + ")";
+}
+
+/// Checks the argument counts of a launch of `k`; returns what is wrong, or
+/// an empty string.
+inline std::string checkKernelArgs(const KernelInfo &k, int64_t numBuffers,
+                                   const int64_t *ints, int64_t numInts,
+                                   int64_t numFloats) {
+  int64_t units = 0;
+  if (k.count >= 0) {
+    if (numInts <= k.count)
+      return "takes at least " + std::to_string(k.count + 1) +
+             " integers, got " + std::to_string(numInts);
+    units = ints[k.count];
+    if (units < 0 || units > (int64_t(1) << 20))
+      return "has a count of " + std::to_string(units) +
+             " variable parts, which is out of range";
+  }
+  int64_t wantBuffers = k.numBuffers + k.buffersPer * units;
+  int64_t wantInts = k.numInts + k.tailPer * units + k.trailing;
+  if (numBuffers != wantBuffers)
+    return "takes " + std::to_string(wantBuffers) + " buffers, got " +
+           std::to_string(numBuffers);
+  if (numInts != wantInts)
+    return "takes " + std::to_string(wantInts) + " integers, got " +
+           std::to_string(numInts);
+  if (numFloats != k.numFloats)
+    return "takes " + std::to_string(k.numFloats) + " floats, got " +
+           std::to_string(numFloats);
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Element types and function codes
+//===----------------------------------------------------------------------===//
+
+/// Element types as the runtime knows them: code, name, bytes.
+#define SHARDC_ABI_DTYPES(X)                                                   \
+  X(kF32, 0, "f32", 4)                                                         \
+  X(kBF16, 1, "bf16", 2)                                                       \
+  X(kF16, 2, "f16", 2)                                                         \
+  X(kI32, 3, "i32", 4)                                                         \
+  X(kBool, 4, "bool", 1)                                                       \
+  X(kI64, 5, "i64", 8)
+
+enum DType : int64_t {
+#define SHARDC_ABI_DTYPE_ENUM(id, code, name, bytes) id = code,
+  SHARDC_ABI_DTYPES(SHARDC_ABI_DTYPE_ENUM)
+#undef SHARDC_ABI_DTYPE_ENUM
+};
+
+/// Bytes of one element of `code`, or 0 for an unknown code.
+constexpr int64_t dtypeBytes(int64_t code) {
+#define SHARDC_ABI_DTYPE_BYTES(id, c, name, bytes)                             \
+  if (code == c)                                                               \
+    return bytes;
+  SHARDC_ABI_DTYPES(SHARDC_ABI_DTYPE_BYTES)
+#undef SHARDC_ABI_DTYPE_BYTES
+  return 0;
+}
+
+/// The manifest's name of `code` ("f32", ...), or "unknown".
+constexpr const char *dtypeName(int64_t code) {
+#define SHARDC_ABI_DTYPE_NAME(id, c, name, bytes)                              \
+  if (code == c)                                                               \
+    return name;
+  SHARDC_ABI_DTYPES(SHARDC_ABI_DTYPE_NAME)
+#undef SHARDC_ABI_DTYPE_NAME
+  return "unknown";
+}
+
+/// The code of a manifest dtype name, or -1.
+inline int64_t dtypeCode(std::string_view name) {
+#define SHARDC_ABI_DTYPE_CODE(id, c, n, bytes)                                 \
+  if (name == n)                                                               \
+    return c;
+  SHARDC_ABI_DTYPES(SHARDC_ABI_DTYPE_CODE)
+#undef SHARDC_ABI_DTYPE_CODE
+  return -1;
+}
+
+/// The functions of the `unary` and `unary_grad` kernels, by code (their
+/// names are the nn ops' mnemonics).
+#define SHARDC_ABI_UNARY_FNS(X)                                                \
+  X(sqrt) X(erf) X(tanh) X(sigmoid) X(neg) X(reciprocal) X(exp) X(log)
+
+enum class UnaryFn : int64_t {
+#define SHARDC_ABI_UNARY_ENUM(name) name,
+  SHARDC_ABI_UNARY_FNS(SHARDC_ABI_UNARY_ENUM)
+#undef SHARDC_ABI_UNARY_ENUM
+  kNumFns
+};
+
+/// The code of unary function `name`, or -1.
+inline int64_t unaryFnCode(std::string_view name) {
+  int64_t code = 0;
+#define SHARDC_ABI_UNARY_CODE(fn)                                              \
+  if (name == #fn)                                                             \
+    return code;                                                               \
+  ++code;
+  SHARDC_ABI_UNARY_FNS(SHARDC_ABI_UNARY_CODE)
+#undef SHARDC_ABI_UNARY_CODE
+  return -1;
+}
+
+/// "sqrt, erf, ..., exp or log".
+inline std::string unaryFnList() {
+  std::string s;
+  const char *names[] = {
+#define SHARDC_ABI_UNARY_NAME(fn) #fn,
+      SHARDC_ABI_UNARY_FNS(SHARDC_ABI_UNARY_NAME)
+#undef SHARDC_ABI_UNARY_NAME
+  };
+  size_t n = sizeof(names) / sizeof(names[0]);
+  for (size_t k = 0; k < n; ++k)
+    s += std::string(k == 0 ? "" : k + 1 == n ? " or " : ", ") + names[k];
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Training inputs: optimizer hyper-parameters, io slots, state names
+//===----------------------------------------------------------------------===//
+
+/// The optimizer hyper-parameter input (io slot kIoOptimizer, f32[kHyperSize]).
+enum Hyper : int64_t {
+  kLr,
+  kBeta1, ///< AdamW beta1; SGD momentum
+  kBeta2,
+  kEps,
+  kWeightDecay,
+  kWeightDecay1D, ///< weight decay of 1-D parameters
+  kStep,          ///< from 1
+  kHyperSize
+};
+
+/// The io slots of a training program.
+inline constexpr const char *kIoTokens = "tokens";        ///< i32[B,T]
+inline constexpr const char *kIoTargets = "targets";      ///< i32[B,T]
+inline constexpr const char *kIoLoss = "loss";            ///< f32[]
+inline constexpr const char *kIoAccumulate = "accumulate"; ///< f32[2]: keep, scale
+inline constexpr const char *kIoOptimizer = "optimizer";  ///< f32[kHyperSize]
+inline constexpr const char *kIoMaxGradNorm = "max_grad_norm"; ///< f32[]
+inline constexpr const char *kIoGradSqNorm = "grad_sq_norm";   ///< f32[]
+
+/// State slots are named `<prefix><parameter>`.
+inline constexpr const char *kStateGrad = "grad.";
+/// Optimizer states, by optimizer.
+inline constexpr const char *kStateExpAvg = "exp_avg.";
+inline constexpr const char *kStateExpAvgSq = "exp_avg_sq.";
+inline constexpr const char *kStateMomentum = "momentum.";
+
+/// The compiled optimizer, as the manifest's "optimizer" names it.
+inline constexpr const char *kOptimizerAdamW = "adamw";
+inline constexpr const char *kOptimizerSGD = "sgd";
+
+//===----------------------------------------------------------------------===//
+// Streams, regions, alignment
+//===----------------------------------------------------------------------===//
+
+enum Stream : int64_t { kComputeStream = 0, kCommStream = 1, kNumStreams = 2 };
+
+/// Byte alignment of every buffer in every region.
+inline constexpr int64_t kBufferAlignment = 64;
+constexpr int64_t alignTo(int64_t bytes) {
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+/// The memory regions a compiled program addresses.
+enum Region : int64_t {
+  kRegionParams,    ///< parameters (sharded)
+  kRegionState,     ///< gradients, optimizer states
+  kRegionIo,        ///< inputs and outputs
+  kRegionArena,     ///< activations, by the memory plan
+  kRegionConstants, ///< read-only constants embedded in the program
+  kNumRegions
+};
+
+//===----------------------------------------------------------------------===//
+// The program: a launch table the runtime walks
+//===----------------------------------------------------------------------===//
+//
+// Each entry point (micro_step, opt_step, ...) is an array of int64 words,
+// a sequence of records:
+//
+//   kOpKernel, kernel id, stream, #buffers, #ints, #floats,
+//       buffers (each: region << kRegionShift | byte offset),
+//       ints, floats (IEEE-754 double bits)
+//   kOpEventRecord, event, stream
+//   kOpEventWait, event, stream
+//   kOpEnd
+//
+// The compiled object exports, per entry `<name>`, the symbol
+// `shardc_program_<name>`; the constants region is `shardc_constants`.
+
+enum Opcode : int64_t {
+  kOpEnd = 0,
+  kOpKernel = 1,
+  kOpEventRecord = 2,
+  kOpEventWait = 3
+};
+inline constexpr int64_t kRegionShift = 56;
+inline constexpr int64_t kOffsetMask = (int64_t(1) << kRegionShift) - 1;
+inline constexpr int64_t kKernelHeaderWords = 6;
+
+constexpr int64_t bufferRef(int64_t region, int64_t offset) {
+  return (region << kRegionShift) | offset;
+}
+
+inline constexpr const char *kProgramSymbolPrefix = "shardc_program_";
+inline constexpr const char *kConstantsSymbol = "shardc_constants";
+inline constexpr const char *kManifestSymbol = "shardc_manifest";
+
+} // namespace shardc::abi
+
+#endif // SHARDC_RUNTIME_ABI_ABI_H

@@ -1,0 +1,55 @@
+//===- backend.h - what main needs of a device --------------------*- C++ -*-===//
+//
+// The trainer's main owns flags, the loop, data, logging and checkpoints; a
+// backend owns the memory the compiled program addresses (host or device),
+// the copies between it and the host, and runs compiled entry points (launch
+// tables) on its streams, events, kernels and collectives. main has no code
+// per device: it asks the backend the target was compiled for.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_BACKEND_H
+#define SHARDC_RUNTIME_BACKEND_H
+
+#include "runtime/abi/abi.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace shardc::runtime {
+
+class Mesh;
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  /// "cpu", "cuda".
+  virtual const char *name() const = 0;
+  /// A region of `bytes` of the backend's memory, aligned to
+  /// abi::kBufferAlignment, zeroed when `zero` (otherwise its pages are
+  /// committed as kernels first write them). Lives as long as the backend.
+  /// Throws std::runtime_error naming `what` when it cannot.
+  virtual char *allocate(int64_t bytes, const char *what, bool zero = true) = 0;
+  /// Whether the backend's memory is host memory, which the host may then
+  /// write in place (no staging copy, no second resident copy).
+  virtual bool hostMemory() const = 0;
+  /// Copies between host memory and the backend's memory.
+  virtual void copyToDevice(void *dst, const void *src, int64_t bytes) = 0;
+  virtual void copyToHost(void *dst, const void *src, int64_t bytes) = 0;
+  /// Runs a compiled entry point over the regions; returns once its work is
+  /// complete (a host copy of its outputs is then safe).
+  virtual void run(const int64_t *program,
+                   void *const regions[abi::kNumRegions]) = 0;
+  /// Per-kernel time (SHARDC_PROFILE=1): the kernels run since `run` began
+  /// are charged; printProfile prints kernels by total time.
+  virtual void setProfiling(bool on) = 0;
+  virtual void printProfile() const = 0;
+};
+
+/// The CPU backend: host memory, OpenBLAS and OpenMP kernels, MPI
+/// collectives over `mesh` (null: one rank), streams run in program order.
+std::unique_ptr<Backend> makeCpuBackend(const Mesh *mesh);
+
+} // namespace shardc::runtime
+
+#endif // SHARDC_RUNTIME_BACKEND_H

@@ -1,0 +1,39 @@
+//===- checkpoint_io.h - weights in and out of the backend's memory -*- C++ -*-===//
+#ifndef SHARDC_RUNTIME_CHECKPOINT_IO_H
+#define SHARDC_RUNTIME_CHECKPOINT_IO_H
+
+#include "runtime/backend.h"
+#include "runtime/mesh.h"
+#include "runtime/model.h"
+#include "runtime/safetensors.h"
+
+#include <string>
+#include <vector>
+
+namespace shardc::runtime {
+
+/// Loads every parameter from a safetensors file (Hugging Face names, with
+/// or without the transformer./model. prefix) into the parameter region
+/// `params` of `backend`: this shard's rows, padding rows zero.
+void loadParameters(const Manifest &m, const std::string &path,
+                    Backend &backend, char *params, int64_t shardIndex);
+
+/// One tensor per parameter, read from `region` at the slot of `prefix +
+/// name` (params: no prefix; gradients: abi::kStateGrad). Sharded tensors
+/// are gathered on the shard axis into `storage` (complete on rank 0).
+std::vector<NamedTensor> gatherTensors(const Manifest &m, const Mesh &mesh,
+                                       Backend &backend, const char *region,
+                                       const std::string &prefix,
+                                       std::vector<std::vector<float>> &storage);
+
+/// Writes the tensors gatherTensors reads as a safetensors file (rank 0).
+void saveTensors(const Manifest &m, const Mesh &mesh, Backend &backend,
+                 const std::string &path, const char *region,
+                 const std::string &prefix);
+
+/// A file that shardc wrote next to the executable.
+std::string besideExecutable(const std::string &name);
+
+} // namespace shardc::runtime
+
+#endif // SHARDC_RUNTIME_CHECKPOINT_IO_H

@@ -1,0 +1,172 @@
+//===- flags.cpp - the trainer's command line -----------------------------===//
+#include "runtime/flags.h"
+#include "runtime/abi/abi.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+using namespace shardc;
+using namespace shardc::runtime;
+
+namespace {
+
+const char *kUsage = R"(usage: %s [options]
+
+Trains %s (%s), compiled for micro-batches of %lld x %lld tokens per rank
+on a mesh of %lld ranks (%lld x %lld; launch with mpirun -np %lld).
+
+data and run:
+  --data FILE           llm.c token file (header of 256 int32: magic 20240520,
+                        version 1, token count; then uint16 tokens); row b of
+                        the global batch of step s starts at token (s*G + b)*T
+                        with G = ranks x micro-batch x grad-accum; rank r takes
+                        rows r*mb .. (r+1)*mb-1 of each global micro-batch;
+                        wrapping around the file; without it, seeded
+                        synthetic tokens
+  --steps N             optimizer steps (default 10)
+  --grad-accum N        micro-batches per step, gradients averaged (default 1)
+  --seed N              seed of initialization and synthetic data (default 1337)
+  --init-from FILE      initial weights from a safetensors file (Hugging Face
+                        names, with or without the transformer./model. prefix)
+  --save-weights FILE   write the weights after the last step (safetensors)
+  --export-onnx FILE    (models compiled from ONNX) write the model with the
+                        weights after the last step as its initializers;
+                        over 2 GB they go to FILE.data (ONNX external data)
+  --export-external-data  with --export-onnx: always write FILE.data
+  --dump-grads FILE     write the last step's gradients, averaged over its
+                        micro-batches and before clipping (safetensors)
+  --log FILE            JSON lines, one per step: step, loss, lr, grad_norm,
+                        ms, tok_per_s
+
+optimizer (compiled: %s; semantics of torch.optim.AdamW / SGD):
+  --lr X                peak learning rate (default 0.001)
+  --beta1 X             AdamW beta1 (default 0.9)
+  --beta2 X             AdamW beta2 (default 0.999)
+  --eps X               AdamW epsilon (default 1e-8)
+  --momentum X          SGD momentum (default 0)
+  --weight-decay X      decoupled (AdamW) or L2 (SGD) weight decay, applied to
+                        every parameter (default 0.01 for AdamW, 0 for SGD)
+  --no-decay-1d         exclude 1-D parameters (norms, biases) from weight decay
+  --clip-grad-norm X    clip gradients to global norm X (default 0: off), as
+                        torch.nn.utils.clip_grad_norm_
+  --lr-schedule S       constant (default), cosine or linear decay to zero
+                        after warmup, over --steps
+  --warmup-steps N      linear warmup: lr * (s+1)/N for steps s < N (default 0)
+  --help                this message
+)";
+
+
+int64_t parseInt(const std::string &flag, const std::string &value) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < 0)
+    throw std::runtime_error(flag + " expects a non-negative integer, got '" +
+                             value + "'");
+  return v;
+}
+
+double parseFloat(const std::string &flag, const std::string &value) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0)
+    throw std::runtime_error(flag + " expects a non-negative number, got '" +
+                             value + "'");
+  return v;
+}
+
+} // namespace
+
+void shardc::runtime::printUsage(const char *argv0, const Manifest &m) {
+  std::printf(kUsage, argv0, m.source.c_str(), m.family.c_str(),
+              (long long)m.microBatch, (long long)m.seqLen,
+              (long long)(m.replicas * m.shards), (long long)m.replicas,
+              (long long)m.shards, (long long)(m.replicas * m.shards),
+              m.optimizer.c_str());
+}
+
+bool shardc::runtime::wantsHelp(int argc, char **argv) {
+  for (int k = 1; k < argc; ++k)
+    if (std::string(argv[k]) == "--help" || std::string(argv[k]) == "-h")
+      return true;
+  return false;
+}
+
+Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) {
+  Options o;
+  for (int k = 1; k < argc; ++k) {
+    std::string arg = argv[k];
+    size_t eq = arg.find('=');
+    bool inlineValue = eq != std::string::npos && arg.rfind("--", 0) == 0;
+    std::string flag = inlineValue ? arg.substr(0, eq) : arg;
+    auto next = [&]() -> std::string {
+      if (inlineValue)
+        return arg.substr(eq + 1);
+      if (k + 1 >= argc)
+        throw std::runtime_error(flag + " expects a value");
+      return argv[++k];
+    };
+    if (flag == "--data")
+      o.data = next();
+    else if (flag == "--steps")
+      o.steps = parseInt(flag, next());
+    else if (flag == "--grad-accum")
+      o.gradAccum = parseInt(flag, next());
+    else if (flag == "--seed")
+      o.seed = uint64_t(parseInt(flag, next()));
+    else if (flag == "--init-from")
+      o.initFrom = next();
+    else if (flag == "--save-weights")
+      o.saveWeights = next();
+    else if (flag == "--export-onnx") {
+      o.exportOnnx = next();
+      if (m.graphFile.empty())
+        throw std::runtime_error("--export-onnx: this model was not compiled "
+                                 "from an ONNX file");
+    }
+    else if (flag == "--export-external-data" && !inlineValue)
+      o.exportExternal = true;
+    else if (flag == "--dump-grads")
+      o.dumpGrads = next();
+    else if (flag == "--log")
+      o.log = next();
+    else if (flag == "--lr")
+      o.lr = parseFloat(flag, next());
+    else if (flag == "--beta1")
+      o.beta1 = parseFloat(flag, next());
+    else if (flag == "--beta2")
+      o.beta2 = parseFloat(flag, next());
+    else if (flag == "--eps")
+      o.eps = parseFloat(flag, next());
+    else if (flag == "--momentum")
+      o.momentum = parseFloat(flag, next());
+    else if (flag == "--weight-decay")
+      o.weightDecay = parseFloat(flag, next());
+    else if (flag == "--no-decay-1d" && !inlineValue)
+      o.noDecay1D = true;
+    else if (flag == "--clip-grad-norm")
+      o.clipGradNorm = parseFloat(flag, next());
+    else if (flag == "--warmup-steps")
+      o.warmupSteps = parseInt(flag, next());
+    else if (flag == "--lr-schedule") {
+      o.schedule = next();
+      if (o.schedule != "constant" && o.schedule != "cosine" &&
+          o.schedule != "linear")
+        throw std::runtime_error("--lr-schedule must be constant, cosine or "
+                                 "linear, got '" + o.schedule + "'");
+    } else
+      throw std::runtime_error("unknown option '" + arg + "' (see --help)");
+  }
+  if (o.gradAccum < 1)
+    throw std::runtime_error("--grad-accum must be at least 1");
+  if (o.beta1 >= 1 || o.beta2 >= 1)
+    throw std::runtime_error("--beta1 and --beta2 must be below 1");
+  if (o.weightDecay < 0)
+    o.weightDecay = m.optimizer == abi::kOptimizerAdamW ? 0.01 : 0.0;
+  return o;
+}
+

@@ -1,0 +1,33 @@
+//===- flags.h - the trainer's command line ------------------------*- C++ -*-===//
+#ifndef SHARDC_RUNTIME_FLAGS_H
+#define SHARDC_RUNTIME_FLAGS_H
+
+#include "runtime/model.h"
+
+#include <cstdint>
+#include <string>
+
+namespace shardc::runtime {
+
+/// The trainer's flags, as parsed (the usage text in flags.cpp says each).
+struct Options {
+  std::string data, initFrom, saveWeights, dumpGrads, log, exportOnnx;
+  int64_t steps = 10, gradAccum = 1, warmupSteps = 0;
+  uint64_t seed = 1337;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.0;
+  double weightDecay = -1.0; // -1: the optimizer's default
+  bool noDecay1D = false, exportExternal = false;
+  double clipGradNorm = 0.0;
+  std::string schedule = "constant";
+};
+
+/// Whether --help or -h is among the arguments.
+bool wantsHelp(int argc, char **argv);
+/// Prints the usage of the compiled model `m`.
+void printUsage(const char *argv0, const Manifest &m);
+/// Parses the flags; throws std::runtime_error naming the flag at fault.
+Options parseOptions(int argc, char **argv, const Manifest &m);
+
+} // namespace shardc::runtime
+
+#endif // SHARDC_RUNTIME_FLAGS_H
