@@ -471,8 +471,8 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (g.getGatherAxis().getZExtValue() != 0)
           return g.emitOpError("gathers on dim 0 only on this backend");
         Value in = buf(g.getInput());
-        beforeCollective(loc);
         Value out = define(g.getResult());
+        beforeCollective(loc);
         rt::AllGatherOp::create(
             b, loc, ctx, ValueRange{in}, ValueRange{out}, ValueRange{},
             *axis, tensorType(g.getInput()).getElementType(),
@@ -489,10 +489,10 @@ LogicalResult StepBuilder::lower(Operation *op) {
             r.getScatterAxis().getZExtValue() != 0)
           return r.emitOpError("sums and scatters on dim 0 only on this backend");
         Value in = buf(r.getInput());
-        beforeCollective(loc);
         // A block of scratch for the ring's partial sums, live only here.
         Value scratch = rt::AllocOp::create(b, loc, byteSize(r.getResult()));
         Value out = define(r.getResult());
+        beforeCollective(loc);
         rt::ReduceScatterOp::create(
             b, loc, ctx, in, out, scratch, *axis,
             tensorType(r.getResult()).getElementType(),
@@ -508,8 +508,8 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (r.getReduction() != shard::ReductionKind::Sum)
           return r.emitOpError("sums only on this backend");
         Value in = buf(r.getInput());
-        beforeCollective(loc);
         Value out = define(r.getResult());
+        beforeCollective(loc);
         rt::AllReduceOp::create(
             b, loc, ctx, in, out, *axis,
             tensorType(r.getResult()).getElementType(),
@@ -545,8 +545,8 @@ LogicalResult StepBuilder::lower(Operation *op) {
         if (failed(axis))
           return failure();
         Value in = buf(g.getInput());
-        beforeCollective(loc);
         Value out = define(g.getResult());
+        beforeCollective(loc);
         rt::AllGatherOp::create(
             b, loc, ctx, ValueRange{in}, ValueRange{out}, ValueRange{},
             *axis, tensorType(g.getInput()).getElementType(),

@@ -62,7 +62,7 @@ LogicalResult ViewOp::verify() {
 LogicalResult KernelOp::verify() {
   if (int64_t(getStream()) < 0 || int64_t(getStream()) >= abi::kNumStreams)
     return emitOpError("stream ") << getStream() << " is not one of the "
-                                  << abi::kNumStreams << " runtime streams";
+                                  << int64_t(abi::kNumStreams) << " runtime streams";
   const abi::KernelInfo *info = abi::lookupKernel(getName().str());
   if (!info)
     return emitOpError("unknown kernel '")
@@ -90,7 +90,7 @@ static LogicalResult verifyCollective(Operation *op, int64_t axis, Type dtype,
     return op->emitOpError("moves f32 or bf16 data, not ") << dtype;
   if (stream < 0 || stream >= abi::kNumStreams)
     return op->emitOpError("stream ") << stream << " is not one of the "
-                                      << abi::kNumStreams
+                                      << int64_t(abi::kNumStreams)
                                       << " runtime streams";
   return success();
 }

@@ -9,9 +9,9 @@
 // CHECK-LABEL: func.func @shardc_micro_step
 // CHECK: rt.event_record %{{.*}} {event = [[E0:[0-9]+]] : i64, stream = 0 : i64}
 // CHECK-NEXT: rt.event_wait %{{.*}} {event = [[E0]] : i64, stream = 1 : i64}
-// CHECK-NEXT: rt.kernel %{{.*}}, "all_gather"(%{{.*}}, %[[G:.*]]) {floats = array<f64>, fsdp.group = -1 : i64, ints = array<i64: 18, 1, 0>, stream = 1 : i64}
+// CHECK-NEXT: rt.all_gather %{{.*}}(%{{.*}}) -> (%[[G:.*]]) {axis = 1 : i64, counts = array<i64: 18>, dtype = f32, group = -1 : i64}
 // CHECK-NEXT: rt.event_record %{{.*}} {event = [[E1:[0-9]+]] : i64, stream = 1 : i64}
 // CHECK: rt.event_wait %{{.*}} {event = [[E1]] : i64, stream = 0 : i64}
 // CHECK-NEXT: rt.kernel %{{.*}}, "slice"(%[[G]],
-// CHECK: "reduce_scatter"({{.*}}) {floats = array<f64>, ints = array<i64: 12, 1, 0>, stream = 1 : i64}
-// CHECK: "all_reduce"({{.*}}) {floats = array<f64>, ints = array<i64: 12, 0, 0>, stream = 1 : i64}
+// CHECK: rt.reduce_scatter %{{.*}} %{{.*}} -> %{{.*}} scratch %{{.*}} {axis = 1 : i64, count = 12 : i64, dtype = f32}
+// CHECK: rt.all_reduce %{{.*}} %{{.*}} -> %{{.*}} {axis = 0 : i64, count = 12 : i64, dtype = f32}

@@ -1,4 +1,5 @@
 // RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard --fsdp-prefetch --convert-nn-to-rt | shardc-opt --pass-pipeline='builtin.module(func.func(rt-coalesce-collectives))' | FileCheck %s
+// RUN: shardc-opt %s --pass-pipeline='builtin.module(func.func(rt-coalesce-collectives))' | FileCheck %s --check-prefix=HAND
 
 // The root group's two parameters (table 3x6, norm 2) are gathered by one
 // kernel: packed (18 + 2 elements), one exchange over 4 ranks, unpacked.
@@ -6,8 +7,43 @@
 // CHECK-LABEL: func.func @shardc_micro_step
 // CHECK: %[[PACK:.*]] = rt.alloc 80 : !rt.buffer
 // CHECK-NEXT: %[[ALL:.*]] = rt.alloc 320 : !rt.buffer
-// CHECK-NEXT: rt.kernel %{{.*}}, "all_gather_group"(%{{.*}}, %{{.*}}, %[[OUT1:.*]], %[[OUT2:.*]], %[[PACK]], %[[ALL]]) {floats = array<f64>, fsdp.group = -1 : i64, ints = array<i64: 2, 0, 0, 18, 2>, stream = 1 : i64}
+// CHECK-NEXT: rt.all_gather %{{.*}}(%{{.*}}, %{{.*}}) -> (%[[OUT1:.*]], %[[OUT2:.*]]) scratch(%[[PACK]], %[[ALL]]) {axis = 0 : i64, counts = array<i64: 18, 2>, dtype = f32, group = -1 : i64}
 // CHECK-NEXT: rt.event_record %{{.*}} {event = 1 : i64, stream = 1 : i64}
 // CHECK-NEXT: rt.event_record %{{.*}} {event = 3 : i64, stream = 1 : i64}
 // Single-parameter groups keep their plain all-gather.
-// CHECK: rt.kernel %{{.*}}, "all_gather"({{.*}}) {floats = array<f64>, fsdp.group = 0 : i64
+// CHECK: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: {{[0-9]+}}>, dtype = f32, group = 0 : i64}
+
+// Hand-written: adjacent gathers of one group, axis and dtype merge (bf16:
+// 2 bytes an element, 2 ranks from the output sizes); another group, a
+// subgroup gather and an op in between each end a run.
+// HAND-LABEL: func.func @shardc_hand
+// HAND: %[[P:.*]] = rt.alloc 24 : !rt.buffer
+// HAND-NEXT: %[[G:.*]] = rt.alloc 48 : !rt.buffer
+// HAND-NEXT: rt.all_gather %{{.*}}(%{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}) scratch(%[[P]], %[[G]]) {axis = 0 : i64, counts = array<i64: 4, 8>, dtype = bf16, group = 5 : i64}
+// HAND-NEXT: rt.event_record %{{.*}} {event = 0 : i64, stream = 1 : i64}
+// HAND-NEXT: rt.event_record %{{.*}} {event = 1 : i64, stream = 1 : i64}
+// HAND-NEXT: rt.alloc
+// HAND-NEXT: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64}
+// HAND-NEXT: rt.alloc
+// HAND-NEXT: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64, subgroup = 2 : i64}
+// HAND-NEXT: rt.kernel
+// HAND-NEXT: rt.alloc
+// HAND-NEXT: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64}
+func.func @shardc_hand(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
+  %a = rt.view %p[0] : !rt.buffer
+  %b = rt.view %p[64] : !rt.buffer
+  %x = rt.alloc 16 : !rt.buffer
+  rt.all_gather %ctx (%a) -> (%x) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 5 : i64}
+  rt.event_record %ctx {event = 0 : i64, stream = 1 : i64}
+  %y = rt.alloc 32 : !rt.buffer
+  rt.all_gather %ctx (%b) -> (%y) {axis = 0 : i64, counts = array<i64: 8>, dtype = bf16, group = 5 : i64}
+  rt.event_record %ctx {event = 1 : i64, stream = 1 : i64}
+  %z = rt.alloc 16 : !rt.buffer
+  rt.all_gather %ctx (%a) -> (%z) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64}
+  %w = rt.alloc 16 : !rt.buffer
+  rt.all_gather %ctx (%a) -> (%w) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64, subgroup = 2 : i64}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8>, floats = array<f64>}
+  %v = rt.alloc 16 : !rt.buffer
+  rt.all_gather %ctx (%b) -> (%v) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64}
+  return
+}

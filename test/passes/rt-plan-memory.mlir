@@ -34,6 +34,31 @@ func.func @all_live(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer, %arena: 
   %b = rt.alloc 256 : !rt.buffer
   // CHECK: rt.view %{{.*}}[256]
   %c = rt.alloc 65 : !rt.buffer
-  rt.kernel %ctx, "attention"(%a, %b, %c, %io) {ints = array<i64>, floats = array<f64>}
+  rt.kernel %ctx, "accumulate"(%a, %b, %c, %io) {ints = array<i64: 16>, floats = array<f64>}
+  return
+}
+
+// -----
+
+// The peak of gathered parameters counts the outputs of every all-gather,
+// single or coalesced (not their pack and gathered scratch), while live:
+// x (128) and y (64) of the group gather and z (256) overlap at z's gather,
+// 448 bytes; w (256) is gathered after x, y and z died.
+// CHECK-LABEL: func.func @gathered
+// CHECK-SAME: rt.peak_gathered_bytes = 448 : i64
+func.func @gathered(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
+  %a = rt.view %p[0] : !rt.buffer
+  %b = rt.view %p[64] : !rt.buffer
+  %x = rt.alloc 128 : !rt.buffer
+  %y = rt.alloc 64 : !rt.buffer
+  %pack = rt.alloc 48 : !rt.buffer
+  %all = rt.alloc 1024 : !rt.buffer
+  rt.all_gather %ctx (%a, %b) -> (%x, %y) scratch(%pack, %all) {axis = 0 : i64, counts = array<i64: 8, 4>, dtype = f32, group = 0 : i64}
+  %z = rt.alloc 256 : !rt.buffer
+  rt.all_gather %ctx (%a) -> (%z) {axis = 0 : i64, counts = array<i64: 16>, dtype = f32, group = 1 : i64}
+  rt.kernel %ctx, "accumulate"(%x, %y, %z, %io) {ints = array<i64: 16>, floats = array<f64>}
+  %w = rt.alloc 256 : !rt.buffer
+  rt.all_gather %ctx (%b) -> (%w) {axis = 0 : i64, counts = array<i64: 16>, dtype = f32, group = 2 : i64}
+  rt.kernel %ctx, "copy"(%w, %io) {ints = array<i64: 256>, floats = array<f64>}
   return
 }

@@ -17,7 +17,99 @@ func.func @view_offset(%p: !rt.buffer) {
 // -----
 
 func.func @kernel_name(%ctx: !rt.context, %p: !rt.buffer) {
-  // expected-error @+1 {{kernel name 'a-b' must be an identifier}}
+  // expected-error @+1 {{unknown kernel 'a-b' (the kernels are listed in runtime/abi/kernels.def)}}
   rt.kernel %ctx, "a-b"(%p) {ints = array<i64>, floats = array<f64>}
+  return
+}
+
+// -----
+
+// The argument counts of every kernel are checked against the ABI table,
+// and the message gives the kernel's layout.
+func.func @kernel_ints(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'silu' takes 1 integers, got 2; expected silu(x[n] y[n]; ints n; floats none)}}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 1024, 1>, floats = array<f64>}
+  return
+}
+
+// -----
+
+func.func @kernel_buffers(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'rms_norm' takes 3 buffers, got 2; expected rms_norm(x[M,C] w[C] y[M,C]; ints M, C; floats eps)}}
+  rt.kernel %ctx, "rms_norm"(%x, %y) {ints = array<i64: 8, 4>, floats = array<f64: 1.0e-5>}
+  return
+}
+
+// -----
+
+func.func @kernel_floats(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'rms_norm' takes 1 floats, got 0}}
+  rt.kernel %ctx, "rms_norm"(%x, %w, %y) {ints = array<i64: 8, 4>, floats = array<f64>}
+  return
+}
+
+// -----
+
+// A bias is one more buffer: has_bias counts it.
+func.func @kernel_optional_buffer(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'linear' takes 4 buffers, got 3}}
+  rt.kernel %ctx, "linear"(%x, %w, %y) {ints = array<i64: 4, 8, 16, 0, 1>, floats = array<f64>}
+  return
+}
+
+// -----
+
+// Broadcasting kernels take rank R, then R dims and R strides per operand.
+func.func @kernel_variadic(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'add' takes 7 integers, got 6}}
+  rt.kernel %ctx, "add"(%a, %b, %y) {ints = array<i64: 2, 4, 8, 8, 1, 0>, floats = array<f64>}
+  return
+}
+
+// -----
+
+func.func @kernel_stream(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{stream 2 is not one of the 2 runtime streams}}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8>, floats = array<f64>, stream = 2 : i64}
+  return
+}
+
+// -----
+
+func.func @gather_counts(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %out: !rt.buffer) {
+  // expected-error @+1 {{needs one output and one count per input, got 2 inputs, 1 outputs and 2 counts}}
+  rt.all_gather %ctx (%a, %b) -> (%out) {axis = 0 : i64, counts = array<i64: 4, 4>, dtype = f32}
+  return
+}
+
+// -----
+
+func.func @gather_scratch(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %x: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{gathering 2 inputs needs 2 scratch buffers (pack, gathered), got 0}}
+  rt.all_gather %ctx (%a, %b) -> (%x, %y) {axis = 0 : i64, counts = array<i64: 4, 4>, dtype = f32}
+  return
+}
+
+// -----
+
+func.func @gather_dtype(%ctx: !rt.context, %a: !rt.buffer, %x: !rt.buffer) {
+  // expected-error @+1 {{moves f32 or bf16 data, not 'i32'}}
+  rt.all_gather %ctx (%a) -> (%x) {axis = 0 : i64, counts = array<i64: 4>, dtype = i32}
+  return
+}
+
+// -----
+
+func.func @reduce_axis(%ctx: !rt.context, %a: !rt.buffer, %x: !rt.buffer, %t: !rt.buffer) {
+  // expected-error @+1 {{axis must be 0 or 1 (a mesh has at most two), got 2}}
+  rt.reduce_scatter %ctx %a -> %x scratch %t {axis = 2 : i64, count = 4 : i64, dtype = f32}
+  return
+}
+
+// -----
+
+func.func @all_reduce_bf16(%ctx: !rt.context, %a: !rt.buffer) {
+  // expected-error @+1 {{sums f32 data only}}
+  rt.all_reduce %ctx %a -> %a {axis = 0 : i64, count = 4 : i64, dtype = bf16}
   return
 }

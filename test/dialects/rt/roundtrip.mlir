@@ -11,9 +11,25 @@ func.func @step(%ctx: !rt.context, %params: !rt.buffer, %io: !rt.buffer, %arena:
   rt.event_wait %ctx {event = 3 : i64, stream = 0 : i64}
   // CHECK: rt.kernel %[[CTX]], "silu"(%[[X]], %[[Y]]) {floats = array<f64>, ints = array<i64: 1024>}
   rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 1024>, floats = array<f64>}
-  // CHECK: rt.kernel %[[CTX]], "copy"(%[[Y]], %[[X]]) {floats = array<f64: 5.000000e-01>, ints = array<i64>, stream = 1 : i64}
-  rt.kernel %ctx, "copy"(%y, %x) {ints = array<i64>, floats = array<f64: 0.5>, stream = 1 : i64}
+  // CHECK: rt.kernel %[[CTX]], "fill"(%[[X]]) {floats = array<f64: 5.000000e-01>, ints = array<i64: 32>, stream = 1 : i64}
+  rt.kernel %ctx, "fill"(%x) {ints = array<i64: 32>, floats = array<f64: 0.5>, stream = 1 : i64}
   // CHECK: rt.event_record %[[CTX]] {event = 3 : i64, stream = 1 : i64}
   rt.event_record %ctx {event = 3 : i64, stream = 1 : i64}
+  return
+}
+
+// The typed collectives.
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %x: !rt.buffer, %y: !rt.buffer, %p: !rt.buffer, %g: !rt.buffer) {
+  // CHECK: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 1 : i64, counts = array<i64: 16>, dtype = bf16, group = 0 : i64}
+  rt.all_gather %ctx (%a) -> (%x) {axis = 1 : i64, counts = array<i64: 16>, dtype = bf16, group = 0 : i64}
+  // CHECK: rt.all_gather %{{.*}}(%{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}) scratch(%{{.*}}, %{{.*}}) {axis = 0 : i64, counts = array<i64: 16, 8>, dtype = f32, group = -1 : i64}
+  rt.all_gather %ctx (%a, %b) -> (%x, %y) scratch(%p, %g) {axis = 0 : i64, counts = array<i64: 16, 8>, dtype = f32, group = -1 : i64}
+  // CHECK: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 16>, dtype = f32, subgroup = 2 : i64}
+  rt.all_gather %ctx (%a) -> (%x) {axis = 0 : i64, counts = array<i64: 16>, dtype = f32, subgroup = 2 : i64}
+  // CHECK: rt.reduce_scatter %{{.*}} %{{.*}} -> %{{.*}} scratch %{{.*}} {axis = 1 : i64, count = 16 : i64, dtype = f32}
+  rt.reduce_scatter %ctx %a -> %x scratch %p {axis = 1 : i64, count = 16 : i64, dtype = f32}
+  // CHECK: rt.all_reduce %{{.*}} %{{.*}} -> %{{.*}} {axis = 0 : i64, count = 16 : i64, dtype = f32, stream = 0 : i64}
+  rt.all_reduce %ctx %a -> %a {axis = 0 : i64, count = 16 : i64, dtype = f32, stream = 0 : i64}
   return
 }
