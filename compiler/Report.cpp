@@ -34,7 +34,8 @@ int64_t stateBytes(DictionaryAttr manifest, ArrayRef<StringRef> prefixes) {
 std::string mib(int64_t bytes) {
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << llvm::format("%10.3f MiB", double(bytes) / (1024.0 * 1024.0));
+  os << llvm::format("%10.3f MiB", double(bytes) / (1024.0 * 1024.0))
+     << llvm::format("  %12lld bytes", (long long)bytes);
   return s;
 }
 
@@ -106,13 +107,12 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   os << "  gradients (sharded)      " << mib(grads) << "\n";
   os << "  optimizer state          " << mib(optimizer) << "\n";
   os << "  peak gathered parameters " << mib(gathered)
-     << "  (in the param dtype)\n";
+     << "  (in the param dtype, live at once)\n";
   os << "  activations              " << mib(microArena - gathered)
      << "  (micro-step arena less the gathered parameters)\n";
   os << "  inputs and outputs       " << mib(io) << "\n";
   int64_t peak = params + intOf(manifest, "state_bytes") + io + arena;
-  os << "  planned peak             " << mib(peak) << "  (" << peak
-     << " bytes)\n";
+  os << "  planned peak             " << mib(peak) << "\n";
   os << "collectives (bytes of the full buffer each rank takes part in):\n";
   if (traffic.empty())
     os << "  none\n";

@@ -16,25 +16,94 @@ def report(shardc, config, mesh, flags):
                           "-o", os.devnull, *flags], capture_output=True, text=True,
                          check=True).stdout
     def field(name):
-        m = re.search(rf"{name}\s+([0-9.]+) MiB", out)
-        return float(m.group(1)) * 1024 * 1024
-    peak = int(re.search(r"planned peak .*\((\d+) bytes\)", out).group(1))
+        m = re.search(rf"{name}\s+[0-9.]+ MiB\s+(\d+) bytes", out)
+        return int(m.group(1))
     return {"params": field(r"parameters \(sharded\)"), "grads": field(r"gradients \(sharded\)"),
-            "optimizer": field("optimizer state"), "peak": peak}, out
+            "optimizer": field("optimizer state"), "gathered": field("peak gathered parameters"),
+            "peak": field("planned peak")}, out
+
+
+def align(n):
+    return (n + 63) // 64 * 64
+
+
+def gpt2_shapes(cfg):
+    """The parameter shapes of a Hugging Face GPT-2 config (Conv1D weights
+    [in, out]; lm_head tied to wte), by group: "root" and one per block."""
+    C, V, P = cfg["n_embd"], cfg["vocab_size"], cfg["n_positions"]
+    inner = cfg.get("n_inner") or 4 * C
+    block = [[C], [C], [C, 3 * C], [3 * C], [C, C], [C], [C], [C], [C, inner], [inner],
+             [inner, C], [C]]
+    groups = {"root": {"wte": [V, C], "wpe": [P, C], "ln_f.weight": [C], "ln_f.bias": [C]}}
+    for i in range(cfg["n_layer"]):
+        groups[i] = {f"h.{i}.{k}": s for k, s in enumerate(block)}
+    return groups
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def sharded_bytes(shape, S):
+    """Bytes of one rank's shard: dim 0 padded to a multiple of S (FSDP2)."""
+    return align(-(-shape[0] // S) * numel(shape[1:]) * 4)
+
+
+def gathered_bytes(shape, S):
+    return align(-(-shape[0] // S) * S * numel(shape[1:]) * 4)
+
+
+def check_independent(args, flags):
+    """Every figure of the report against a count from the config alone:
+    parameter, gradient and optimizer bytes per rank, and the gathered peak
+    under reshard-after-forward and prefetch 1: the root group's parameters
+    used in backward (wte, also the tied head, and ln_f; wpe is dead after
+    the embedding) plus two blocks (the one computing and the one
+    prefetched)."""
+    import json
+    with open(args.config) as f:
+        cfg = json.load(f)
+    groups = gpt2_shapes(cfg)
+    for mesh in args.independent.split(","):
+        S = int(mesh.split("x")[-1])
+        got, _ = report(args.shardc, args.config, mesh, flags)
+        params = sum(sharded_bytes(s, S) for g in groups.values() for s in g.values())
+        block = sum(gathered_bytes(s, S) for s in groups[0].values())
+        root = groups["root"]
+        gathered = (gathered_bytes(root["wte"], S) + gathered_bytes(root["ln_f.weight"], S)
+                    + gathered_bytes(root["ln_f.bias"], S) + 2 * block)
+        want = {"params": params, "grads": params, "optimizer": 2 * params,
+                "gathered": gathered}
+        for key, value in want.items():
+            print(f"mesh {mesh}: {key} {got[key]} bytes, independent count {value}")
+            if got[key] != value:
+                sys.exit(f"FAIL: {key} on mesh {mesh}: report {got[key]}, count {value}")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config", required=True)
+    ap.add_argument("--config", default="")
     ap.add_argument("--shardc", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--flags", default="--micro-batch 8 --seq-len 64")
     ap.add_argument("--tolerance", type=float, default=0.10)
     ap.add_argument("--measure", default="1,2", help="meshes whose peak is measured")
+    ap.add_argument("--independent", default="",
+                    help="meshes whose figures are checked against counts from the config")
+    ap.add_argument("--model", default="", help="a preset to compile instead of --config")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     flags = args.flags.split()
 
+    if args.independent:
+        check_independent(args, flags)
+        print("PASS")
+        return
+    if args.model:
+        args.config = args.model
     one, text = report(args.shardc, args.config, "1", flags)
     print(text)
     for mesh in ["2", "4"]:
