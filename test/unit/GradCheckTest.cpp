@@ -9,6 +9,7 @@
 #include "compiler/Pipelines.h"
 #include "compiler/Registration.h"
 #include "compiler/Target.h"
+#include "runtime/backend.h"
 #include "runtime/model.h"
 #include "runtime/runtime.h"
 
@@ -30,8 +31,6 @@
 #include <vector>
 
 namespace {
-
-using StepFn = void (*)(void *, void *, void *, void *, void *);
 
 struct GradCase {
   const char *name;
@@ -67,7 +66,9 @@ public:
     llvm::sys::fs::remove(obj);
     llvm::sys::fs::remove(lib);
     ASSERT_TRUE(handle) << dlerror();
-    micro = reinterpret_cast<StepFn>(dlsym(handle, "shardc_micro_step"));
+    micro = static_cast<const int64_t *>(
+        dlsym(handle, "shardc_program_micro_step"));
+    constants = static_cast<char *>(dlsym(handle, "shardc_constants"));
     auto *json = static_cast<const char *>(dlsym(handle, "shardc_manifest"));
     ASSERT_TRUE(micro && json);
     manifest = shardc::runtime::Manifest::parse(json);
@@ -78,12 +79,14 @@ public:
   }
   float run() {
     float *ctl = reinterpret_cast<float *>(
-        io.data() + manifest.ioSlot("accumulate").offset);
+        io.data() + manifest.ioSlot(shardc::abi::kIoAccumulate).offset);
     ctl[0] = 0.0f; // overwrite the accumulators
     ctl[1] = 1.0f;
-    micro(&ctx, params.data(), state.data(), io.data(), arena.data());
+    void *regions[shardc::abi::kNumRegions] = {
+        params.data(), state.data(), io.data(), arena.data(), constants};
+    backend->run(micro, regions);
     float loss;
-    std::memcpy(&loss, io.data() + manifest.ioSlot("loss").offset, 4);
+    std::memcpy(&loss, io.data() + manifest.ioSlot(shardc::abi::kIoLoss).offset, 4);
     return loss;
   }
 
@@ -92,7 +95,8 @@ public:
   }
   const float *grad(const shardc::runtime::TensorSlot &p) {
     return reinterpret_cast<const float *>(
-        state.data() + manifest.stateSlot("grad." + p.name).offset);
+        state.data() +
+        manifest.stateSlot(shardc::abi::kStateGrad + p.name).offset);
   }
 
   shardc::runtime::Manifest manifest;
@@ -100,8 +104,10 @@ public:
 
 private:
   void *handle = nullptr;
-  StepFn micro = nullptr;
-  shardc::runtime::Context ctx;
+  const int64_t *micro = nullptr;
+  char *constants = nullptr;
+  std::unique_ptr<shardc::runtime::Backend> backend =
+      shardc::runtime::makeCpuBackend(nullptr);
 };
 
 class GradCheck : public ::testing::TestWithParam<GradCase> {};

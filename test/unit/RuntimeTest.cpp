@@ -134,7 +134,7 @@ TEST(Init, CounterBasedNormalIsMeshInvariantAndCalibrated) {
 }
 
 TEST(Manifest, ParsesAndInitializes) {
-  const char *json = R"({"format": 2,
+  const char *json = R"({"format": 3,
     "model": {"family": "gpt2", "source": "t", "vocab_size": 10,
               "micro_batch": 2, "seq_len": 3},
     "params": [{"name": "w", "dtype": "f32", "shape": [4, 8], "offset": 0,
@@ -154,8 +154,12 @@ TEST(Manifest, ParsesAndInitializes) {
     EXPECT_FLOAT_EQ(w[k], float(0.5 * counterNormal(key, k)));
   for (int k = 0; k < 8; ++k)
     EXPECT_EQ(g[k], 1.0f);
-  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 1}"); })
+  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 3}"); })
                 .find("malformed model manifest"),
+            std::string::npos);
+  // A program compiled against another ABI is refused by name.
+  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 2}"); })
+                .find("has format 2 but this runtime reads format 3"),
             std::string::npos);
 }
 
