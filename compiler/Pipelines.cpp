@@ -24,6 +24,7 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
   if (fsdp) {
     FSDPShardParametersOptions shard;
     shard.mesh = options.mesh;
+    shard.target = options.target;
     shard.paramDtype = options.paramDtype;
     shard.reduceDtype = options.reduceDtype;
     if (!options.wrap.empty())
@@ -51,21 +52,23 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
   }
 }
 
-void shardc::buildNNToRtPipeline(OpPassManager &pm) {
-  pm.addPass(createConvertNNToRt());
+void shardc::buildNNToRtPipeline(OpPassManager &pm,
+                                 const PipelineOptions &options) {
+  ConvertNNToRtOptions lower;
+  lower.target = options.target;
+  pm.addPass(createConvertNNToRt(lower));
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   pm.addNestedPass<func::FuncOp>(createRtPlanMemory());
 }
 
 void shardc::buildRtToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertRtToLLVM());
-  pm.addPass(createCanonicalizerPass());
 }
 
 void shardc::buildLoweringPipeline(OpPassManager &pm,
                                    const PipelineOptions &options) {
   buildTrainingPipeline(pm, options);
-  buildNNToRtPipeline(pm);
+  buildNNToRtPipeline(pm, options);
   buildRtToLLVMPipeline(pm);
 }
 
@@ -73,9 +76,9 @@ void shardc::registerPipelines() {
   PassPipelineRegistration<>(
       "shardc-train", "Build the training step (autodiff, AdamW) in nn",
       [](OpPassManager &pm) { buildTrainingPipeline(pm, PipelineOptions()); });
-  PassPipelineRegistration<>("shardc-lower-to-rt",
-                             "Lower nn model functions to planned rt steps",
-                             buildNNToRtPipeline);
+  PassPipelineRegistration<>(
+      "shardc-lower-to-rt", "Lower nn model functions to planned rt steps",
+      [](OpPassManager &pm) { buildNNToRtPipeline(pm, PipelineOptions()); });
   PassPipelineRegistration<>("shardc-lower-to-llvm",
                              "Lower rt step functions to the LLVM dialect",
                              buildRtToLLVMPipeline);

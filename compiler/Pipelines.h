@@ -29,6 +29,8 @@ struct PipelineOptions {
   /// Under gradient accumulation, reduce gradients once per optimizer step
   /// (on the last micro-batch) instead of after every micro-batch.
   bool gradSyncOnce = false;
+  /// The target (compiler/TargetDescription.h): "cpu".
+  std::string target = "cpu";
   /// Mixed precision: "f32" or "bf16".
   std::string paramDtype = "f32";
   std::string reduceDtype = "f32";
@@ -39,8 +41,10 @@ struct PipelineOptions {
 /// `options.training`.
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const PipelineOptions &options);
-/// nn model functions -> rt step functions with a memory plan.
-void buildNNToRtPipeline(mlir::OpPassManager &pm);
+/// nn model functions -> rt step functions with a memory plan, for the
+/// target of `options`.
+void buildNNToRtPipeline(mlir::OpPassManager &pm,
+                         const PipelineOptions &options);
 /// rt step functions -> LLVM dialect, ready for translation to LLVM IR.
 void buildRtToLLVMPipeline(mlir::OpPassManager &pm);
 /// All of the above, in order: what `shardc` runs on a frontend's module.

@@ -18,9 +18,6 @@
 #ifndef SHARDC_RUNTIME_DIR
 #error "SHARDC_RUNTIME_DIR must name the directory of the runtime libraries"
 #endif
-#ifndef SHARDC_RUNTIME_LIBS
-#error "SHARDC_RUNTIME_LIBS must list the runtime's link flags"
-#endif
 
 using namespace shardc;
 
@@ -75,7 +72,8 @@ bool shardc::emitObjectFile(llvm::Module &module, llvm::StringRef path,
 }
 
 static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
-                 bool shared, std::string &error) {
+                 const TargetDescription &target, bool shared,
+                 std::string &error) {
   const char *cxxEnv = std::getenv("SHARDC_CXX");
   std::string cxxName = cxxEnv && *cxxEnv ? cxxEnv : "c++";
   llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(cxxName);
@@ -89,10 +87,11 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   llvm::SmallVector<std::string> args = {*cxx, objectPath.str()};
   if (shared)
     args.push_back("-shared");
-  llvm::SmallVector<const char *> libs = {"libshardc_rt.a"};
-  if (!shared)
-    libs.insert(libs.begin(), "libshardc_rt_main.a");
-  for (const char *lib : libs) {
+  // The trainer's main is the first library; a shared library leaves it out.
+  llvm::ArrayRef<std::string> libs = target.runtimeLibraries;
+  if (shared && !libs.empty())
+    libs = libs.drop_front();
+  for (const std::string &lib : libs) {
     llvm::SmallString<256> path(runtimeDir);
     llvm::sys::path::append(path, lib);
     if (!llvm::sys::fs::exists(path)) {
@@ -102,10 +101,8 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
     }
     args.push_back(std::string(path));
   }
-  llvm::SmallVector<llvm::StringRef> extra;
-  llvm::StringRef(SHARDC_RUNTIME_LIBS).split(extra, ',', -1, false);
-  for (llvm::StringRef flag : extra)
-    args.push_back(flag.str());
+  for (const std::string &flag : target.linkFlags)
+    args.push_back(flag);
   args.push_back("-o");
   args.push_back(outputPath.str());
   llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
@@ -121,11 +118,15 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
 }
 
 bool shardc::linkExecutable(llvm::StringRef objectPath,
-                            llvm::StringRef outputPath, std::string &error) {
-  return link(objectPath, outputPath, /*shared=*/false, error);
+                            llvm::StringRef outputPath,
+                            const TargetDescription &target,
+                            std::string &error) {
+  return link(objectPath, outputPath, target, /*shared=*/false, error);
 }
 
 bool shardc::linkSharedLibrary(llvm::StringRef objectPath,
-                               llvm::StringRef outputPath, std::string &error) {
-  return link(objectPath, outputPath, /*shared=*/true, error);
+                               llvm::StringRef outputPath,
+                               const TargetDescription &target,
+                               std::string &error) {
+  return link(objectPath, outputPath, target, /*shared=*/true, error);
 }

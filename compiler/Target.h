@@ -2,6 +2,7 @@
 #ifndef SHARDC_COMPILER_TARGET_H
 #define SHARDC_COMPILER_TARGET_H
 
+#include "compiler/TargetDescription.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
@@ -21,16 +22,17 @@ std::unique_ptr<llvm::Module> translateToLLVMIR(mlir::ModuleOp module,
 bool emitObjectFile(llvm::Module &module, llvm::StringRef path,
                     std::string &error);
 
-/// Links a compiled step object with the runtime into an executable by
-/// running the system C++ compiler driver (`$SHARDC_CXX`, else `c++`).
+/// Links a compiled step object with the runtime of `target` into an
+/// executable by running the system C++ compiler driver (`$SHARDC_CXX`,
+/// else `c++`), with the target's libraries and link line.
 bool linkExecutable(llvm::StringRef objectPath, llvm::StringRef outputPath,
-                    std::string &error);
+                    const TargetDescription &target, std::string &error);
 
 /// Links a compiled step object with the runtime's kernels (not its main)
 /// into a shared library, for tools and tests that drive the entry points
 /// themselves.
 bool linkSharedLibrary(llvm::StringRef objectPath, llvm::StringRef outputPath,
-                       std::string &error);
+                       const TargetDescription &target, std::string &error);
 
 } // namespace shardc
 

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/TargetDescription.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -56,7 +58,8 @@ int64_t product(ArrayRef<int64_t> dims) {
 /// Lowers one model function into the body of a step function.
 class StepBuilder {
 public:
-  StepBuilder(OpBuilder &builder, Value ctx) : b(builder), ctx(ctx) {}
+  StepBuilder(OpBuilder &builder, Value ctx, const TargetDescription &target)
+      : b(builder), ctx(ctx), target(target) {}
 
   /// Binds a tensor to an existing buffer (parameter, input or output view).
   void bind(Value tensor, Value buffer) { buffers[tensor] = buffer; }
@@ -125,6 +128,7 @@ private:
 
   OpBuilder &b;
   Value ctx;
+  const TargetDescription &target;
   DenseMap<Value, int64_t> pending;
   int64_t nextEvent = 0;
   DenseMap<Value, Value> buffers;
@@ -132,19 +136,22 @@ private:
 };
 
 LogicalResult StepBuilder::checkSupported(Operation *op) {
-  // Conversions and collectives move bf16/f16 data; compute is f32.
+  // Conversions and collectives move any float type; kernels compute in
+  // the target's.
   if (isa<nn::CastOp, nn::ConstantOp, nn::EqualOp, shard::AllGatherOp, shard::ReduceScatterOp,
           shard::AllReduceOp, fsdp::ReshardOp, fsdp::GatherGroupOp>(op))
     return success();
   for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
     Type elt = cast<RankedTensorType>(t).getElementType();
-    if (isa<FloatType>(elt) && !elt.isF32())
+    int64_t code = rt::dtypeCode(elt);
+    if (isa<FloatType>(elt) && !target.computes(code))
       return op->emitOpError("on ")
-             << elt << " is not supported by the CPU backend yet (f32 only)";
-    if (isa<IntegerType>(elt) && !elt.isInteger(32) && !elt.isInteger(1) &&
-        !isa<nn::FillOp>(op))
+             << elt << " is not supported by the " << target.name
+             << " target, which computes in " << target.computeTypeList();
+    if (isa<IntegerType>(elt) && !target.indexes(code) && !isa<nn::FillOp>(op))
       return op->emitOpError("on ")
-             << elt << " is not supported by the CPU backend (i32 and i1 only)";
+             << elt << " is not supported by the " << target.name
+             << " target (integer types: " << target.indexTypeList() << ")";
   }
   return success();
 }
@@ -720,8 +727,15 @@ private:
 
 struct ConvertNNToRtPass
     : public shardc::impl::ConvertNNToRtBase<ConvertNNToRtPass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    targetDesc = lookupTarget(target);
+    if (!targetDesc) {
+      module.emitError("unknown target '")
+          << target << "' (this shardc has: " << targetNames() << ")";
+      return signalPassFailure();
+    }
     SmallVector<func::FuncOp> entries;
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal() && fn.isPublic())
@@ -744,6 +758,7 @@ struct ConvertNNToRtPass
     OpBuilder b(&getContext());
     NamedAttrList manifest;
     manifest.set("format", b.getI64IntegerAttr(abi::kFormatVersion));
+    manifest.set("target", b.getStringAttr(targetDesc->name));
     if (auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel))
       manifest.set("model", model);
     manifest.set("entries", b.getArrayAttr(names));
@@ -774,7 +789,7 @@ struct ConvertNNToRtPass
     b.setInsertionPointToStart(entry);
     Value regionBase[] = {entry->getArgument(1), entry->getArgument(2),
                           entry->getArgument(3)};
-    StepBuilder lowering(b, entry->getArgument(0));
+    StepBuilder lowering(b, entry->getArgument(0), *targetDesc);
 
     Block &body = fn.getBody().front();
     SmallVector<Value> argViews;
@@ -851,6 +866,7 @@ struct ConvertNNToRtPass
   }
 
   Region params{"parameter"}, state{"state"}, io{"io"};
+  const TargetDescription *targetDesc = nullptr;
 };
 
 } // namespace

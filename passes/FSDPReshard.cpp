@@ -1,6 +1,8 @@
 //===- FSDPReshard.cpp - free gathered parameters after forward -----------===//
 #include "passes/Passes.h"
 
+#include "compiler/Sharding.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -20,25 +22,21 @@ struct FSDPReshardPass : public shardc::impl::FSDPReshardBase<FSDPReshardPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    int64_t groupSize = 0; // N of reshard-after-forward=N; 0: true
-    if (reshardAfterForward != "true" && reshardAfterForward != "false" &&
-        StringRef(reshardAfterForward).getAsInteger(10, groupSize)) {
-      module.emitError("reshard-after-forward must be true, false or N, got '")
-          << reshardAfterForward << "'";
-      return signalPassFailure();
-    }
     auto step = module.lookupSymbol<func::FuncOp>("micro_step");
-    if (!step || reshardAfterForward == "false")
-      return;
-    auto mesh = module->getAttrOfType<DenseI64ArrayAttr>(attrs::kMesh);
-    int64_t shards = mesh ? mesh[1] : 1;
-    if (groupSize == shards)
-      groupSize = 0; // groups of all ranks: the same as true
-    if (groupSize != 0 && (groupSize < 1 || shards % groupSize != 0)) {
-      module.emitError("reshard-after-forward=")
-          << groupSize << " must divide the " << shards << " ranks of the shard axis";
+    auto meshAttr = module->getAttrOfType<DenseI64ArrayAttr>(attrs::kMesh);
+    MeshShape mesh;
+    if (meshAttr)
+      mesh = {meshAttr[0], meshAttr[1]};
+    ReshardPolicy policy;
+    std::string error;
+    if (!parseReshard(reshardAfterForward, &mesh, policy, error)) {
+      module.emitError(error);
       return signalPassFailure();
     }
+    if (!step || policy.kind == ReshardPolicy::kKeep)
+      return;
+    // N of reshard-after-forward=N; 0: true.
+    int64_t groupSize = policy.kind == ReshardPolicy::kGroups ? policy.groupSize : 0;
     Block &body = step.getBody().front();
     Operation *loss = lossOp(step);
     if (!loss)

@@ -1,6 +1,9 @@
 //===- FSDPShardParameters.cpp - group, shard and gather parameters -------===//
 #include "passes/Passes.h"
 
+#include "compiler/Sharding.h"
+#include "compiler/TargetDescription.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Regex.h"
@@ -15,37 +18,20 @@ using namespace shardc;
 
 namespace {
 
-/// Parses "N" or "RxS" into {R, S}.
-FailureOr<std::pair<int64_t, int64_t>> parseMesh(StringRef text) {
-  SmallVector<StringRef> parts;
-  text.split(parts, 'x');
-  SmallVector<int64_t> dims;
-  for (StringRef p : parts) {
-    int64_t v;
-    if (p.getAsInteger(10, v) || v < 1)
-      return failure();
-    dims.push_back(v);
-  }
-  if (dims.size() == 1)
-    return std::make_pair(int64_t(1), dims[0]);
-  if (dims.size() == 2)
-    return std::make_pair(dims[0], dims[1]);
-  return failure();
-}
-
 struct FSDPShardParametersPass
     : public shardc::impl::FSDPShardParametersBase<FSDPShardParametersPass> {
   using Base::Base;
+  const TargetDescription *targetDesc = nullptr;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<std::pair<int64_t, int64_t>> dims = parseMesh(mesh);
-    if (failed(dims)) {
-      module.emitError("mesh must be N or RxS with positive sizes, got '")
-          << mesh << "'";
+    MeshShape shape;
+    std::string error;
+    if (!parseMesh(mesh, shape, error)) {
+      module.emitError(error);
       return signalPassFailure();
     }
-    auto [R, S] = *dims;
+    int64_t R = shape.replicas, S = shape.shards;
     llvm::Regex policy(wrap);
     std::string regexError;
     if (!policy.isValid(regexError)) {
@@ -59,6 +45,12 @@ struct FSDPShardParametersPass
         return BFloat16Type::get(&getContext());
       return Type();
     };
+    targetDesc = lookupTarget(target);
+    if (!targetDesc) {
+      module.emitError("unknown target '")
+          << target << "' (this shardc has: " << targetNames() << ")";
+      return signalPassFailure();
+    }
     Type paramType = dtype(paramDtype), reduceType = dtype(reduceDtype);
     if (!paramType || !reduceType) {
       module.emitError("param-dtype and reduce-dtype must be f32 or bf16, got '")
@@ -132,12 +124,18 @@ struct FSDPShardParametersPass
           RankedTensorType::get(padded, mixed ? paramType : type.getElementType()),
           gridRef, b.getDenseI16ArrayAttr({shardAxis}), v, b.getIndexAttr(0));
       created.push_back(v.getDefiningOp());
-      if (mixed || reduceType != type.getElementType()) {
-        // Widened for the f32 kernels; its gradient is reduced in the
-        // reduce dtype.
+      // Kernels compute in the param dtype where the target does, else in
+      // the master weights' dtype.
+      Type computeType =
+          targetDesc->computes(rt::dtypeCode(paramType)) ? paramType
+                                                         : type.getElementType();
+      if (computeType != (mixed ? paramType : type.getElementType()) ||
+          reduceType != type.getElementType()) {
+        // Widened for the kernels; its gradient is reduced in the reduce
+        // dtype.
         v = nn::CastOp::create(b, arg.getLoc(),
-                               RankedTensorType::get(padded, type.getElementType()),
-                               v, TypeAttr::get(reduceType));
+                               RankedTensorType::get(padded, computeType), v,
+                               TypeAttr::get(reduceType));
         created.push_back(v.getDefiningOp());
       }
       if (padded[0] != global[0]) {

@@ -110,6 +110,9 @@ def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
                            "::shardc::nn::NNDialect"];
   let options = [
     Option<"mesh", "mesh", "std::string", "\"1\"", "N or RxS">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target: gathered parameters are widened to the dtype it "
+           "computes in">,
     Option<"paramDtype", "param-dtype", "std::string", "\"f32\"",
            "element type parameters are gathered and used in: f32 or bf16">,
     Option<"reduceDtype", "reduce-dtype", "std::string", "\"f32\"",
@@ -187,19 +190,27 @@ def ConvertNNToRt : Pass<"convert-nn-to-rt", "mlir::ModuleOp"> {
     (`nn.param`: parameters, `nn.state`: persistent training state,
     `nn.input`: inputs); results go to a named io slot (`nn.output`) or in
     place over the argument they update (`nn.updates`, checked to be safe);
-    every other tensor is an `rt.alloc`, and every nn op one `rt.kernel`
-    call of the backend ABI (runtime/kernels.h). Reshapes alias their input.
+    every other tensor is an `rt.alloc`, every nn op `rt.kernel` calls of
+    the runtime ABI (runtime/abi/kernels.def), and every collective a typed
+    `rt.all_gather`, `rt.reduce_scatter` or `rt.all_reduce` on the
+    communication stream. Reshapes alias their input. An op on an element
+    type the target does not compute in is an error naming the target.
     Slots are shared by name across functions; the layout of the regions is
     recorded in the module's `rt.manifest`, which the runtime reads.
   }];
   let dependentDialects = ["::shardc::rt::RtDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose element types the kernels compute in">,
+  ];
 }
 
 def RtCoalesceCollectives : Pass<"rt-coalesce-collectives", "mlir::func::FuncOp"> {
   let summary = "One all-gather per FSDP group";
   let description = [{
-    Merges adjacent `all_gather` kernels of one FSDP group (same axis and
-    dtype, separated only by events) into one `all_gather_group` kernel,
+    Merges adjacent `rt.all_gather`s of one FSDP group (same axis, dtype
+    and stream, separated only by events) into one `rt.all_gather` of
+    several inputs (the `all_gather_group` kernel),
     as FSDP2 gathers a group's parameters in one collective: the local
     shards are copied into a planned contiguous buffer, gathered in one
     exchange into a planned buffer, and copied out to each parameter. Runs
@@ -219,15 +230,18 @@ def RtPlanMemory : Pass<"rt-plan-memory", "mlir::func::FuncOp"> {
 }
 
 def ConvertRtToLLVM : Pass<"convert-rt-to-llvm", "mlir::ModuleOp"> {
-  let summary = "Lower rt step functions to the LLVM dialect";
+  let summary = "Lower rt step functions to launch tables (LLVM globals)";
   let description = [{
-    Buffers and the context become `!llvm.ptr`; views become byte GEPs;
-    kernels become calls `shardc_k_<name>(ctx, buffers, ints, floats, stream)` with
-    the buffers in a stack array and the constant arguments in private
-    globals; events become calls of `shardc_event_record/wait`. The
-    module's manifest, completed with each entry's arena size and their
-    maximum `arena_bytes`, becomes the NUL-terminated JSON global
-    `shardc_manifest`.
+    Each step function `shardc_<entry>` becomes the constant int64 array
+    `shardc_program_<entry>`, the launch table of runtime/abi/abi.h that
+    the runtime's backend walks: kernel launches (kernel id, stream,
+    buffers as region and byte offset, ints, floats), event records and
+    waits; typed collectives become the ABI's collective kernels.
+    rt.constant values go to the 64-byte aligned `shardc_constants`. The
+    module's manifest, completed with each entry's arena size, their
+    maximum `arena_bytes` and `constants_bytes`, becomes the NUL-terminated
+    JSON global `shardc_manifest`. The module then holds only globals, so
+    LLVM code generation costs time linear in the launches.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

@@ -1,4 +1,6 @@
 // RUN: shardc-opt %s --split-input-file --convert-nn-to-rt --verify-diagnostics | FileCheck %s
+// RUN: not shardc-opt %S/Inputs/silu-f32.mlir --convert-nn-to-rt=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+// TARGET: error: unknown target 'tpu' (this shardc has: cpu)
 
 // Parameters, states and inputs become views of their regions at aligned
 // offsets; every op becomes a kernel with the arguments of
@@ -88,7 +90,7 @@ func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 func.func @forward(%x: tensor<4xbf16> {nn.param = "x"}) -> tensor<4xbf16> {
-  // expected-error @+1 {{'nn.silu' op on 'bf16' is not supported by the CPU backend yet (f32 only)}}
+  // expected-error @+1 {{'nn.silu' op on 'bf16' is not supported by the cpu target, which computes in f32}}
   %y = nn.silu %x : tensor<4xbf16>
   return %y : tensor<4xbf16>
 }

@@ -47,4 +47,4 @@
 // TWO-NOT: fsdp.group = -1 : i64, fsdp.regather
 // TWO: %[[R:.*]] = fsdp.gather_group %[[K]] on @mesh grid_axes = [0] group_size = 2 {fsdp.group = 0 : i64, fsdp.regather} : tensor<4x6xf32> -> tensor<8x6xf32>
 // TWO-NEXT: nn.slice %[[R]] {{.*}}fsdp.regather
-// BADN: error: reshard-after-forward=3 must divide the 4 ranks of the shard axis
+// BADN: error: --reshard-after-forward=3 must divide the 4 ranks of the shard axis

@@ -30,4 +30,4 @@
 // EVEN-NOT: nn.slice %[[G]]
 // EVEN: nn.embedding %{{.*}}, %[[G]]
 
-// BAD: error: mesh must be N or RxS with positive sizes, got '2x0'
+// BAD: error: --mesh must be N or RxS with positive sizes, got '2x0'

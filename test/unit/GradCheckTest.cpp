@@ -60,7 +60,9 @@ public:
     ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("gradcheck", "so", lib));
     std::string error;
     ASSERT_TRUE(shardc::emitObjectFile(*llvmModule, obj, error)) << error;
-    ASSERT_TRUE(shardc::linkSharedLibrary(obj, lib, error)) << error;
+    ASSERT_TRUE(shardc::linkSharedLibrary(obj, lib, shardc::defaultTarget(),
+                                          error))
+        << error;
     // Never unloaded: OpenMP's worker threads outlive a dlclose.
     handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     llvm::sys::fs::remove(obj);

@@ -1,0 +1,223 @@
+//===- Options.cpp - the driver's options, bound once ---------------------===//
+#include "compiler/Options.h"
+
+#include "frontends/meta/ModelConfig.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Regex.h"
+
+using namespace llvm;
+using namespace shardc;
+
+namespace {
+
+cl::OptionCategory category("shardc options");
+
+Error fail(const Twine &message) { return createStringError(message); }
+
+/// Registers one option bound to `field`. The options live as long as the
+/// process (cl::opt registers itself globally).
+template <typename T, typename... Mods>
+void bind(T &field, const char *name, Mods &&...mods) {
+  new cl::opt<T, true>(StringRef(name), cl::location(field), cl::cat(category),
+                       std::forward<Mods>(mods)...);
+}
+
+} // namespace
+
+bool ModelOptions::isOnnx() const { return StringRef(model).ends_with(".onnx"); }
+
+void DriverOptions::bindOptions() {
+  new cl::opt<std::string, true>(
+      cl::Positional, cl::location(model.model),
+      cl::desc("<model: preset name, config.json or model.onnx>"),
+      cl::cat(category));
+  bind(output.output, "o",
+       cl::desc("Output file (default: 'train' for exe, 'model.o' for obj, "
+                "stdout for text)"),
+       cl::value_desc("file"));
+  new cl::opt<Emit, true>(
+      "emit", cl::desc("What to produce"), cl::location(output.emit),
+      cl::values(clEnumValN(Emit::MLIR, "mlir", "the nn forward graph (MLIR)"),
+                 clEnumValN(Emit::Train, "train",
+                            "the training step in the nn dialect (MLIR)"),
+                 clEnumValN(Emit::Rt, "rt", "the scheduled rt program (MLIR)"),
+                 clEnumValN(Emit::LLVM, "llvm",
+                            "LLVM IR (the launch tables and manifest)"),
+                 clEnumValN(Emit::Obj, "obj", "an object file"),
+                 clEnumValN(Emit::Exe, "exe", "a training executable")),
+      cl::cat(category));
+  // cl::desc keeps a reference: the text must outlive the option.
+  static const std::string targetHelp =
+      "The backend the executable runs on: " + targetNames() +
+      " (default cpu)";
+  bind(output.target, "target", cl::desc(targetHelp));
+  bind(model.seqLen, "seq-len",
+       cl::desc("Tokens per sequence (default: the model's positions, at "
+                "most 1024)"));
+  new cl::opt<int64_t, true>(
+      "micro-batch",
+      cl::desc("Sequences per micro-batch (ONNX: re-specializes dim 0 of the "
+               "inputs; default: the model's)"),
+      cl::location(model.microBatch), cl::cat(category),
+      cl::callback([this](const int64_t &) { model.microBatchGiven = true; }));
+  bind(model.loss, "loss",
+       cl::desc("ONNX: the training loss: cross_entropy[:OUTPUT] (next-token "
+                "cross-entropy on the logits output, by default 'logits' or "
+                "the first output) or output:OUTPUT (a scalar output is the "
+                "loss)"));
+  bind(model.infer, "infer",
+       cl::desc("ONNX: compile the graph as it is (no loss, no training) into "
+                "an executable that reads its inputs and writes its outputs"));
+  new cl::list<std::string>(
+      "bind",
+      cl::desc("ONNX: fix graph input NAME at compile time to the TensorProto "
+               "in FILE (inputs that determine shapes)"),
+      cl::value_desc("NAME=FILE"), cl::cat(category),
+      cl::callback([this](const std::string &spec) {
+        auto [name, file] = StringRef(spec).split('=');
+        // An empty side is reported by validate().
+        model.bindings[name.str()] = file.str();
+        if (name.empty() || file.empty())
+          model.bindings[""] = spec;
+      }));
+  bind(model.fusePatterns, "fuse-patterns",
+       cl::desc("Rewrite decomposed GELU, layer norm and attention (as "
+                "exporters write them) into the fused ops; =false keeps the "
+                "graph's own ops"));
+  bind(output.supportedOps, "supported-ops",
+       cl::desc("Print the ONNX op types shardc imports and exit"));
+  new cl::list<std::string>(
+      "freeze", cl::CommaSeparated,
+      cl::desc("ONNX: initializers kept constant instead of trained (besides "
+               "non-finite, integer and scalar ones)"),
+      cl::value_desc("name,..."), cl::cat(category),
+      cl::callback(
+          [this](const std::string &name) { model.frozen.push_back(name); }));
+  bind(training.recompute, "recompute",
+       cl::desc("Activations recomputed in backward instead of kept: none, "
+                "or block (each transformer block's, activation "
+                "checkpointing)"));
+  bind(training.mesh, "mesh",
+       cl::desc("Device mesh: N (fully sharded over N ranks) or RxS (HSDP: "
+                "replicate R, shard S); 1 = one rank"));
+  bind(training.wrap, "wrap",
+       cl::desc("FSDP wrap policy: a regex whose first capture names a "
+                "parameter's group (default: one group per transformer "
+                "block; the rest is the root group)"));
+  bind(training.reshardAfterForward, "reshard-after-forward",
+       cl::desc("true: free gathered parameters after forward and gather "
+                "again in backward (root group: false, as FSDP2); false: "
+                "keep them; N: keep them sharded over groups of N ranks and "
+                "gather within the group in backward"));
+  bind(training.prefetchForward, "prefetch-forward",
+       cl::desc("All-gathers issued this many groups ahead in forward"));
+  bind(training.prefetchBackward, "prefetch-backward",
+       cl::desc("All-gathers issued this many groups ahead in backward"));
+  bind(training.paramDtype, "param-dtype",
+       cl::desc("Mixed precision: the dtype parameters are all-gathered and "
+                "used in (f32 or bf16); master weights stay f32"));
+  bind(training.reduceDtype, "reduce-dtype",
+       cl::desc("Mixed precision: the dtype gradients are reduce-scattered "
+                "in (f32 or bf16)"));
+  bind(training.outputDtype, "output-dtype",
+       cl::desc("Mixed precision: the dtype of the model's output, the loss "
+                "(f32)"));
+  bind(training.gradSync, "grad-sync",
+       cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces "
+                "its gradients, or only the 'last' one (unsharded gradients "
+                "are accumulated until then, FSDP2's "
+                "set_requires_gradient_sync)"));
+  bind(output.report, "report",
+       cl::desc("Print per-rank memory (parameters, gradients, optimizer "
+                "state, gathered parameters, activations, planned peak) and "
+                "the bytes each collective moves per mesh axis, then compile "
+                "as asked"));
+  bind(training.optimizer, "optimizer",
+       cl::desc("The compiled optimizer: adamw or sgd (with momentum)"));
+  cl::HideUnrelatedOptions(category);
+}
+
+Error DriverOptions::validate() {
+  output.targetDesc = lookupTarget(output.target);
+  if (!output.targetDesc)
+    return fail("--target must be one of " + targetNames() +
+                " (the targets this shardc was built with), got '" +
+                output.target + "'");
+  if (training.recompute != "none" && training.recompute != "block")
+    return fail("--recompute must be 'none' or 'block', got '" +
+                training.recompute + "'");
+  if (training.optimizer != "adamw" && training.optimizer != "sgd")
+    return fail("--optimizer must be 'adamw' or 'sgd', got '" +
+                training.optimizer + "'");
+  std::string error;
+  if (!parseMesh(training.mesh, training.meshShape, error))
+    return fail(error);
+  if (!parseReshard(training.reshardAfterForward, &training.meshShape,
+                    training.reshard, error))
+    return fail(error);
+  if (training.prefetchForward < 0 || training.prefetchBackward < 0)
+    return fail("--prefetch-forward and --prefetch-backward must be >= 0");
+  for (const auto &[flag, value] :
+       {std::pair<StringRef, StringRef>{"--param-dtype", training.paramDtype},
+        {"--reduce-dtype", training.reduceDtype}})
+    if (value != "f32" && value != "bf16")
+      return fail(flag + " must be f32 or bf16, got '" + value + "'");
+  if (training.outputDtype != "f32")
+    return fail("--output-dtype must be f32: the loss is computed and "
+                "reported in f32, got '" +
+                training.outputDtype + "'");
+  std::string regexError;
+  if (!training.wrap.empty() && !Regex(training.wrap).isValid(regexError))
+    return fail("--wrap '" + training.wrap +
+                "' is not a valid regex: " + regexError);
+  if (training.gradSync != "every" && training.gradSync != "last")
+    return fail("--grad-sync must be 'every' or 'last', got '" +
+                training.gradSync + "'");
+  if (training.gradSync == "last" && training.meshShape.ranks() == 1)
+    return fail("--grad-sync=last needs a mesh (--mesh): one rank reduces "
+                "nothing");
+  if (auto bad = model.bindings.find(""); bad != model.bindings.end())
+    return fail("--bind expects NAME=FILE, got '" + bad->second + "'");
+  if (!model.isOnnx() && (model.infer || !model.bindings.empty() ||
+                          !model.frozen.empty() || model.loss != "cross_entropy"))
+    return fail("--infer, --bind, --freeze and --loss apply to ONNX models");
+  if (model.infer && (training.meshShape.ranks() != 1 ||
+                      training.recompute != "none"))
+    return fail("--infer compiles for one rank without recomputation");
+  if (model.infer && output.emit == Emit::Train)
+    return fail("--emit train: an --infer build has no training step");
+  return Error::success();
+}
+
+PipelineOptions DriverOptions::pipeline() const {
+  PipelineOptions p;
+  p.training = !model.infer;
+  p.fusePatterns = model.fusePatterns;
+  p.gradSyncOnce = training.gradSync == "last";
+  p.paramDtype = training.paramDtype;
+  p.reduceDtype = training.reduceDtype;
+  p.recompute = training.recompute;
+  p.optimizer = training.optimizer;
+  p.mesh = training.mesh;
+  p.wrap = training.wrap;
+  p.reshardAfterForward = training.reshardAfterForward;
+  p.prefetchForward = training.prefetchForward;
+  p.prefetchBackward = training.prefetchBackward;
+  p.target = output.target;
+  return p;
+}
+
+std::string DriverOptions::outputPath() const {
+  if (!output.output.empty())
+    return output.output;
+  switch (output.emit) {
+  case Emit::Exe:
+    return "train";
+  case Emit::Obj:
+    return "model.o";
+  default:
+    return "-";
+  }
+}

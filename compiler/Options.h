@@ -1,0 +1,87 @@
+//===- Options.h - the driver's options, bound once -------------*- C++ -*-===//
+//
+// Every `shardc` flag is a field of one of these structs, bound to the
+// command line once (bindOptions) and checked once (validate), IREE-style:
+// the passes receive parsed values and do not repeat the checks with their
+// own messages.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_COMPILER_OPTIONS_H
+#define SHARDC_COMPILER_OPTIONS_H
+
+#include "compiler/Pipelines.h"
+#include "compiler/Sharding.h"
+#include "compiler/TargetDescription.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardc {
+
+/// The model and its input shape; the ONNX importer's choices.
+struct ModelOptions {
+  /// A preset, a config.json (or its directory), or *.onnx.
+  std::string model = "tiny";
+  int64_t seqLen = 0;     ///< 0: the model's positions, at most 1024
+  int64_t microBatch = 4; ///< sequences per micro-batch
+  bool microBatchGiven = false;
+  /// ONNX only.
+  std::string loss = "cross_entropy";
+  bool infer = false;
+  std::map<std::string, std::string> bindings; ///< --bind NAME=FILE
+  std::vector<std::string> frozen;             ///< --freeze
+  bool fusePatterns = true;
+
+  bool isOnnx() const;
+};
+
+/// The training step and the sharding plan (FSDP2's policy).
+struct TrainingOptions {
+  std::string optimizer = "adamw";
+  std::string recompute = "none";
+  std::string mesh = "1";
+  MeshShape meshShape; ///< parsed from `mesh` by validate()
+  std::string wrap;
+  std::string reshardAfterForward = "true";
+  ReshardPolicy reshard; ///< parsed by validate()
+  int64_t prefetchForward = 1, prefetchBackward = 1;
+  std::string paramDtype = "f32", reduceDtype = "f32", outputDtype = "f32";
+  std::string gradSync = "every";
+};
+
+enum class Emit { MLIR, Train, Rt, LLVM, Obj, Exe };
+
+/// What to produce, for which target.
+struct OutputOptions {
+  Emit emit = Emit::Exe;
+  std::string output; ///< empty: the default of `emit`
+  std::string target = "cpu";
+  const TargetDescription *targetDesc = nullptr; ///< set by validate()
+  bool report = false;
+  bool supportedOps = false;
+};
+
+struct DriverOptions {
+  ModelOptions model;
+  TrainingOptions training;
+  OutputOptions output;
+
+  /// Registers every flag (in `category`) bound to these fields. Call once,
+  /// before llvm::cl::ParseCommandLineOptions; the object must outlive it.
+  void bindOptions();
+  /// Checks every flag and parses the mesh and the reshard policy: an error
+  /// names the flag and the value at fault.
+  llvm::Error validate();
+  /// The pass pipeline's options.
+  PipelineOptions pipeline() const;
+  /// The output file: -o, or the default of --emit.
+  std::string outputPath() const;
+};
+
+} // namespace shardc
+
+#endif // SHARDC_COMPILER_OPTIONS_H

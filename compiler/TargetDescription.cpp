@@ -1,0 +1,86 @@
+//===- TargetDescription.cpp - the targets shardc compiles for ------------===//
+#include "compiler/TargetDescription.h"
+
+#include "runtime/abi/abi.h"
+
+#include <algorithm>
+
+#ifndef SHARDC_RUNTIME_LIBS
+#error "SHARDC_RUNTIME_LIBS must list the runtime's link flags"
+#endif
+
+using namespace shardc;
+
+namespace {
+
+std::vector<std::string> splitCommas(const std::string &s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos)
+      comma = s.size();
+    if (comma > start)
+      out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string typeList(const std::vector<int64_t> &codes) {
+  std::string s;
+  for (int64_t c : codes)
+    s += (s.empty() ? "" : ", ") + std::string(abi::dtypeName(c));
+  return s;
+}
+
+const std::vector<TargetDescription> &targets() {
+  static const std::vector<TargetDescription> table = [] {
+    TargetDescription cpu;
+    cpu.name = "cpu";
+    cpu.summary = "host CPU: OpenBLAS GEMMs, OpenMP kernels, MPI collectives";
+    cpu.computeTypes = {abi::kF32};
+    cpu.indexTypes = {abi::kI32, abi::kBool};
+    cpu.alignment = abi::kBufferAlignment;
+    cpu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt.a"};
+    cpu.linkFlags = splitCommas(SHARDC_RUNTIME_LIBS);
+    return std::vector<TargetDescription>{cpu};
+  }();
+  return table;
+}
+
+} // namespace
+
+bool TargetDescription::computes(int64_t code) const {
+  return std::find(computeTypes.begin(), computeTypes.end(), code) !=
+         computeTypes.end();
+}
+
+bool TargetDescription::indexes(int64_t code) const {
+  return std::find(indexTypes.begin(), indexTypes.end(), code) !=
+         indexTypes.end();
+}
+
+std::string TargetDescription::computeTypeList() const {
+  return typeList(computeTypes);
+}
+
+std::string TargetDescription::indexTypeList() const {
+  return typeList(indexTypes);
+}
+
+const TargetDescription *shardc::lookupTarget(const std::string &name) {
+  for (const TargetDescription &t : targets())
+    if (t.name == name)
+      return &t;
+  return nullptr;
+}
+
+std::string shardc::targetNames() {
+  std::string s;
+  for (const TargetDescription &t : targets())
+    s += (s.empty() ? "" : ", ") + t.name;
+  return s;
+}
+
+const TargetDescription &shardc::defaultTarget() { return targets().front(); }
