@@ -115,6 +115,22 @@ private:
     return op->getAttrOfType<IntegerAttr>(attrs::kGroup);
   }
 
+  /// `result` = all-gather of `input` on dim 0 over grid axis `axis`
+  /// (within groups of `subgroup` ranks if non-zero).
+  void gather(Operation *op, Value input, Value result, int64_t axis,
+              int64_t subgroup) {
+    Location loc = op->getLoc();
+    Value in = buf(input);
+    Value out = define(result);
+    beforeCollective(loc);
+    rt::AllGatherOp::create(
+        b, loc, ctx, ValueRange{in}, ValueRange{out}, ValueRange{}, axis,
+        tensorType(input).getElementType(),
+        ArrayRef<int64_t>{tensorType(input).getNumElements()}, subgroup,
+        groupOf(op), abi::kCommStream);
+    afterCollective(loc, out);
+  }
+
   /// The single grid axis of a collective (shard axis or replicate axis).
   static FailureOr<int64_t> axisOf(Operation *op, ArrayRef<int16_t> axes) {
     if (axes.size() != 1)
@@ -477,15 +493,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
           return failure();
         if (g.getGatherAxis().getZExtValue() != 0)
           return g.emitOpError("gathers on dim 0 only on this backend");
-        Value in = buf(g.getInput());
-        Value out = define(g.getResult());
-        beforeCollective(loc);
-        rt::AllGatherOp::create(
-            b, loc, ctx, ValueRange{in}, ValueRange{out}, ValueRange{},
-            *axis, tensorType(g.getInput()).getElementType(),
-            ArrayRef<int64_t>{tensorType(g.getInput()).getNumElements()},
-            /*subgroup=*/0, groupOf(g), abi::kCommStream);
-        afterCollective(loc, out);
+        gather(g, g.getInput(), g.getResult(), *axis, /*subgroup=*/0);
         return success();
       })
       .Case([&](shard::ReduceScatterOp r) -> LogicalResult {
@@ -551,15 +559,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
         FailureOr<int64_t> axis = axisOf(g, g.getGridAxes());
         if (failed(axis))
           return failure();
-        Value in = buf(g.getInput());
-        Value out = define(g.getResult());
-        beforeCollective(loc);
-        rt::AllGatherOp::create(
-            b, loc, ctx, ValueRange{in}, ValueRange{out}, ValueRange{},
-            *axis, tensorType(g.getInput()).getElementType(),
-            ArrayRef<int64_t>{tensorType(g.getInput()).getNumElements()},
-            /*subgroup=*/g.getGroupSize(), groupOf(g), abi::kCommStream);
-        afterCollective(loc, out);
+        gather(g, g.getInput(), g.getResult(), *axis, g.getGroupSize());
         return success();
       })
       .Case([&](fsdp::SyncGradOp s) {
