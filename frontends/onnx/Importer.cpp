@@ -1593,45 +1593,6 @@ Expected<ImportedModel> GraphImporter::run(llvm::StringRef path) {
 
 } // namespace
 
-llvm::Error shardc::onnx_import::writeWeights(llvm::StringRef path,
-                                              const std::vector<InitialWeight> &weights) {
-  // safetensors: u64 header length, JSON header, then the raw data.
-  std::string header = "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"shardc\"}";
-  uint64_t offset = 0;
-  for (const InitialWeight &w : weights) {
-    std::string dims;
-    for (int64_t d : w.shape)
-      dims += (dims.empty() ? "" : ",") + std::to_string(d);
-    uint64_t bytes = w.data.size() * sizeof(float);
-    std::string name;
-    for (char ch : w.name) {
-      if (ch == '"' || ch == '\\')
-        name += '\\';
-      name += ch;
-    }
-    header += ",\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" +
-              dims + "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + bytes) + "]}";
-    offset += bytes;
-  }
-  header += "}";
-  while (header.size() % 8)
-    header += ' ';
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
-    return fail(path + ": cannot write the initial weights: " + ec.message());
-  uint64_t len = header.size();
-  os.write(reinterpret_cast<const char *>(&len), 8);
-  os << header;
-  for (const InitialWeight &w : weights)
-    os.write(reinterpret_cast<const char *>(w.data.data()), w.data.size() * sizeof(float));
-  os.close();
-  if (os.has_error())
-    return fail(path + ": writing the initial weights failed");
-  return Error::success();
-}
-
 const std::vector<std::string> &shardc::onnx_import::supportedOps() {
   return kSupported;
 }

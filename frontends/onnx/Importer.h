@@ -64,7 +64,7 @@ llvm::Expected<ImportedModel> importModel(mlir::MLIRContext &context,
                                           const ImportOptions &options);
 
 /// Writes `weights` as an f32 safetensors file (the executable's initial
-/// weights).
+/// weights) with the runtime's writer (runtime/safetensors.h).
 llvm::Error writeWeights(llvm::StringRef path,
                          const std::vector<InitialWeight> &weights);
 
