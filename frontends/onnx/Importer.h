@@ -56,7 +56,7 @@ struct ImportedModel {
   std::string summary;
 };
 
-/// The op types the importer maps.
+/// The op types the importer maps (its op registry's), sorted.
 const std::vector<std::string> &supportedOps();
 
 llvm::Expected<ImportedModel> importModel(mlir::MLIRContext &context,
