@@ -56,7 +56,7 @@ struct ImportedModel {
   std::string summary;
 };
 
-/// The op types the importer maps.
+/// The op types the importer maps (its op registry's), sorted.
 const std::vector<std::string> &supportedOps();
 
 llvm::Expected<ImportedModel> importModel(mlir::MLIRContext &context,
@@ -64,7 +64,7 @@ llvm::Expected<ImportedModel> importModel(mlir::MLIRContext &context,
                                           const ImportOptions &options);
 
 /// Writes `weights` as an f32 safetensors file (the executable's initial
-/// weights).
+/// weights) with the runtime's writer (runtime/safetensors.h).
 llvm::Error writeWeights(llvm::StringRef path,
                          const std::vector<InitialWeight> &weights);
 

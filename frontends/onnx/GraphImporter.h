@@ -1,0 +1,254 @@
+//===- GraphImporter.h - the ONNX graph importer's state --------*- C++ -*-===//
+//
+// Private to frontends/onnx: the importer of one ONNX graph, shared by the
+// driver (Importer.cpp: graph inputs, initializers, the node loop, the
+// module) and the op handlers (ops/*.cpp), which the op registry
+// (OpRegistry.h) reaches.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_FRONTENDS_ONNX_GRAPHIMPORTER_H
+#define SHARDC_FRONTENDS_ONNX_GRAPHIMPORTER_H
+
+#include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/Importer.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/Error.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace shardc::onnx_import {
+
+/// The opsets of the default domain the importer reads (the model's).
+constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
+
+llvm::Error fail(const llvm::Twine &message);
+
+/// The name of an ONNX element type ("FLOAT"), or "type N".
+std::string typeName(int32_t t);
+
+/// A TensorProto's values; external data is read from `baseDir`.
+llvm::Expected<HostTensor> toHost(const onnx::TensorProto &t,
+                                  llvm::StringRef baseDir);
+
+/// What a graph value is: known at compile time, or an SSA value of the
+/// forward function.
+struct Val {
+  std::optional<HostTensor> constant;
+  mlir::Value value;
+};
+
+class GraphImporter {
+public:
+  GraphImporter(mlir::MLIRContext &ctx, const onnx::ModelProto &model,
+                std::string baseDir, const ImportOptions &opts)
+      : b(&ctx), model(model), graph(model.graph()),
+        baseDir(std::move(baseDir)), opts(opts), loc(b.getUnknownLoc()) {}
+
+  llvm::Expected<ImportedModel> run(llvm::StringRef path);
+
+  // Op handlers, reached through the op registry (OpRegistry.h), which has
+  // checked the node's opset and its input and output counts.
+  // ops/Elementwise.cpp
+  llvm::Error binary(const onnx::NodeProto &n); // Add, Sub, ..., Equal
+  llvm::Error unary(const onnx::NodeProto &n);  // Neg, Sqrt, ..., Sigmoid
+  llvm::Error castNode(const onnx::NodeProto &n);
+  llvm::Error where(const onnx::NodeProto &n);
+  // ops/Linear.cpp
+  llvm::Error matmul(const onnx::NodeProto &n);
+  llvm::Error gemm(const onnx::NodeProto &n);
+  // ops/Normalization.cpp
+  llvm::Error layerNorm(const onnx::NodeProto &n);
+  llvm::Error softmax(const onnx::NodeProto &n);
+  llvm::Error reduce(const onnx::NodeProto &n); // ReduceMean, ReduceSum
+  // ops/Shape.cpp
+  llvm::Error constantNode(const onnx::NodeProto &n);
+  llvm::Error identity(const onnx::NodeProto &n);
+  llvm::Error shapeNode(const onnx::NodeProto &n);
+  llvm::Error constantOfShape(const onnx::NodeProto &n);
+  llvm::Error range(const onnx::NodeProto &n);
+  llvm::Error reshapeLike(const onnx::NodeProto &n); // Reshape, (Un)squeeze
+  llvm::Error transpose(const onnx::NodeProto &n);
+  llvm::Error concat(const onnx::NodeProto &n);
+  llvm::Error expand(const onnx::NodeProto &n);
+  llvm::Error trilu(const onnx::NodeProto &n);
+  llvm::Error gather(const onnx::NodeProto &n);
+  llvm::Error slice(const onnx::NodeProto &n);
+  llvm::Error split(const onnx::NodeProto &n);
+
+private:
+  // Types and values.
+  mlir::Type elementOf(Kind k) {
+    return k == Kind::Float  ? mlir::Type(b.getF32Type())
+           : k == Kind::Bool ? mlir::Type(b.getI1Type())
+                             : mlir::Type(b.getI32Type());
+  }
+  mlir::RankedTensorType type(llvm::ArrayRef<int64_t> shape,
+                              Kind k = Kind::Float) {
+    return mlir::RankedTensorType::get(shape, elementOf(k));
+  }
+  static llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) {
+    return mlir::cast<mlir::RankedTensorType>(v.getType()).getShape();
+  }
+  static Kind kindOf(mlir::Value v) {
+    mlir::Type e =
+        mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType();
+    return mlir::isa<mlir::FloatType>(e) ? Kind::Float
+           : e.isInteger(1)              ? Kind::Bool
+                                         : Kind::Int;
+  }
+
+  /// The SSA value of `name`, materializing a constant as nn.constant.
+  llvm::Expected<mlir::Value> value(const std::string &name);
+  mlir::Value materialize(const HostTensor &t);
+  bool isConst(const std::string &name) const {
+    auto it = vals.find(name);
+    return it != vals.end() && it->second.constant.has_value();
+  }
+  const HostTensor &constant(const std::string &name) {
+    return *vals[name].constant;
+  }
+  std::vector<int64_t> shape(const std::string &name) {
+    Val &v = vals[name];
+    return v.constant ? v.constant->shape
+                      : std::vector<int64_t>(shapeOf(v.value).begin(),
+                                             shapeOf(v.value).end());
+  }
+  std::vector<int64_t> shape_(const onnx::NodeProto &n, int k) {
+    return shape(n.input(k));
+  }
+  Kind kind(const std::string &name) {
+    Val &v = vals[name];
+    return v.constant ? v.constant->kind : kindOf(v.value);
+  }
+
+  // Node helpers.
+  llvm::Error importNode(const onnx::NodeProto &node);
+  llvm::Error nodeError(const onnx::NodeProto &node,
+                        const llvm::Twine &message) {
+    return fail(describe(node) + ": " + message);
+  }
+  std::string describe(const onnx::NodeProto &node) {
+    std::string name = node.name().empty()
+                           ? (node.output_size() ? node.output(0) : "?")
+                           : node.name();
+    return "node '" + name + "' (" + node.op_type() + ", opset " +
+           std::to_string(opset) + ")";
+  }
+  const onnx::AttributeProto *attr(const onnx::NodeProto &n,
+                                   llvm::StringRef name) {
+    for (const auto &a : n.attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  int64_t attrInt(const onnx::NodeProto &n, llvm::StringRef name,
+                  int64_t dflt) {
+    const auto *a = attr(n, name);
+    return a ? a->i() : dflt;
+  }
+  double attrFloat(const onnx::NodeProto &n, llvm::StringRef name,
+                   double dflt) {
+    const auto *a = attr(n, name);
+    return a ? a->f() : dflt;
+  }
+  std::optional<std::vector<int64_t>> attrInts(const onnx::NodeProto &n,
+                                               llvm::StringRef name) {
+    const auto *a = attr(n, name);
+    if (!a)
+      return std::nullopt;
+    return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+  }
+  bool hasInput(const onnx::NodeProto &n, int k) {
+    return n.input_size() > k && !n.input(k).empty();
+  }
+  /// Whether every input the node names is known at compile time.
+  bool allInputsConst(const onnx::NodeProto &n) {
+    for (int k = 0; k < n.input_size(); ++k)
+      if (!n.input(k).empty() && !isConst(n.input(k)))
+        return false;
+    return true;
+  }
+  /// Integer values of input k, which must be known at compile time.
+  llvm::Expected<std::vector<int64_t>> constInts(const onnx::NodeProto &n,
+                                                 int k, llvm::StringRef what) {
+    if (!isConst(n.input(k)))
+      return nodeError(n, "input '" + what +
+                              "' must be known at compile time (shardc "
+                              "compiles static shapes); bind it with --bind");
+    return constant(n.input(k)).ints();
+  }
+  llvm::Error normalizeAxis(const onnx::NodeProto &n, int64_t &axis,
+                            int64_t rank) {
+    if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+      return nodeError(n, "axis " + llvm::Twine(axis) +
+                              " is out of range for rank " + llvm::Twine(rank));
+    if (axis < 0)
+      axis += rank;
+    return llvm::Error::success();
+  }
+
+  void setConst(const std::string &name, HostTensor t) {
+    vals[name] = Val{std::move(t), mlir::Value()};
+  }
+  void setValue(const std::string &name, mlir::Value v) {
+    vals[name] = Val{std::nullopt, v};
+  }
+
+  // Emission helpers.
+  mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape) {
+    if (shapeOf(x) == shape)
+      return x;
+    return nn::ReshapeOp::create(b, loc, type(shape), x);
+  }
+  mlir::Value floatScalar(double v) {
+    return nn::FillOp::create(b, loc, type({}), b.getF64FloatAttr(v));
+  }
+  llvm::Expected<mlir::Value> floatValue(const onnx::NodeProto &n, int k) {
+    llvm::Expected<mlir::Value> v = value(n.input(k));
+    if (!v)
+      return v.takeError();
+    if (kindOf(*v) != Kind::Float)
+      return nodeError(n, "input '" + n.input(k) +
+                              "' is an integer tensor computed at runtime; "
+                              "the CPU backend computes on f32 only");
+    return v;
+  }
+
+  llvm::Error addInputs();
+  llvm::Error addInitializers();
+  llvm::Error untie(const std::string &source, const std::string &name);
+  llvm::Expected<mlir::Value> trainingLoss();
+
+  mlir::OpBuilder b;
+  const onnx::ModelProto &model;
+  const onnx::GraphProto &graph;
+  std::string baseDir;
+  const ImportOptions &opts;
+  mlir::Location loc;
+  int64_t opset = 0;
+  std::unique_ptr<mlir::Block> block = std::make_unique<mlir::Block>();
+  llvm::SmallVector<mlir::DictionaryAttr> argAttrs;
+  std::map<std::string, Val> vals;
+  std::vector<InitialWeight> weights;
+  std::set<std::string> paramNames, frozen;
+  /// Parameters made from Identity nodes of parameters (see untie).
+  std::set<std::string> untied;
+  /// Training: the token-id input and its [B, T] shape.
+  std::string tokenInput;
+  llvm::SmallVector<int64_t> tokenShape;
+};
+
+} // namespace shardc::onnx_import
+
+#endif // SHARDC_FRONTENDS_ONNX_GRAPHIMPORTER_H

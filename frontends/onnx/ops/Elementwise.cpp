@@ -1,0 +1,155 @@
+//===- Elementwise.cpp - elementwise ONNX ops -----------------------------===//
+//
+// Add, Sub, Mul, Div, Pow and Equal (broadcasting), the unary math ops,
+// Cast and Where: folded when their inputs are known at compile time,
+// nn ops otherwise.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/GraphImporter.h"
+#include "frontends/onnx/OpRegistry.h"
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::onnx_import;
+using llvm::Error;
+using llvm::Expected;
+
+Error GraphImporter::binary(const onnx::NodeProto &n) {
+  const std::string &op = n.op_type();
+  if (isConst(n.input(0)) && isConst(n.input(1))) {
+    if (auto r = evalBinary(op, constant(n.input(0)), constant(n.input(1)))) {
+      setConst(n.output(0), *r);
+      return Error::success();
+    }
+  }
+  auto shape = broadcast(shape_(n, 0), shape_(n, 1));
+  if (!shape)
+    return nodeError(n, "operand shapes do not broadcast");
+  if (op == "Equal") {
+    Expected<Value> l = value(n.input(0)), r = value(n.input(1));
+    if (!l || !r)
+      return l ? r.takeError() : l.takeError();
+    setValue(n.output(0), nn::EqualOp::create(b, loc, type(*shape, Kind::Bool), *l, *r));
+    return Error::success();
+  }
+  Expected<Value> l = floatValue(n, 0);
+  if (!l)
+    return l.takeError();
+  Expected<Value> r = floatValue(n, 1);
+  if (!r)
+    return r.takeError();
+  RankedTensorType t = type(*shape);
+  Value y;
+  if (op == "Add")
+    y = nn::AddOp::create(b, loc, t, *l, *r);
+  else if (op == "Sub")
+    y = nn::SubOp::create(b, loc, t, *l, *r);
+  else if (op == "Mul")
+    y = nn::MulOp::create(b, loc, t, *l, *r);
+  else if (op == "Div")
+    y = nn::DivOp::create(b, loc, t, *l, *r);
+  else
+    y = nn::PowOp::create(b, loc, t, *l, *r);
+  setValue(n.output(0), y);
+  return Error::success();
+}
+
+Error GraphImporter::unary(const onnx::NodeProto &n) {
+  const std::string &op = n.op_type();
+  bool allConst = allInputsConst(n);
+  if (allConst)
+    if (auto r = evalUnary(op, constant(n.input(0)))) {
+      setConst(n.output(0), *r);
+      return Error::success();
+    }
+  Expected<Value> x = floatValue(n, 0);
+  if (!x)
+    return x.takeError();
+  Type t = x->getType();
+  Value y = op == "Neg"          ? Value(nn::NegOp::create(b, loc, t, *x))
+            : op == "Sqrt"       ? Value(nn::SqrtOp::create(b, loc, t, *x))
+            : op == "Reciprocal" ? Value(nn::ReciprocalOp::create(b, loc, t, *x))
+            : op == "Erf"        ? Value(nn::ErfOp::create(b, loc, t, *x))
+            : op == "Tanh"       ? Value(nn::TanhOp::create(b, loc, t, *x))
+                                 : Value(nn::SigmoidOp::create(b, loc, t, *x));
+  setValue(n.output(0), y);
+  return Error::success();
+}
+
+Error GraphImporter::castNode(const onnx::NodeProto &n) {
+  bool allConst = allInputsConst(n);
+  int64_t to = attrInt(n, "to", 1);
+  if (allConst) {
+    setConst(n.output(0), evalCast(constant(n.input(0)), int32_t(to)));
+    return Error::success();
+  }
+  Expected<Value> x = value(n.input(0));
+  if (!x)
+    return x.takeError();
+  Kind target;
+  if (to == onnx::TensorProto::FLOAT)
+    target = Kind::Float;
+  else if (to == onnx::TensorProto::INT32 || to == onnx::TensorProto::INT64)
+    target = Kind::Int;
+  else if (to == onnx::TensorProto::BOOL)
+    target = Kind::Bool;
+  else
+    return nodeError(n, "a runtime cast to " + typeName(int32_t(to)) +
+                            " is not supported (f32, int32/int64, bool)");
+  Value y = *x;
+  if (kindOf(y) != target)
+    y = nn::CastOp::create(b, loc, type(shapeOf(y), target), y, TypeAttr());
+  setValue(n.output(0), y);
+  return Error::success();
+}
+
+Error GraphImporter::where(const onnx::NodeProto &n) {
+  if (kind(n.input(0)) != Kind::Bool)
+    return nodeError(n, "the condition must be bool");
+  bool allConst = allInputsConst(n);
+  if (allConst && kind(n.input(1)) == kind(n.input(2))) {
+    auto s = broadcast(shape_(n, 0), shape_(n, 1));
+    if (!s || !broadcast(*s, shape_(n, 2)))
+      return nodeError(n, "operand shapes do not broadcast");
+    setConst(n.output(0), evalWhere(constant(n.input(0)), constant(n.input(1)),
+                                    constant(n.input(2))));
+    return Error::success();
+  }
+  auto s = broadcast(shape_(n, 0), shape_(n, 1));
+  if (!s || !(s = broadcast(*s, shape_(n, 2))))
+    return nodeError(n, "operand shapes do not broadcast");
+  Expected<Value> c = value(n.input(0));
+  if (!c)
+    return c.takeError();
+  Expected<Value> x = floatValue(n, 1);
+  if (!x)
+    return x.takeError();
+  Expected<Value> y = floatValue(n, 2);
+  if (!y)
+    return y.takeError();
+  setValue(n.output(0), nn::WhereOp::create(b, loc, type(*s), *c, *x, *y));
+  return Error::success();
+}
+
+ArrayRef<OpInfo> shardc::onnx_import::elementwiseOps() {
+  // Op type, opsets, inputs, outputs, handler.
+  // clang-format off
+  static const OpInfo ops[] = {
+      {"Add", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::binary},
+      {"Sub", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::binary},
+      {"Mul", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::binary},
+      {"Div", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::binary},
+      {"Pow", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::binary},
+      {"Equal", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::binary},
+      {"Neg", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Sqrt", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Reciprocal", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Erf", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Tanh", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Sigmoid", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Cast", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::castNode},
+      {"Where", {13, 21}, {3, 3}, {1, 1}, &GraphImporter::where},
+  };
+  // clang-format on
+  return ops;
+}
