@@ -45,7 +45,8 @@ struct Imported {
 };
 
 Expected<Imported> importModel(mlir::MLIRContext &context,
-                               const ModelOptions &opts) {
+                               const ModelOptions &opts,
+                               const TargetDescription &target) {
   Imported out;
   if (opts.isOnnx()) {
     onnx_import::ImportOptions options;
@@ -55,6 +56,7 @@ Expected<Imported> importModel(mlir::MLIRContext &context,
     options.loss = opts.loss;
     options.frozen = opts.frozen;
     options.bindings = opts.bindings;
+    options.target = &target;
     auto imported = onnx_import::importModel(context, opts.model, options);
     if (!imported)
       return imported.takeError();
@@ -115,7 +117,7 @@ Error shardc::compile(const DriverOptions &options) {
 
   const ModelOptions &model = options.model;
   const OutputOptions &out = options.output;
-  Expected<Imported> imported = importModel(context, model);
+  Expected<Imported> imported = importModel(context, model, *out.targetDesc);
   if (!imported)
     return imported.takeError();
   mlir::ModuleOp module = *imported->module;

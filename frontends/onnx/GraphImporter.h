@@ -221,8 +221,14 @@ private:
     if (kindOf(*v) != Kind::Float)
       return nodeError(n, "input '" + n.input(k) +
                               "' is an integer tensor computed at runtime; "
-                              "the CPU backend computes on f32 only");
+                              "the " + target().name + " target computes in " +
+                              target().computeTypeList() + " only");
     return v;
+  }
+
+  /// The target compiled for.
+  const TargetDescription &target() const {
+    return opts.target ? *opts.target : defaultTarget();
   }
 
   llvm::Error addInputs();

@@ -10,6 +10,7 @@
 // handlers live in ops/*.cpp by op group.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/abi/abi.h"
 #include "frontends/onnx/Importer.h"
 #include "frontends/onnx/GraphImporter.h"
 #include "frontends/onnx/HostTensor.h"
@@ -349,15 +350,20 @@ Error GraphImporter::addInputs() {
     }
     int32_t dt = tt.elem_type();
     Kind k;
-    if (dt == onnx::TensorProto::FLOAT)
+    // Integers are taken as i32, floats as f32, if the target has them.
+    if (dt == onnx::TensorProto::FLOAT && target().computes(abi::kF32))
       k = Kind::Float;
-    else if (dt == onnx::TensorProto::INT64 || dt == onnx::TensorProto::INT32)
+    else if ((dt == onnx::TensorProto::INT64 ||
+              dt == onnx::TensorProto::INT32) &&
+             target().indexes(abi::kI32))
       k = Kind::Int;
-    else if (dt == onnx::TensorProto::BOOL)
+    else if (dt == onnx::TensorProto::BOOL && target().indexes(abi::kBool))
       k = Kind::Bool;
     else
       return fail("input '" + name + "' has element type " + typeName(dt) +
-                  "; the CPU backend takes f32, int32/int64 (as i32) and bool");
+                  "; the " + target().name + " target takes " +
+                  target().computeTypeList() + ", int32/int64 (as i32) and "
+                  "bool");
     if (opts.training) {
       if (k != Kind::Int || dims.size() != 2)
         return fail("input '" + name +
@@ -372,7 +378,7 @@ Error GraphImporter::addInputs() {
     }
     Value arg = block->addArgument(type(dims, k), loc);
     argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-        "nn.input", b.getStringAttr(opts.training ? "tokens" : name))));
+        "nn.input", b.getStringAttr(opts.training ? abi::kIoTokens : name))));
     setValue(name, arg);
   }
   if (opts.training && tokenInput.empty())
@@ -472,7 +478,7 @@ Expected<Value> GraphImporter::trainingLoss() {
                 ", vocab] to match the token input");
   Value targets = block->addArgument(type(tokenShape, Kind::Int), loc);
   argAttrs.push_back(b.getDictionaryAttr(
-      b.getNamedAttr("nn.input", b.getStringAttr("targets"))));
+      b.getNamedAttr("nn.input", b.getStringAttr(abi::kIoTargets))));
   return Value(nn::CrossEntropyOp::create(b, loc, scalar, *v, targets,
                                           b.getI64IntegerAttr(-100)));
 }

@@ -9,6 +9,7 @@
 #ifndef SHARDC_FRONTENDS_ONNX_IMPORTER_H
 #define SHARDC_FRONTENDS_ONNX_IMPORTER_H
 
+#include "compiler/TargetDescription.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
@@ -37,6 +38,9 @@ struct ImportOptions {
   /// Initializers kept constant (not trained), besides the ones that are
   /// not finite, not floating point or scalars.
   std::vector<std::string> frozen;
+  /// The target the model is compiled for: which element types its kernels
+  /// compute and index in (null: the default target).
+  const TargetDescription *target = nullptr;
 };
 
 /// A trainable initializer: the initial value of a parameter.
