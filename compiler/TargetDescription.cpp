@@ -44,7 +44,21 @@ const std::vector<TargetDescription> &targets() {
     cpu.alignment = abi::kBufferAlignment;
     cpu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt.a"};
     cpu.linkFlags = splitCommas(SHARDC_RUNTIME_LIBS);
-    return std::vector<TargetDescription>{cpu};
+    std::vector<TargetDescription> all = {cpu};
+#ifdef SHARDC_CUDA_LIBS
+    // Built where a CUDA toolkit was found: one NVIDIA GPU (sm_80, sm_90),
+    // cuBLASLt GEMMs, CUDA kernels. It computes in f32 until the bf16
+    // kernels land.
+    TargetDescription cuda = cpu;
+    cuda.name = "cuda";
+    cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
+    cuda.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt_cuda.a",
+                             "libshardc_rt.a"};
+    for (const std::string &flag : splitCommas(SHARDC_CUDA_LIBS))
+      cuda.linkFlags.push_back(flag);
+    all.push_back(cuda);
+#endif
+    return all;
   }();
   return table;
 }

@@ -25,6 +25,9 @@ public:
   virtual ~Backend() = default;
   /// "cpu", "cuda".
   virtual const char *name() const = 0;
+  /// Sets aside the planned total of every region's (aligned) bytes, before
+  /// the first allocate: a device backend makes it one allocation.
+  virtual void reserve(int64_t bytes) {}
   /// A region of `bytes` of the backend's memory, aligned to
   /// abi::kBufferAlignment, zeroed when `zero` (otherwise its pages are
   /// committed as kernels first write them). Lives as long as the backend.
@@ -50,6 +53,20 @@ public:
 /// collectives over `mesh` (null: one rank), streams run in program order.
 std::unique_ptr<Backend> makeCpuBackend(const Mesh *mesh);
 
+/// The backend a program compiled for `target` runs on ("cpu", "cuda"):
+/// throws std::runtime_error if this executable was not linked with it.
+std::unique_ptr<Backend> makeBackend(const std::string &target,
+                                     const Mesh *mesh, int64_t constantsBytes);
+
 } // namespace shardc::runtime
+
+extern "C" {
+/// The CUDA backend (runtime/cuda, linked with --target cuda executables
+/// only; null otherwise): GPU memory, CUDA streams and events, CUDA kernels
+/// and cuBLASLt. Throws std::runtime_error if no GPU is found.
+shardc::runtime::Backend *shardc_make_cuda_backend(
+    const shardc::runtime::Mesh *mesh, int64_t constantsBytes)
+    __attribute__((weak));
+}
 
 #endif // SHARDC_RUNTIME_BACKEND_H

@@ -65,6 +65,9 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 struct Memory {
   Memory(Backend &backend, const Manifest &m, bool touchArena)
       : backend(backend) {
+    backend.reserve(abi::alignTo(m.paramBytes) + abi::alignTo(m.stateBytes) +
+                    abi::alignTo(m.ioBytes) + abi::alignTo(m.arenaBytes) +
+                    4 * abi::kBufferAlignment);
     base[abi::kRegionParams] =
         backend.allocate(m.paramBytes, "parameters");
     base[abi::kRegionState] =
@@ -132,7 +135,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
                        : TokenData::load(o.data, m.vocabSize);
 
   int64_t baselineRss = procStatusBytes("VmRSS");
-  std::unique_ptr<Backend> backend = makeCpuBackend(&mesh);
+  std::unique_ptr<Backend> backend =
+      makeBackend(m.target, &mesh, m.constantsBytes);
   Memory mem(*backend, m, /*touchArena=*/false);
   char *params = mem.region(abi::kRegionParams);
   if (!o.initFrom.empty())
@@ -277,7 +281,8 @@ int runInfer(const Manifest &m, int argc, char **argv) {
                                "and --output NAME=FILE)");
     }
   }
-  std::unique_ptr<Backend> backend = makeCpuBackend(nullptr);
+  std::unique_ptr<Backend> backend =
+      makeBackend(m.target, nullptr, m.constantsBytes);
   Memory mem(*backend, m, /*touchArena=*/true);
   if (!m.params.empty())
     loadParameters(m, besideExecutable(m.initFile), *backend,

@@ -64,6 +64,7 @@ Manifest Manifest::parse(const char *text) {
     m.arenaBytes = j.at("arena_bytes").get<int64_t>();
     m.constantsBytes = j.value("constants_bytes", int64_t(0));
     m.optimizer = model.value("optimizer", std::string());
+    m.target = j.value("target", std::string("cpu"));
     return m;
   } catch (const json::exception &e) {
     throw std::runtime_error(std::string("malformed model manifest: ") +

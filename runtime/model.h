@@ -52,6 +52,8 @@ struct Manifest {
   int64_t replicas = 1, shards = 1; // the compiled mesh
   int64_t paramBytes = 0, stateBytes = 0, ioBytes = 0, arenaBytes = 0;
   int64_t constantsBytes = 0;
+  /// The target compiled for ("cpu", "cuda").
+  std::string target;
   /// The compiled optimizer: abi::kOptimizerAdamW or kOptimizerSGD.
   std::string optimizer;
 

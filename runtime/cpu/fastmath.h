@@ -1,48 +1,21 @@
-//===- fastmath.h - vectorizable f32 exp, tanh; f16/bf16 ---------*- C++ -*-===//
+//===- fastmath.h - vectorizable row reductions; f16 ---------------*- C++ -*-===//
 //
-// Branch-free f32 elementary functions that the compiler vectorizes inside
-// kernel loops (libm's expf is a scalar call). exp uses the Cephes range
-// reduction and polynomial: relative error within 2 ulp on [-87, 88],
-// inputs clamped to that range (exp(-87) ~ 1.6e-38 stands for underflow).
+// The CPU kernels' row reductions over the branch-free fastExp (libm's expf
+// is a scalar call) and the f16 conversion. fastExp, fastTanh, fastSigmoid
+// and the bf16 conversions are per-element math shared with the CUDA
+// kernels: runtime/math.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_CPU_FASTMATH_H
 #define SHARDC_RUNTIME_CPU_FASTMATH_H
+
+#include "runtime/math.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 namespace shardc::runtime {
-
-inline float fastExp(float x) {
-  x = -87.0f > x ? -87.0f : x; // maxps
-  x = 88.0f < x ? 88.0f : x;   // minps
-  // Round x / ln2 to the nearest integer by adding and removing 1.5 * 2^23
-  // (floor() is not inlined without -ffast-math, which would block
-  // vectorization).
-  const float kRound = 12582912.0f;
-  float n = (x * 1.44269504088896341f + kRound) - kRound;
-  // x - n ln2, with ln2 split in two for accuracy.
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float e = p * r * r + r + 1.0f;
-  int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return e * scale;
-}
-
-/// tanh(x) = 1 - 2 / (exp(2x) + 1): absolute error ~1e-7.
-inline float fastTanh(float x) { return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f); }
-
-inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 
 /// Independent accumulators of the reductions below: they break the
 /// dependency chain of one running max or sum (fixed association, so the
@@ -96,23 +69,6 @@ inline float halfToFloat(uint16_t h) {
   else
     v = std::ldexp(float(mant | 0x400), int(exp) - 25);
   return (h & 0x8000) ? -v : v;
-}
-
-/// bf16 <-> f32: bf16 is the upper half of an f32; rounding to nearest even.
-inline float bf16ToFloat(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-}
-
-inline uint16_t floatToBf16(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
-    return uint16_t((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
 }
 
 } // namespace shardc::runtime

@@ -1,0 +1,185 @@
+//===- backend.cu - the CUDA backend: device memory, streams, events ------===//
+//
+// All device memory is one allocation, sized by the memory plan (reserve),
+// that the regions are carved from: no allocator on the hot path. The two
+// streams of the compiled schedule are CUDA streams, its events CUDA
+// events; kernels launch asynchronously and `run` returns once both streams
+// are done. The constants region is copied to the device once.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backend.h"
+#include "runtime/cuda/context.h"
+#include "runtime/runtime.h"
+
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+using namespace shardc;
+using namespace shardc::runtime;
+
+namespace {
+
+/// The GPU of this process: its local rank's under mpirun or srun.
+int localDevice() {
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                          "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char *v = std::getenv(var))
+      return std::atoi(v);
+  return 0;
+}
+
+void recordEvent(void *ctxPtr, int64_t event, int64_t stream) {
+  auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
+  while (size_t(event) >= ctx.events.size()) {
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    ctx.events.push_back(e);
+  }
+  CUDA_CHECK(cudaEventRecord(ctx.events[event], ctx.stream(stream)));
+}
+
+void waitEvent(void *ctxPtr, int64_t event, int64_t stream) {
+  auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
+  if (size_t(event) >= ctx.events.size())
+    fatal("compiled step waits on event %lld before recording it (schedule "
+          "bug)",
+          (long long)event);
+  CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(stream), ctx.events[event], 0));
+}
+
+class CudaBackend : public Backend {
+public:
+  explicit CudaBackend(const Mesh *mesh) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0)
+      throw std::runtime_error(
+          std::string("the CUDA backend found no GPU: ") +
+          (err != cudaSuccess ? cudaGetErrorString(err) : "no device"));
+    CUDA_CHECK(cudaSetDevice(localDevice() % count));
+    for (cudaStream_t &s : ctx.streams)
+      CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&ctx.lt));
+    ctx.workspaceBytes = size_t(32) << 20;
+    CUDA_CHECK(cudaMalloc(&ctx.workspace, ctx.workspaceBytes));
+    ctx.mesh = mesh;
+  }
+
+  ~CudaBackend() override {
+    cudaDeviceSynchronize();
+    for (cudaEvent_t e : ctx.events)
+      cudaEventDestroy(e);
+    for (cudaStream_t s : ctx.streams)
+      cudaStreamDestroy(s);
+    cublasLtDestroy(ctx.lt);
+    cudaFree(ctx.workspace);
+    cudaFree(arena);
+    if (constants)
+      cudaFree(constants);
+  }
+
+  const char *name() const override { return "cuda"; }
+  bool hostMemory() const override { return false; }
+
+  void reserve(int64_t bytes) override {
+    if (arena)
+      throw std::runtime_error("the CUDA backend reserves its memory once");
+    CUDA_CHECK(cudaMalloc(&arena, size_t(bytes)));
+    capacity = bytes;
+  }
+
+  char *allocate(int64_t bytes, const char *what, bool zero) override {
+    int64_t size = abi::alignTo(bytes < 1 ? 1 : bytes);
+    if (!arena || used + size > capacity)
+      throw std::runtime_error(std::string("the CUDA backend's reserved "
+                                           "memory has no room for ") +
+                               what + " (" + std::to_string(bytes) +
+                               " bytes): reserve the planned total first");
+    char *p = static_cast<char *>(arena) + used;
+    used += size;
+    if (zero)
+      CUDA_CHECK(cudaMemset(p, 0, size_t(size)));
+    return p;
+  }
+
+  void copyToDevice(void *dst, const void *src, int64_t bytes) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyHostToDevice));
+  }
+  void copyToHost(void *dst, const void *src, int64_t bytes) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDeviceToHost));
+  }
+
+  void run(const int64_t *program,
+           void *const regionBases[abi::kNumRegions]) override {
+    const KernelFn *kernels = cuda::kernelTable();
+    if (checked.insert(program).second)
+      refuseMissingKernels(program, kernels);
+    void *regions[abi::kNumRegions];
+    for (int r = 0; r < abi::kNumRegions; ++r)
+      regions[r] = regionBases[r];
+    regions[abi::kRegionConstants] =
+        deviceConstants(regionBases[abi::kRegionConstants]);
+    ProgramTarget target{kernels, &ctx, &recordEvent, &waitEvent};
+    runProgram(program, regions, target);
+    for (cudaStream_t s : ctx.streams)
+      CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
+  void setProfiling(bool) override {}
+  void printProfile() const override {
+    std::printf("SHARDC_PROFILE: per-kernel times are not collected on the "
+                "CUDA backend yet\n");
+  }
+
+  /// The size of the constants region (from the manifest).
+  int64_t constantsBytes = 0;
+
+private:
+  /// A program that launches a kernel this backend lacks is refused before
+  /// anything runs, with every missing kernel named.
+  void refuseMissingKernels(const int64_t *program, const KernelFn *kernels) {
+    std::set<std::string> missing;
+    for (const int64_t *p = program; *p != abi::kOpEnd;) {
+      if (*p != abi::kOpKernel) {
+        p += 3;
+        continue;
+      }
+      if (!kernels[p[1]])
+        missing.insert(abi::kKernels[p[1]].name);
+      p += abi::kKernelHeaderWords + p[3] + p[4] + p[5];
+    }
+    if (missing.empty())
+      return;
+    std::string list;
+    for (const std::string &k : missing)
+      list += (list.empty() ? "" : ", ") + k;
+    throw std::runtime_error("the CUDA backend has no kernel for: " + list);
+  }
+
+  void *deviceConstants(void *host) {
+    if (!host || constants)
+      return constants ? constants : host;
+    if (constantsBytes > 0) {
+      CUDA_CHECK(cudaMalloc(&constants, size_t(constantsBytes)));
+      copyToDevice(constants, host, constantsBytes);
+    }
+    return constants;
+  }
+
+  cuda::Context ctx;
+  void *arena = nullptr, *constants = nullptr;
+  int64_t capacity = 0, used = 0;
+  std::set<const int64_t *> checked;
+};
+
+} // namespace
+
+extern "C" Backend *shardc_make_cuda_backend(const Mesh *mesh,
+                                             int64_t constantsBytes) {
+  auto *backend = new CudaBackend(mesh);
+  backend->constantsBytes = constantsBytes;
+  return backend;
+}

@@ -1,0 +1,49 @@
+//===- context.h - the CUDA backend's context and kernel table ----*- C++ -*-===//
+#ifndef SHARDC_RUNTIME_CUDA_CONTEXT_H
+#define SHARDC_RUNTIME_CUDA_CONTEXT_H
+
+#include "runtime/abi/abi.h"
+#include "runtime/cuda/check.h"
+#include "runtime/program.h"
+
+#include <vector>
+
+namespace shardc::runtime {
+class Mesh;
+}
+
+namespace shardc::runtime::cuda {
+
+/// What a CUDA kernel receives as its `ctx`: the streams of the compiled
+/// schedule (abi::Stream), the events that order them, cuBLASLt.
+struct Context {
+  cudaStream_t streams[abi::kNumStreams] = {};
+  std::vector<cudaEvent_t> events;
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr; ///< cuBLASLt workspace
+  size_t workspaceBytes = 0;
+  const Mesh *mesh = nullptr;
+
+  cudaStream_t stream(int64_t s) const { return streams[s]; }
+};
+
+/// The CUDA kernels by abi::KernelId (abi::kNumKernels entries); null where
+/// a kernel has no CUDA implementation yet.
+const KernelFn *kernelTable();
+
+/// Blocks of `threads` covering n elements.
+inline unsigned blocksFor(int64_t n, int threads = 256) {
+  return unsigned((n + threads - 1) / threads);
+}
+
+} // namespace shardc::runtime::cuda
+
+/// Defines the CUDA kernel `name` of the ABI with the kernel C signature.
+#define SHARDC_CUDA_KERNEL(name)                                               \
+  void shardc_cuda_k_##name(void *ctx, void **b, const int64_t *i,             \
+                            const double *f, int64_t stream)
+
+SHARDC_CUDA_KERNEL(linear);
+SHARDC_CUDA_KERNEL(matmul);
+
+#endif // SHARDC_RUNTIME_CUDA_CONTEXT_H

@@ -1,0 +1,117 @@
+//===- gemm.cu - linear and matmul through cuBLASLt -----------------------===//
+//
+// Row-major GEMMs as column-major cuBLASLt calls: row-major Y[M,N] is
+// column-major Y^T[N,M], so Y = op(A) op(B) is computed as
+// Y^T = op(B)^T op(A)^T with the operands swapped. f32 in, f32 out, f32
+// compute without TF32 (CUBLAS_COMPUTE_32F), so curves compare with the
+// CPU's. The bias of `linear` is cuBLASLt's BIAS epilogue. The algorithm is
+// chosen by cuBLASLt's heuristic once per shape and kept.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/context.h"
+
+#include <map>
+#include <tuple>
+
+namespace A = shardc::abi;
+using namespace shardc::runtime;
+
+namespace {
+
+/// One GEMM shape: column-major C[m,n] = op(A) op(B), op given by transA
+/// and transB, leading dimensions of the stored matrices, and whether a
+/// bias epilogue adds a vector of m.
+struct Shape {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool transA, transB, bias;
+  auto key() const {
+    return std::make_tuple(m, n, k, lda, ldb, ldc, transA, transB, bias);
+  }
+  bool operator<(const Shape &o) const { return key() < o.key(); }
+};
+
+/// The descriptors and algorithm of a shape, made once.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+};
+
+const Plan &planFor(cuda::Context &ctx, const Shape &s) {
+  static std::map<Shape, Plan> plans;
+  auto it = plans.find(s);
+  if (it != plans.end())
+    return it->second;
+  Plan p;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (s.bias) {
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  }
+  // Stored shapes: A is [m,k] (or [k,m] transposed), B [k,n] (or [n,k]).
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, s.transA ? s.k : s.m,
+                                          s.transA ? s.m : s.k, s.lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, s.transB ? s.n : s.k,
+                                          s.transB ? s.k : s.n, s.ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, s.m, s.n, s.ldc));
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspaceBytes,
+      sizeof(ctx.workspaceBytes)));
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.desc, p.a, p.b, p.c,
+                                              p.c, pref, 1, &result, &found));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (found == 0)
+    fatal("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM",
+          (long long)s.m, (long long)s.n, (long long)s.k);
+  p.algo = result.algo;
+  return plans.emplace(s, p).first->second;
+}
+
+/// C = op(A) op(B) (+ bias) on `stream`.
+void gemm(void *ctxPtr, int64_t stream, const Shape &s, const float *a,
+          const float *b, const float *bias, float *c) {
+  auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
+  const Plan &p = planFor(ctx, s);
+  if (bias)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
+                              p.c, c, p.c, &p.algo, ctx.workspace,
+                              ctx.workspaceBytes, ctx.stream(stream)));
+}
+
+float *F(void *p) { return static_cast<float *>(p); }
+
+} // namespace
+
+// y[M,N] = x[M,K] @ w^T (w[N,K]), or x @ w (w[K,N] when in_out), + b[N]
+SHARDC_CUDA_KERNEL(linear) {
+  int64_t M = i[A::linear::M], K = i[A::linear::K], N = i[A::linear::N];
+  bool inOut = i[A::linear::in_out] != 0, hasBias = i[A::linear::has_bias] != 0;
+  // Y^T[N,M] = op(w) x^T: w stored column-major [K,N] (transposed) or
+  // [N,K] (in_out), x^T stored [K,M].
+  Shape s{N, M, K, inOut ? N : K, K, N, !inOut, false, hasBias};
+  gemm(ctx, stream, s, F(b[1]), F(b[0]), hasBias ? F(b[2]) : nullptr,
+       F(b[hasBias ? 3 : 2]));
+}
+
+// y[M,N] = op(a) op(b): a[M,K] or [K,M] (trans_a), b[K,N] or [N,K] (trans_b)
+SHARDC_CUDA_KERNEL(matmul) {
+  int64_t M = i[A::matmul::M], K = i[A::matmul::K], N = i[A::matmul::N];
+  bool ta = i[A::matmul::trans_a] != 0, tb = i[A::matmul::trans_b] != 0;
+  // Y^T = op(b)^T op(a)^T.
+  Shape s{N, M, K, tb ? K : N, ta ? M : K, N, tb, ta, false};
+  gemm(ctx, stream, s, F(b[1]), F(b[0]), nullptr, F(b[2]));
+}

@@ -1,0 +1,383 @@
+//===- kernels.cu - CUDA kernels of the runtime ABI -----------------------===//
+//
+// Each kernel takes its arguments as runtime/abi/kernels.def defines them
+// (through the per-kernel enums of abi.h) and launches on the stream the
+// compiled schedule names. The per-element math is runtime/math.h's, shared
+// with the CPU kernels. Reductions accumulate in double, as the CPU kernels
+// do, so f32 curves can be compared with the CPU's.
+//
+// Kernels of the ABI without a CUDA implementation here are null in
+// kKernels (the end of this file); the backend refuses a program that
+// launches one, naming it.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/context.h"
+#include "runtime/math.h"
+
+#include <array>
+#include <cstdint>
+
+namespace A = shardc::abi;
+using namespace shardc::runtime;
+using shardc::runtime::cuda::blocksFor;
+
+namespace {
+
+cudaStream_t streamOf(void *ctx, int64_t stream) {
+  return static_cast<cuda::Context *>(ctx)->stream(stream);
+}
+
+float *F(void *p) { return static_cast<float *>(p); }
+
+/// Grid-stride loop over [0, n).
+#define FOR_EACH(k, n)                                                         \
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < (n);   \
+       k += int64_t(gridDim.x) * blockDim.x)
+
+constexpr int kThreads = 256;
+/// At most this many blocks for grid-stride loops.
+unsigned gridFor(int64_t n) {
+  unsigned blocks = blocksFor(n, kThreads);
+  return blocks < 65535u ? (blocks ? blocks : 1u) : 65535u;
+}
+
+// y[n] = value
+__global__ void fillKernel(float *y, int64_t n, float value) {
+  FOR_EACH(k, n) y[k] = value;
+}
+
+// y[n] = gelu(x[n])
+__global__ void geluKernel(const float *x, float *y, int64_t n, bool tanhForm) {
+  FOR_EACH(k, n) y[k] = gelu(x[k], tanhForm);
+}
+
+// dx[n] = dy[n] gelu'(x[n])
+__global__ void geluGradKernel(const float *x, const float *dy, float *dx,
+                               int64_t n, bool tanhForm) {
+  FOR_EACH(k, n) dx[k] = dy[k] * geluGrad(x[k], tanhForm);
+}
+
+// y[n] = silu(x[n])
+__global__ void siluKernel(const float *x, float *y, int64_t n) {
+  FOR_EACH(k, n) y[k] = silu(x[k]);
+}
+
+// dx[n] = dy[n] silu'(x[n]), in the CPU kernel's association
+__global__ void siluGradKernel(const float *x, const float *dy, float *dx,
+                               int64_t n) {
+  FOR_EACH(k, n) {
+    float s = fastSigmoid(x[k]);
+    dx[k] = dy[k] * s * (1.0f + x[k] * (1.0f - s));
+  }
+}
+
+// out[n] = ctl[0] ? acc[n] + ctl[1] g[n] : ctl[1] g[n]
+__global__ void accumulateKernel(const float *acc, const float *g,
+                                 const float *ctl, float *out, int64_t n) {
+  bool keep = ctl[0] != 0.0f;
+  float scale = ctl[1];
+  FOR_EACH(k, n) out[k] = keep ? acc[k] + scale * g[k] : scale * g[k];
+}
+
+// y[N,C] = table[ids[N], :]; ids outside [0, V) set *bad
+__global__ void embeddingKernel(const int32_t *ids, const float *table,
+                                float *y, int64_t N, int64_t V, int64_t C,
+                                int *bad) {
+  FOR_EACH(k, N * C) {
+    int64_t n = k / C, c = k % C;
+    int64_t id = ids[n];
+    if (id < 0 || id >= V) {
+      *bad = 1;
+      continue;
+    }
+    y[k] = table[id * C + c];
+  }
+}
+
+/// Sum over the block of a double per thread (blockDim.x a power of two,
+/// at most 1024); the result is valid in thread 0.
+__device__ double blockSum(double v) {
+  __shared__ double part[32];
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_down_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0)
+    part[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) / 32;
+  v = threadIdx.x < warps ? part[lane] : 0.0;
+  if (warp == 0)
+    for (int o = 16; o > 0; o /= 2)
+      v += __shfl_down_sync(0xffffffffu, v, o);
+  __syncthreads();
+  return v;
+}
+
+// y[] = sum x[n]^2 (one block; double accumulation)
+__global__ void squaredNormKernel(const float *x, float *y, int64_t n) {
+  double s = 0;
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+    s += double(x[k]) * x[k];
+  s = blockSum(s);
+  if (threadIdx.x == 0)
+    y[0] = float(s);
+}
+
+// y[] = min(1, max / (sqrt(sq) + 1e-6)), 1 when max <= 0
+__global__ void clipCoefKernel(const float *sq, const float *maxNorm,
+                               float *y) {
+  float coef = 1.0f;
+  if (maxNorm[0] > 0.0f)
+    coef = fminf(1.0f, maxNorm[0] / (sqrtf(sq[0]) + 1e-6f));
+  y[0] = coef;
+}
+
+// p', m', v' [n] = AdamW(p, g * c[], m, v), scalars from hyper on the host
+__global__ void adamwKernel(const float *p, const float *g, const float *m,
+                            const float *v, const float *coef, float *p2,
+                            float *m2, float *v2, int64_t n,
+                            AdamWScalars s) {
+  float c = coef[0];
+  FOR_EACH(k, n) {
+    float pk = p[k], mk = m[k], vk = v[k];
+    adamwUpdate(s, g[k] * c, pk, mk, vk);
+    p2[k] = pk;
+    m2[k] = mk;
+    v2[k] = vk;
+  }
+}
+
+// x[M,C] -> y[M,C]: layer norm of each row (one block a row, double
+// statistics), times w[C], plus b[C] if given
+__global__ void layerNormKernel(const float *x, const float *w,
+                                const float *bias, float *y, int64_t C,
+                                float eps) {
+  const float *row = x + blockIdx.x * C;
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    s += row[c];
+  __shared__ double mean, rstd;
+  s = blockSum(s);
+  if (threadIdx.x == 0)
+    mean = s / C;
+  __syncthreads();
+  double q = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    q += (row[c] - mean) * (row[c] - mean);
+  q = blockSum(q);
+  if (threadIdx.x == 0)
+    rstd = 1.0 / sqrt(q / C + eps);
+  __syncthreads();
+  float r = float(rstd);
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float v = float(row[c] - mean) * r * w[c];
+    y[blockIdx.x * C + c] = bias ? v + bias[c] : v;
+  }
+}
+
+// x[M,C] -> y[M,C] = w[C] * x / rms(x) (one block a row)
+__global__ void rmsNormKernel(const float *x, const float *w, float *y,
+                              int64_t C, float eps) {
+  const float *row = x + blockIdx.x * C;
+  double ss = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    ss += double(row[c]) * row[c];
+  ss = blockSum(ss);
+  __shared__ float rstd;
+  if (threadIdx.x == 0)
+    rstd = float(1.0 / sqrt(ss / C + eps));
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    y[blockIdx.x * C + c] = w[c] * (row[c] * rstd);
+}
+
+/// n elements of `from` at x converted to `to` at y (abi dtype codes).
+__global__ void castKernel(const void *x, void *y, int64_t n, int64_t from,
+                           int64_t to) {
+  FOR_EACH(k, n) {
+    float v = 0.0f;
+    switch (from) {
+    case A::kF32:
+      v = static_cast<const float *>(x)[k];
+      break;
+    case A::kBF16:
+      v = bf16ToFloat(static_cast<const uint16_t *>(x)[k]);
+      break;
+    case A::kI32:
+      v = float(static_cast<const int32_t *>(x)[k]);
+      break;
+    case A::kBool:
+      v = float(static_cast<const uint8_t *>(x)[k]);
+      break;
+    }
+    switch (to) {
+    case A::kF32:
+      static_cast<float *>(y)[k] = v;
+      break;
+    case A::kBF16:
+      static_cast<uint16_t *>(y)[k] = floatToBf16(v);
+      break;
+    case A::kI32:
+      static_cast<int32_t *>(y)[k] = int32_t(v);
+      break;
+    case A::kBool:
+      static_cast<uint8_t *>(y)[k] = v != 0.0f;
+      break;
+    }
+  }
+}
+
+bool castable(int64_t code) {
+  return code == A::kF32 || code == A::kBF16 || code == A::kI32 ||
+         code == A::kBool;
+}
+
+} // namespace
+
+SHARDC_CUDA_KERNEL(fill) {
+  int64_t n = i[A::fill::n];
+  fillKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), n, float(f[A::fill::f::value]));
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(copy) {
+  CUDA_CHECK(cudaMemcpyAsync(b[1], b[0], size_t(i[A::copy::bytes]),
+                             cudaMemcpyDeviceToDevice, streamOf(ctx, stream)));
+}
+
+SHARDC_CUDA_KERNEL(cast) {
+  int64_t n = i[A::cast::n], from = i[A::cast::from], to = i[A::cast::to];
+  if (!castable(from) || !castable(to))
+    fatal("cast: dtype codes %lld to %lld are not supported on the CUDA "
+          "backend (f32, bf16, i32, bool)",
+          (long long)from, (long long)to);
+  castKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(b[0], b[1], n,
+                                                                  from, to);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(gelu) {
+  int64_t n = i[A::gelu::n];
+  geluKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), n, i[A::gelu::tanh] != 0);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(gelu_grad) {
+  int64_t n = i[A::gelu_grad::n];
+  geluGradKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), F(b[2]), n, i[A::gelu_grad::tanh] != 0);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(silu) {
+  int64_t n = i[A::silu::n];
+  siluKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(F(b[0]),
+                                                                  F(b[1]), n);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(silu_grad) {
+  int64_t n = i[A::silu_grad::n];
+  siluGradKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), F(b[2]), n);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(accumulate) {
+  int64_t n = i[A::accumulate::n];
+  accumulateKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), F(b[2]), F(b[3]), n);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(embedding) {
+  int64_t N = i[A::embedding::N], V = i[A::embedding::V],
+          C = i[A::embedding::C];
+  cudaStream_t s = streamOf(ctx, stream);
+  int *bad;
+  CUDA_CHECK(cudaMallocAsync(&bad, sizeof(int), s));
+  CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int), s));
+  embeddingKernel<<<gridFor(N * C), kThreads, 0, s>>>(
+      static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C, bad);
+  CUDA_LAUNCHED();
+  int host = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&host, bad, sizeof(int), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaFreeAsync(bad, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  if (host)
+    fatal("embedding: an id is outside the table of %lld rows", (long long)V);
+}
+
+SHARDC_CUDA_KERNEL(squared_norm) {
+  squaredNormKernel<<<1, 1024, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), i[A::squared_norm::n]);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(clip_coef) {
+  clipCoefKernel<<<1, 1, 0, streamOf(ctx, stream)>>>(F(b[0]), F(b[1]), F(b[2]));
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(adamw) {
+  int64_t n = i[A::adamw::n];
+  bool is1D = i[A::adamw::is_1d] != 0;
+  cudaStream_t s = streamOf(ctx, stream);
+  // The hyper-parameters are a device buffer the host wrote before the
+  // step; the scalars are computed from them on the host, in double, as
+  // torch.optim.AdamW does.
+  float h[A::kHyperSize];
+  CUDA_CHECK(cudaMemcpyAsync(h, b[4], sizeof(h), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  AdamWScalars sc =
+      adamwScalars(h[A::kLr], h[A::kBeta1], h[A::kBeta2], h[A::kEps],
+                   is1D ? h[A::kWeightDecay1D] : h[A::kWeightDecay],
+                   h[A::kStep]);
+  adamwKernel<<<gridFor(n), kThreads, 0, s>>>(F(b[0]), F(b[1]), F(b[2]),
+                                               F(b[3]), F(b[5]), F(b[6]),
+                                               F(b[7]), F(b[8]), n, sc);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(layer_norm) {
+  int64_t M = i[A::layer_norm::M], C = i[A::layer_norm::C];
+  bool hasBias = i[A::layer_norm::has_bias] != 0;
+  layerNormKernel<<<unsigned(M), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr, F(b[hasBias ? 3 : 2]), C,
+      float(f[A::layer_norm::f::eps]));
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(rms_norm) {
+  int64_t M = i[A::rms_norm::M], C = i[A::rms_norm::C];
+  rmsNormKernel<<<unsigned(M), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), F(b[2]), C, float(f[A::rms_norm::f::eps]));
+  CUDA_LAUNCHED();
+}
+
+const KernelFn *shardc::runtime::cuda::kernelTable() {
+  static const std::array<KernelFn, A::kNumKernels> table = [] {
+    std::array<KernelFn, A::kNumKernels> t{};
+    auto set = [&](A::KernelId id, KernelFn fn) { t[int64_t(id)] = fn; };
+    set(A::KernelId::fill, &shardc_cuda_k_fill);
+    set(A::KernelId::copy, &shardc_cuda_k_copy);
+    set(A::KernelId::cast, &shardc_cuda_k_cast);
+    set(A::KernelId::gelu, &shardc_cuda_k_gelu);
+    set(A::KernelId::gelu_grad, &shardc_cuda_k_gelu_grad);
+    set(A::KernelId::silu, &shardc_cuda_k_silu);
+    set(A::KernelId::silu_grad, &shardc_cuda_k_silu_grad);
+    set(A::KernelId::accumulate, &shardc_cuda_k_accumulate);
+    set(A::KernelId::embedding, &shardc_cuda_k_embedding);
+    set(A::KernelId::squared_norm, &shardc_cuda_k_squared_norm);
+    set(A::KernelId::clip_coef, &shardc_cuda_k_clip_coef);
+    set(A::KernelId::adamw, &shardc_cuda_k_adamw);
+    set(A::KernelId::layer_norm, &shardc_cuda_k_layer_norm);
+    set(A::KernelId::rms_norm, &shardc_cuda_k_rms_norm);
+    set(A::KernelId::linear, &shardc_cuda_k_linear);
+    set(A::KernelId::matmul, &shardc_cuda_k_matmul);
+    return t;
+  }();
+  return table.data();
+}

@@ -1,0 +1,165 @@
+//===- math.h - per-element math shared by the CPU and CUDA kernels -*- C++ -*-===//
+//
+// The math of a kernel, element by element, written once as
+// `__host__ __device__` functions: the CPU kernels (runtime/cpu) and the
+// CUDA kernels (runtime/cuda) both call these, so the CPU kernels' tests
+// cover them and the backends cannot drift. Plain C++ when not compiled by
+// nvcc.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_MATH_H
+#define SHARDC_RUNTIME_MATH_H
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#ifdef __CUDACC__
+#define SHARDC_HD __host__ __device__
+#else
+#define SHARDC_HD
+#endif
+
+namespace shardc::runtime {
+
+/// The bits of a float and back (memcpy on the host, intrinsics on the
+/// device).
+SHARDC_HD inline uint32_t floatBits(float v) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(v);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return bits;
+#endif
+}
+
+SHARDC_HD inline float bitsFloat(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+#endif
+}
+
+/// exp with the Cephes range reduction and polynomial: relative error
+/// within 2 ulp on [-87, 88], inputs clamped to that range (exp(-87) ~
+/// 1.6e-38 stands for underflow). Branch-free, so it vectorizes on the CPU.
+SHARDC_HD inline float fastExp(float x) {
+  x = -87.0f > x ? -87.0f : x; // maxps
+  x = 88.0f < x ? 88.0f : x;   // minps
+  // Round x / ln2 to the nearest integer by adding and removing 1.5 * 2^23
+  // (floor() is not inlined without -ffast-math, which would block
+  // vectorization).
+  const float kRound = 12582912.0f;
+  float n = (x * 1.44269504088896341f + kRound) - kRound;
+  // x - n ln2, with ln2 split in two for accuracy.
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e = p * r * r + r + 1.0f;
+  return e * bitsFloat(uint32_t((int32_t(n) + 127) << 23));
+}
+
+/// tanh(x) = 1 - 2 / (exp(2x) + 1): absolute error ~1e-7.
+SHARDC_HD inline float fastTanh(float x) {
+  return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f);
+}
+
+SHARDC_HD inline float fastSigmoid(float x) {
+  return 1.0f / (1.0f + fastExp(-x));
+}
+
+/// bf16 <-> f32: bf16 is the upper half of an f32; rounding to nearest even.
+SHARDC_HD inline float bf16ToFloat(uint16_t h) {
+  return bitsFloat(uint32_t(h) << 16);
+}
+
+SHARDC_HD inline uint16_t floatToBf16(float v) {
+  uint32_t bits = floatBits(v);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
+    return uint16_t((bits >> 16) | 0x0040u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+/// sqrt(2 / pi) and 1 / sqrt(2 pi), in f32 as the kernels use them:
+/// kGeluAlpha is std::sqrt(2.0f / float(M_PI)) evaluated in f32 (0x3f4c4229,
+/// one ulp below the correctly rounded value), as the kernels always had.
+constexpr float kGeluAlpha = 0.7978845238685608f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+constexpr float kSqrtHalf = 0.7071067811865476f;
+
+/// GELU: the tanh approximation or the exact (erf) form.
+SHARDC_HD inline float gelu(float v, bool tanhForm) {
+  return tanhForm
+             ? 0.5f * v *
+                   (1.0f + fastTanh(kGeluAlpha * (v + 0.044715f * v * v * v)))
+             : 0.5f * v * (1.0f + erff(v * kSqrtHalf));
+}
+
+/// d gelu(v) / dv.
+SHARDC_HD inline float geluGrad(float v, bool tanhForm) {
+  if (tanhForm) {
+    float t = fastTanh(kGeluAlpha * (v + 0.044715f * v * v * v));
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluAlpha *
+                                   (1.0f + 3.0f * 0.044715f * v * v);
+  }
+  return 0.5f * (1.0f + erff(v * kSqrtHalf)) +
+         v * fastExp(-0.5f * v * v) * kInvSqrt2Pi;
+}
+
+SHARDC_HD inline float silu(float v) { return v * fastSigmoid(v); }
+
+/// d silu(v) / dv.
+SHARDC_HD inline float siluGrad(float v) {
+  float s = fastSigmoid(v);
+  return s * (1.0f + v * (1.0f - s));
+}
+
+/// The per-step scalars of torch.optim.AdamW, computed in double on the
+/// host and applied in f32 (abi::Hyper gives where each comes from).
+struct AdamWScalars {
+  float decay;    ///< 1 - lr * weight_decay
+  float stepSize; ///< lr / (1 - beta1^step)
+  float bc2Sqrt;  ///< sqrt(1 - beta2^step)
+  float b1, b2, oneMinusB1, oneMinusB2, eps;
+};
+
+inline AdamWScalars adamwScalars(double lr, double beta1, double beta2,
+                                 double eps, double weightDecay, double step) {
+  AdamWScalars s;
+  s.decay = float(1.0 - lr * weightDecay);
+  s.bc2Sqrt = float(std::sqrt(1.0 - std::pow(beta2, step)));
+  s.stepSize = float(lr / (1.0 - std::pow(beta1, step)));
+  s.b1 = float(beta1);
+  s.b2 = float(beta2);
+  s.oneMinusB1 = float(1 - beta1);
+  s.oneMinusB2 = float(1 - beta2);
+  s.eps = float(eps);
+  return s;
+}
+
+/// One element of AdamW: gradient g (already scaled by the clipping
+/// coefficient); updates p, m, v in place.
+SHARDC_HD inline void adamwUpdate(const AdamWScalars &s, float g, float &p,
+                                  float &m, float &v) {
+  float pk = p * s.decay;
+  float mk = m * s.b1 + g * s.oneMinusB1;
+  float vk = v * s.b2 + s.oneMinusB2 * g * g;
+  float denom = sqrtf(vk) / s.bc2Sqrt + s.eps;
+  p = pk + (-s.stepSize) * mk / denom; // addcdiv: p + value * m / denom
+  m = mk;
+  v = vk;
+}
+
+} // namespace shardc::runtime
+
+#endif // SHARDC_RUNTIME_MATH_H
