@@ -118,10 +118,10 @@ SHARDC_HD inline float geluGrad(float v, bool tanhForm) {
 
 SHARDC_HD inline float silu(float v) { return v * fastSigmoid(v); }
 
-/// d silu(v) / dv.
-SHARDC_HD inline float siluGrad(float v) {
+/// dy * d silu(v) / dv, associated as (dy s) (1 + v (1 - s)).
+SHARDC_HD inline float siluBackward(float dy, float v) {
   float s = fastSigmoid(v);
-  return s * (1.0f + v * (1.0f - s));
+  return dy * s * (1.0f + v * (1.0f - s));
 }
 
 /// The per-step scalars of torch.optim.AdamW, computed in double on the

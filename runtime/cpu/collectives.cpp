@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+namespace A = shardc::abi;
 using shardc::runtime::bf16ToFloat;
 using shardc::runtime::Context;
 using shardc::runtime::fatal;
@@ -31,12 +32,10 @@ void check(int rc, const char *what) {
     fatal("%s failed with MPI error %d", what, rc);
 }
 
-/// Bytes per element of a dtype code (kernels.h): f32 or bf16.
+/// Bytes per element of a collective's dtype code: f32 or bf16.
 int64_t elementBytes(int64_t code) {
-  if (code == 0)
-    return 4;
-  if (code == 1)
-    return 2;
+  if (code == A::kF32 || code == A::kBF16)
+    return A::dtypeBytes(code);
   fatal("collectives support f32 and bf16 data, not dtype code %lld",
         (long long)code);
 }
@@ -64,15 +63,15 @@ void ringAllGather(const char *in, char *out, int64_t bytes, MPI_Comm c) {
 
 SHARDC_KERNEL(all_gather) {
   ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
-                i[0] * elementBytes(i[2]), comm(ctx, i[1]));
+                i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype]), comm(ctx, i[A::all_gather::axis]));
   launched(ctx, stream);
 }
 
 SHARDC_KERNEL(all_gather_group) {
   // One all-gather for a group of k parameters: pack the local shards, one
   // ring exchange of the packed block, unpack every rank's piece of each.
-  int64_t k = i[0], eb = elementBytes(i[2]);
-  const int64_t *counts = i + 3;
+  int64_t k = i[A::all_gather_group::k], eb = elementBytes(i[A::all_gather_group::dtype]);
+  const int64_t *counts = i + A::all_gather_group::kNumInts;
   char *pack = static_cast<char *>(b[2 * k]);
   char *gathered = static_cast<char *>(b[2 * k + 1]);
   int64_t block = 0;
@@ -80,7 +79,7 @@ SHARDC_KERNEL(all_gather_group) {
     std::memcpy(pack + block, b[j], counts[j] * eb);
     block += counts[j] * eb;
   }
-  MPI_Comm c = comm(ctx, i[1]);
+  MPI_Comm c = comm(ctx, i[A::all_gather_group::axis]);
   ringAllGather(pack, gathered, block, c);
   int size;
   MPI_Comm_size(c, &size);
@@ -100,18 +99,18 @@ SHARDC_KERNEL(reshard_chunk) {
   // This rank's chunk (its index on the axis modulo the group size) of a
   // gathered parameter.
   int rank;
-  MPI_Comm_rank(comm(ctx, i[2]), &rank);
-  int64_t bytes = i[0];
-  std::memcpy(b[1], static_cast<const char *>(b[0]) + (rank % i[1]) * bytes,
+  MPI_Comm_rank(comm(ctx, i[A::reshard_chunk::axis]), &rank);
+  int64_t bytes = i[A::reshard_chunk::bytes];
+  std::memcpy(b[1], static_cast<const char *>(b[0]) + (rank % i[A::reshard_chunk::N]) * bytes,
               bytes);
   launched(ctx, stream);
 }
 
 SHARDC_KERNEL(all_gather_subgroup) {
   // The ring within this rank's group of consecutive ranks.
-  MPI_Comm group = static_cast<Context *>(ctx)->mesh->subgroup(i[1], i[3]);
+  MPI_Comm group = static_cast<Context *>(ctx)->mesh->subgroup(i[A::all_gather_subgroup::axis], i[A::all_gather_subgroup::N]);
   ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
-                i[0] * elementBytes(i[2]), group);
+                i[A::all_gather_subgroup::n] * elementBytes(i[A::all_gather_subgroup::dtype]), group);
   launched(ctx, stream);
 }
 
@@ -122,8 +121,8 @@ SHARDC_KERNEL(reduce_scatter) {
   // bf16 blocks are added in f32 and rounded once per step.
   const char *in = static_cast<const char *>(b[0]);
   char *out = static_cast<char *>(b[1]), *scratch = static_cast<char *>(b[2]);
-  int64_t n = i[0], eb = elementBytes(i[2]), bytes = n * eb;
-  MPI_Comm c = comm(ctx, i[1]);
+  int64_t n = i[A::reduce_scatter::n], eb = elementBytes(i[A::reduce_scatter::dtype]), bytes = n * eb;
+  MPI_Comm c = comm(ctx, i[A::reduce_scatter::axis]);
   int rank, size;
   MPI_Comm_rank(c, &rank);
   MPI_Comm_size(c, &size);
@@ -155,10 +154,10 @@ SHARDC_KERNEL(reduce_scatter) {
 }
 
 SHARDC_KERNEL(all_reduce) {
-  if (i[2] != 0)
+  if (i[A::all_reduce::dtype] != A::kF32)
     fatal("all_reduce supports f32 data only");
   const void *in = b[0] == b[1] ? MPI_IN_PLACE : b[0];
-  check(MPI_Allreduce(in, b[1], int(i[0]), MPI_FLOAT, MPI_SUM, comm(ctx, i[1])),
+  check(MPI_Allreduce(in, b[1], int(i[A::all_reduce::n]), MPI_FLOAT, MPI_SUM, comm(ctx, i[A::all_reduce::axis])),
         "MPI_Allreduce");
   launched(ctx, stream);
 }

@@ -23,8 +23,15 @@ inline void launchedAs(void *ctx, int64_t stream, const char *kernel) {
 /// operand k's elements start at off[k] and advance by step[k].
 template <int N, typename Row>
 void broadcastRows(const int64_t *i, Row row) {
-  int64_t R = i[0];
-  const int64_t *dims = i + 1;
+  // The broadcasting kernels' layout: R, then dims[R], then R strides per
+  // operand (runtime/abi/kernels.def).
+  namespace A = shardc::abi;
+  static_assert(A::add::R == 0 && A::add::kNumInts == 1 &&
+                    A::where::kNumInts == 1 && A::broadcast::kNumInts == 1 &&
+                    A::equal::kNumInts == 1,
+                "broadcasting kernels start with R");
+  int64_t R = i[A::add::R];
+  const int64_t *dims = i + A::add::kNumInts;
   int64_t off[N] = {}, step[N] = {};
   if (R == 0) {
     row(int64_t(0), off, step, int64_t(1));
@@ -32,7 +39,7 @@ void broadcastRows(const int64_t *i, Row row) {
   }
   const int64_t *strides[N];
   for (int k = 0; k < N; ++k) {
-    strides[k] = i + 1 + (k + 1) * R;
+    strides[k] = dims + (k + 1) * R;
     step[k] = strides[k][R - 1];
   }
   int64_t inner = dims[R - 1], outer = 1;

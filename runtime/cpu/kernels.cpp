@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+namespace A = shardc::abi;
 using shardc::runtime::expSum;
 using shardc::runtime::bf16ToFloat;
 using shardc::runtime::fastExp;
@@ -41,7 +42,7 @@ void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,
 } // namespace
 
 SHARDC_KERNEL(embedding) {
-  int64_t N = i[0], V = i[1], C = i[2];
+  int64_t N = i[A::embedding::N], V = i[A::embedding::V], C = i[A::embedding::C];
   const int32_t *ids = I32(b[0]);
   const float *table = F(b[1]);
   float *y = F(b[2]);
@@ -57,8 +58,8 @@ SHARDC_KERNEL(embedding) {
 }
 
 SHARDC_KERNEL(linear) {
-  int64_t M = i[0], K = i[1], N = i[2];
-  bool inOut = i[3], hasBias = i[4];
+  int64_t M = i[A::linear::M], K = i[A::linear::K], N = i[A::linear::N];
+  bool inOut = i[A::linear::in_out], hasBias = i[A::linear::has_bias];
   float *y = F(b[hasBias ? 3 : 2]);
   if (hasBias) {
     const float *bias = F(b[2]);
@@ -80,9 +81,9 @@ SHARDC_KERNEL(mul) {
 }
 
 SHARDC_KERNEL(layer_norm) {
-  int64_t M = i[0], C = i[1];
-  bool hasBias = i[2];
-  float eps = float(f[0]);
+  int64_t M = i[A::layer_norm::M], C = i[A::layer_norm::C];
+  bool hasBias = i[A::layer_norm::has_bias];
+  float eps = float(f[A::layer_norm::f::eps]);
   const float *x = F(b[0]), *w = F(b[1]);
   const float *bias = hasBias ? F(b[2]) : nullptr;
   float *y = F(b[hasBias ? 3 : 2]);
@@ -106,8 +107,8 @@ SHARDC_KERNEL(layer_norm) {
 }
 
 SHARDC_KERNEL(rms_norm) {
-  int64_t M = i[0], C = i[1];
-  float eps = float(f[0]);
+  int64_t M = i[A::rms_norm::M], C = i[A::rms_norm::C];
+  float eps = float(f[A::rms_norm::f::eps]);
   const float *x = F(b[0]), *w = F(b[1]);
   float *y = F(b[2]);
   for (int64_t m = 0; m < M; ++m) {
@@ -122,36 +123,33 @@ SHARDC_KERNEL(rms_norm) {
   launched(ctx, stream);
 }
 
+// y[n] = gelu(x[n]) (tanh form or erf)
 SHARDC_KERNEL(gelu) {
-  int64_t n = i[0];
-  bool tanhForm = i[1];
-  const float *x = F(b[0]);
-  float *y = F(b[1]);
-  const float kAlpha = std::sqrt(2.0f / float(M_PI));
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < n; ++k) {
-    float v = x[k];
-    y[k] = tanhForm
-               ? 0.5f * v * (1.0f + fastTanh(kAlpha * (v + 0.044715f * v * v * v)))
-               : 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2)));
-  }
-  launched(ctx, stream);
-}
-
-SHARDC_KERNEL(silu) {
-  int64_t n = i[0];
+  int64_t n = i[A::gelu::n];
+  bool tanhForm = i[A::gelu::tanh];
   const float *x = F(b[0]);
   float *y = F(b[1]);
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k)
-    y[k] = x[k] * fastSigmoid(x[k]);
+    y[k] = shardc::runtime::gelu(x[k], tanhForm);
+  launched(ctx, stream);
+}
+
+// y[n] = silu(x[n])
+SHARDC_KERNEL(silu) {
+  int64_t n = i[A::silu::n];
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = shardc::runtime::silu(x[k]);
   launched(ctx, stream);
 }
 
 SHARDC_KERNEL(rotary) {
-  int64_t B = i[0], H = i[1], T = i[2], D = i[3], half = D / 2;
-  bool inverse = i[4];
-  double theta = f[0];
+  int64_t B = i[A::rotary::B], H = i[A::rotary::H], T = i[A::rotary::T], D = i[A::rotary::D], half = D / 2;
+  bool inverse = i[A::rotary::inverse];
+  double theta = f[A::rotary::f::theta];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   // cos/sin tables [T, D/2]; the inverse frequencies are formed in f32 as in
@@ -180,9 +178,9 @@ SHARDC_KERNEL(rotary) {
 }
 
 SHARDC_KERNEL(attention) {
-  int64_t B = i[0], H = i[1], G = i[2], T = i[3], S = i[4], D = i[5];
-  bool causal = i[6];
-  float scale = float(f[0]);
+  int64_t B = i[A::attention::B], H = i[A::attention::H], G = i[A::attention::G], T = i[A::attention::T], S = i[A::attention::S], D = i[A::attention::D];
+  bool causal = i[A::attention::causal];
+  float scale = float(f[A::attention::f::scale]);
   const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]);
   float *o = F(b[3]);
   int64_t group = H / G;
@@ -218,7 +216,7 @@ SHARDC_KERNEL(attention) {
 }
 
 SHARDC_KERNEL(softmax) {
-  int64_t outer = i[0], n = i[1], inner = i[2];
+  int64_t outer = i[A::softmax::outer], n = i[A::softmax::n], inner = i[A::softmax::inner];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t o = 0; o < outer; ++o)
@@ -241,8 +239,8 @@ SHARDC_KERNEL(softmax) {
 }
 
 SHARDC_KERNEL(transpose) {
-  int64_t R = i[0];
-  const int64_t *dims = i + 1, *perm = i + 1 + R;
+  int64_t R = i[A::transpose::R];
+  const int64_t *dims = i + A::transpose::kNumInts, *perm = i + A::transpose::kNumInts + R;
   const float *x = F(b[0]);
   float *y = F(b[1]);
   std::vector<int64_t> inStride(R), outDims(R), stride(R), idx(R, 0);
@@ -273,7 +271,7 @@ SHARDC_KERNEL(transpose) {
 }
 
 SHARDC_KERNEL(slice) {
-  int64_t outer = i[0], n = i[1], start = i[2], size = i[3], inner = i[4];
+  int64_t outer = i[A::slice::outer], n = i[A::slice::n], start = i[A::slice::start], size = i[A::slice::size], inner = i[A::slice::inner];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t o = 0; o < outer; ++o)
@@ -283,7 +281,7 @@ SHARDC_KERNEL(slice) {
 }
 
 SHARDC_KERNEL(cross_entropy) {
-  int64_t N = i[0], V = i[1], ignore = i[2];
+  int64_t N = i[A::cross_entropy::N], V = i[A::cross_entropy::V], ignore = i[A::cross_entropy::ignore_index];
   const float *logits = F(b[0]);
   const int32_t *targets = I32(b[1]);
   // Rows in parallel, each row's loss kept, then summed in order so the
@@ -321,40 +319,42 @@ SHARDC_KERNEL(cross_entropy) {
 }
 
 SHARDC_KERNEL(copy) {
-  std::memcpy(b[1], b[0], size_t(i[0]));
+  std::memcpy(b[1], b[0], size_t(i[A::copy::bytes]));
   launched(ctx, stream);
 }
 
 SHARDC_KERNEL(cast) {
   // Codes: 0 f32, 1 bf16, 3 i32, 4 bool (one byte); floats to integers
   // truncate toward zero, anything to bool is != 0.
-  int64_t n = i[0], from = i[1], to = i[2];
+  int64_t n = i[A::cast::n], from = i[A::cast::from], to = i[A::cast::to];
   auto load = [&](int64_t k) -> float {
     switch (from) {
-    case 0:
+    case A::kF32:
       return F(b[0])[k];
-    case 1:
+    case A::kBF16:
       return bf16ToFloat(static_cast<const uint16_t *>(b[0])[k]);
-    case 3:
+    case A::kI32:
       return float(static_cast<const int32_t *>(b[0])[k]);
-    case 4:
+    case A::kBool:
       return float(static_cast<const uint8_t *>(b[0])[k]);
     }
     return 0.0f;
   };
-  if ((from != 0 && from != 1 && from != 3 && from != 4) ||
-      (to != 0 && to != 1 && to != 3 && to != 4))
+  auto known = [](int64_t c) {
+    return c == A::kF32 || c == A::kBF16 || c == A::kI32 || c == A::kBool;
+  };
+  if (!known(from) || !known(to))
     fatal("cast: dtype codes %lld to %lld are not supported on the CPU "
           "backend (f32, bf16, i32, bool)",
           (long long)from, (long long)to);
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t k = 0; k < n; ++k) {
     float v = load(k);
-    if (to == 0)
+    if (to == A::kF32)
       F(b[1])[k] = v;
-    else if (to == 1)
+    else if (to == A::kBF16)
       static_cast<uint16_t *>(b[1])[k] = floatToBf16(v);
-    else if (to == 3)
+    else if (to == A::kI32)
       static_cast<int32_t *>(b[1])[k] = int32_t(v);
     else
       static_cast<uint8_t *>(b[1])[k] = v != 0.0f;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 
+namespace A = shardc::abi;
 using shardc::runtime::fatal;
 using shardc::runtime::cpu::broadcastBinary;
 using shardc::runtime::cpu::broadcastRows;
@@ -22,7 +23,16 @@ using shardc::runtime::cpu::F;
 
 namespace {
 
-enum UnaryFn : int64_t { kSqrt, kErf, kTanh, kSigmoid, kNeg, kReciprocal, kExp, kLog };
+// The function codes of abi::UnaryFn.
+constexpr int64_t code(shardc::abi::UnaryFn fn) { return int64_t(fn); }
+constexpr int64_t kSqrt = code(shardc::abi::UnaryFn::sqrt),
+                  kErf = code(shardc::abi::UnaryFn::erf),
+                  kTanh = code(shardc::abi::UnaryFn::tanh),
+                  kSigmoid = code(shardc::abi::UnaryFn::sigmoid),
+                  kNeg = code(shardc::abi::UnaryFn::neg),
+                  kReciprocal = code(shardc::abi::UnaryFn::reciprocal),
+                  kExp = code(shardc::abi::UnaryFn::exp),
+                  kLog = code(shardc::abi::UnaryFn::log);
 
 double apply(int64_t fn, double x) {
   switch (fn) {
@@ -105,7 +115,7 @@ SHARDC_KERNEL(where) {
 }
 
 SHARDC_KERNEL(equal) {
-  int64_t R = i[0], dtype = i[1 + 3 * R];
+  int64_t R = i[A::equal::R], dtype = i[A::equal::kNumInts + 3 * R];
   uint8_t *out = static_cast<uint8_t *>(b[2]);
   auto compare = [&](auto *x, auto *y) {
     broadcastRows<2>(i, [&](int64_t o, const int64_t *off, const int64_t *st,
@@ -114,11 +124,11 @@ SHARDC_KERNEL(equal) {
         out[o + k] = x[off[0] + k * st[0]] == y[off[1] + k * st[1]];
     });
   };
-  if (dtype == 0)
+  if (dtype == A::kF32)
     compare(F(b[0]), F(b[1]));
-  else if (dtype == 3)
+  else if (dtype == A::kI32)
     compare(static_cast<const int32_t *>(b[0]), static_cast<const int32_t *>(b[1]));
-  else if (dtype == 4)
+  else if (dtype == A::kBool)
     compare(static_cast<const uint8_t *>(b[0]), static_cast<const uint8_t *>(b[1]));
   else
     fatal("equal: dtype code %lld is not supported", (long long)dtype);
@@ -126,7 +136,7 @@ SHARDC_KERNEL(equal) {
 }
 
 SHARDC_KERNEL(unary) {
-  int64_t n = i[0], fn = i[1];
+  int64_t n = i[A::unary::n], fn = i[A::unary::fn];
   const float *x = F(b[0]);
   float *y = F(b[1]);
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -136,7 +146,7 @@ SHARDC_KERNEL(unary) {
 }
 
 SHARDC_KERNEL(unary_grad) {
-  int64_t n = i[0], fn = i[1];
+  int64_t n = i[A::unary_grad::n], fn = i[A::unary_grad::fn];
   const float *x = F(b[0]), *y = F(b[1]), *dy = F(b[2]);
   float *dx = F(b[3]);
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -157,9 +167,9 @@ SHARDC_KERNEL(broadcast) {
 }
 
 SHARDC_KERNEL(batch_matmul) {
-  int64_t M = i[0], K = i[1], N = i[2], R = i[5];
-  bool ta = i[3] != 0, tb = i[4] != 0;
-  const int64_t *dims = i + 6, *as = dims + R, *bs = as + R;
+  int64_t M = i[A::batch_matmul::M], K = i[A::batch_matmul::K], N = i[A::batch_matmul::N], R = i[A::batch_matmul::R];
+  bool ta = i[A::batch_matmul::ta] != 0, tb = i[A::batch_matmul::tb] != 0;
+  const int64_t *dims = i + A::batch_matmul::kNumInts, *as = dims + R, *bs = as + R;
   int64_t batches = 1;
   for (int64_t d = 0; d < R; ++d)
     batches *= dims[d];
@@ -182,7 +192,7 @@ SHARDC_KERNEL(batch_matmul) {
 }
 
 SHARDC_KERNEL(concat_part) {
-  int64_t outer = i[0], nx = i[1], ny = i[2], start = i[3], inner = i[4];
+  int64_t outer = i[A::concat_part::outer], nx = i[A::concat_part::n_x], ny = i[A::concat_part::n_y], start = i[A::concat_part::start], inner = i[A::concat_part::inner];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t o = 0; o < outer; ++o)
@@ -192,7 +202,7 @@ SHARDC_KERNEL(concat_part) {
 }
 
 SHARDC_KERNEL(trilu) {
-  int64_t batch = i[0], rows = i[1], cols = i[2], upper = i[3], k = i[4];
+  int64_t batch = i[A::trilu::batch], rows = i[A::trilu::rows], cols = i[A::trilu::cols], upper = i[A::trilu::upper], k = i[A::trilu::k];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t p = 0; p < batch; ++p)

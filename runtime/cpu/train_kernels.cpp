@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+namespace A = shardc::abi;
 using shardc::runtime::expSum;
 using shardc::runtime::fastExp;
 using shardc::runtime::rowMax;
@@ -48,13 +49,13 @@ void maskedSoftmax(float *scores, int64_t T, int64_t S, bool causal) {
 } // namespace
 
 SHARDC_KERNEL(fill) {
-  std::fill(F(b[0]), F(b[0]) + i[0], float(f[0]));
+  std::fill(F(b[0]), F(b[0]) + i[A::fill::n], float(f[A::fill::f::value]));
   launched(ctx, stream);
 }
 
 SHARDC_KERNEL(matmul) {
-  int64_t M = i[0], K = i[1], N = i[2];
-  bool ta = i[3], tb = i[4];
+  int64_t M = i[A::matmul::M], K = i[A::matmul::K], N = i[A::matmul::N];
+  bool ta = i[A::matmul::trans_a], tb = i[A::matmul::trans_b];
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, F(b[0]),
               ta ? M : K, F(b[1]), tb ? K : N, 0.0f, F(b[2]), N);
@@ -62,8 +63,8 @@ SHARDC_KERNEL(matmul) {
 }
 
 SHARDC_KERNEL(sum_to) {
-  int64_t R = i[0], outN = i[1];
-  const int64_t *dims = i + 2, *ystr = i + 2 + R;
+  int64_t R = i[A::sum_to::R], outN = i[A::sum_to::out_n];
+  const int64_t *dims = i + A::sum_to::kNumInts, *ystr = i + A::sum_to::kNumInts + R;
   const float *x = F(b[0]);
   std::vector<double> acc(outN, 0.0);
   int64_t total = 1;
@@ -89,7 +90,7 @@ SHARDC_KERNEL(sum_to) {
 }
 
 SHARDC_KERNEL(embedding_grad) {
-  int64_t N = i[0], V = i[1], C = i[2];
+  int64_t N = i[A::embedding_grad::N], V = i[A::embedding_grad::V], C = i[A::embedding_grad::C];
   const int32_t *ids = I32(b[0]);
   const float *dy = F(b[1]);
   float *dt = F(b[2]);
@@ -103,8 +104,8 @@ SHARDC_KERNEL(embedding_grad) {
 }
 
 SHARDC_KERNEL(layer_norm_grad) {
-  int64_t M = i[0], C = i[1];
-  double eps = f[0];
+  int64_t M = i[A::layer_norm_grad::M], C = i[A::layer_norm_grad::C];
+  double eps = f[A::layer_norm_grad::f::eps];
   const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
   float *dx = F(b[3]), *dw = F(b[4]), *db = F(b[5]);
   std::vector<double> dwAcc(C, 0.0), dbAcc(C, 0.0), xhat(C), g(C);
@@ -140,8 +141,8 @@ SHARDC_KERNEL(layer_norm_grad) {
 }
 
 SHARDC_KERNEL(rms_norm_grad) {
-  int64_t M = i[0], C = i[1];
-  double eps = f[0];
+  int64_t M = i[A::rms_norm_grad::M], C = i[A::rms_norm_grad::C];
+  double eps = f[A::rms_norm_grad::f::eps];
   const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
   float *dx = F(b[3]), *dw = F(b[4]);
   std::vector<double> dwAcc(C, 0.0);
@@ -165,48 +166,31 @@ SHARDC_KERNEL(rms_norm_grad) {
   launched(ctx, stream);
 }
 
+// dx[n] = dy[n] gelu'(x[n])
 SHARDC_KERNEL(gelu_grad) {
-  int64_t n = i[0];
-  bool tanhForm = i[1];
+  int64_t n = i[A::gelu_grad::n];
+  bool tanhForm = i[A::gelu_grad::tanh];
   const float *x = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
-  const float kAlpha = std::sqrt(2.0f / float(M_PI));
-  const float kInvSqrt2Pi = 1.0f / std::sqrt(2.0f * float(M_PI));
-  if (tanhForm) {
 #pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < n; ++k) {
-      float v = x[k];
-      float t = fastTanh(kAlpha * (v + 0.044715f * v * v * v));
-      float d = 0.5f * (1.0f + t) +
-                0.5f * v * (1.0f - t * t) * kAlpha * (1.0f + 3.0f * 0.044715f * v * v);
-      dx[k] = dy[k] * d;
-    }
-  } else {
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < n; ++k) {
-      float v = x[k];
-      float d = 0.5f * (1.0f + std::erf(v * float(M_SQRT1_2))) +
-                v * fastExp(-0.5f * v * v) * kInvSqrt2Pi;
-      dx[k] = dy[k] * d;
-    }
-  }
+  for (int64_t k = 0; k < n; ++k)
+    dx[k] = dy[k] * shardc::runtime::geluGrad(x[k], tanhForm);
   launched(ctx, stream);
 }
 
+// dx[n] = dy[n] silu'(x[n])
 SHARDC_KERNEL(silu_grad) {
-  int64_t n = i[0];
+  int64_t n = i[A::silu_grad::n];
   const float *x = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < n; ++k) {
-    float s = fastSigmoid(x[k]);
-    dx[k] = dy[k] * s * (1.0f + x[k] * (1.0f - s));
-  }
+  for (int64_t k = 0; k < n; ++k)
+    dx[k] = shardc::runtime::siluBackward(dy[k], x[k]);
   launched(ctx, stream);
 }
 
 SHARDC_KERNEL(softmax_grad) {
-  int64_t outer = i[0], n = i[1], inner = i[2];
+  int64_t outer = i[A::softmax_grad::outer], n = i[A::softmax_grad::n], inner = i[A::softmax_grad::inner];
   const float *y = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
   for (int64_t o = 0; o < outer; ++o)
@@ -223,9 +207,9 @@ SHARDC_KERNEL(softmax_grad) {
 }
 
 SHARDC_KERNEL(attention_grad) {
-  int64_t B = i[0], H = i[1], G = i[2], T = i[3], S = i[4], D = i[5];
-  bool causal = i[6];
-  float scale = float(f[0]);
+  int64_t B = i[A::attention_grad::B], H = i[A::attention_grad::H], G = i[A::attention_grad::G], T = i[A::attention_grad::T], S = i[A::attention_grad::S], D = i[A::attention_grad::D];
+  bool causal = i[A::attention_grad::causal];
+  float scale = float(f[A::attention_grad::f::scale]);
   const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]), *dO = F(b[3]);
   float *dq = F(b[4]), *dk = F(b[5]), *dv = F(b[6]);
   zero(dk, B * G * S * D);
@@ -272,7 +256,7 @@ SHARDC_KERNEL(attention_grad) {
 }
 
 SHARDC_KERNEL(slice_grad) {
-  int64_t outer = i[0], n = i[1], start = i[2], size = i[3], inner = i[4];
+  int64_t outer = i[A::slice_grad::outer], n = i[A::slice_grad::n], start = i[A::slice_grad::start], size = i[A::slice_grad::size], inner = i[A::slice_grad::inner];
   const float *dy = F(b[0]);
   float *dx = F(b[1]);
   zero(dx, outer * n * inner);
@@ -324,7 +308,7 @@ int64_t countTargets(const int32_t *targets, int64_t N, int64_t ignore) {
 } // namespace
 
 SHARDC_KERNEL(cross_entropy_grad) {
-  int64_t N = i[0], V = i[1], ignore = i[2];
+  int64_t N = i[A::cross_entropy_grad::N], V = i[A::cross_entropy_grad::V], ignore = i[A::cross_entropy_grad::ignore_index];
   const int32_t *targets = I32(b[1]);
   int64_t count = countTargets(targets, N, ignore);
   float scale = count ? F(b[2])[0] / float(count) : 0.0f;
@@ -335,7 +319,7 @@ SHARDC_KERNEL(cross_entropy_grad) {
 }
 
 SHARDC_KERNEL(cross_entropy_with_grad) {
-  int64_t N = i[0], V = i[1], ignore = i[2];
+  int64_t N = i[A::cross_entropy_with_grad::N], V = i[A::cross_entropy_with_grad::V], ignore = i[A::cross_entropy_with_grad::ignore_index];
   const int32_t *targets = I32(b[1]);
   int64_t count = countTargets(targets, N, ignore);
   float scale = count ? 1.0f / float(count) : 0.0f;
@@ -354,7 +338,7 @@ SHARDC_KERNEL(cross_entropy_with_grad) {
 }
 
 SHARDC_KERNEL(accumulate) {
-  int64_t n = i[0];
+  int64_t n = i[A::accumulate::n];
   const float *acc = F(b[0]), *g = F(b[1]), *ctl = F(b[2]);
   float *out = F(b[3]);
   bool keep = ctl[0] != 0.0f;
@@ -366,7 +350,7 @@ SHARDC_KERNEL(accumulate) {
 }
 
 SHARDC_KERNEL(squared_norm) {
-  int64_t n = i[0];
+  int64_t n = i[A::squared_norm::n];
   const float *x = F(b[0]);
   double s = 0;
   for (int64_t k = 0; k < n; ++k)
@@ -384,33 +368,31 @@ SHARDC_KERNEL(clip_coef) {
   launched(ctx, stream);
 }
 
-namespace {
-enum { kLr, kBeta1, kBeta2, kEps, kWeightDecay, kWeightDecay1D, kStep };
-} // namespace
+using A::kBeta1;
+using A::kBeta2;
+using A::kEps;
+using A::kLr;
+using A::kStep;
+using A::kWeightDecay;
+using A::kWeightDecay1D;
 
+// p', m', v' [n] = AdamW(p, g * c[], m, v) with hyper[kHyperSize]
 SHARDC_KERNEL(adamw) {
-  int64_t n = i[0];
-  bool is1D = i[1];
+  int64_t n = i[A::adamw::n];
+  bool is1D = i[A::adamw::is_1d];
   const float *p = F(b[0]), *g = F(b[1]), *m = F(b[2]), *v = F(b[3]);
   const float *h = F(b[4]);
   float coef = F(b[5])[0];
   float *p2 = F(b[6]), *m2 = F(b[7]), *v2 = F(b[8]);
   // Scalars in double, then applied in f32, as torch.optim.AdamW does.
-  double lr = h[kLr], b1 = h[kBeta1], b2 = h[kBeta2], eps = h[kEps];
-  double wd = is1D ? h[kWeightDecay1D] : h[kWeightDecay], step = h[kStep];
-  float decay = float(1.0 - lr * wd);
-  float bc2Sqrt = float(std::sqrt(1.0 - std::pow(b2, step)));
-  float stepSize = float(lr / (1.0 - std::pow(b1, step)));
-  float fb1 = float(b1), fb2 = float(b2), f1b1 = float(1 - b1),
-        f1b2 = float(1 - b2), feps = float(eps);
+  shardc::runtime::AdamWScalars s = shardc::runtime::adamwScalars(
+      h[kLr], h[kBeta1], h[kBeta2], h[kEps],
+      is1D ? h[kWeightDecay1D] : h[kWeightDecay], h[kStep]);
 #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t k = 0; k < n; ++k) {
-    float gk = g[k] * coef;
-    float pk = p[k] * decay;
-    float mk = m[k] * fb1 + gk * f1b1;
-    float vk = v[k] * fb2 + f1b2 * gk * gk;
-    float denom = std::sqrt(vk) / bc2Sqrt + feps;
-    p2[k] = pk + (-stepSize) * mk / denom; // addcdiv: p + value * m / denom
+    float pk = p[k], mk = m[k], vk = v[k];
+    shardc::runtime::adamwUpdate(s, g[k] * coef, pk, mk, vk);
+    p2[k] = pk;
     m2[k] = mk;
     v2[k] = vk;
   }
@@ -418,8 +400,8 @@ SHARDC_KERNEL(adamw) {
 }
 
 SHARDC_KERNEL(sgd) {
-  int64_t n = i[0];
-  bool is1D = i[1];
+  int64_t n = i[A::sgd::n];
+  bool is1D = i[A::sgd::is_1d];
   const float *p = F(b[0]), *g = F(b[1]), *buf = F(b[2]), *h = F(b[3]);
   float coef = F(b[4])[0];
   float *p2 = F(b[5]), *buf2 = F(b[6]);

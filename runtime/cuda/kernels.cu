@@ -65,10 +65,7 @@ __global__ void siluKernel(const float *x, float *y, int64_t n) {
 // dx[n] = dy[n] silu'(x[n]), in the CPU kernel's association
 __global__ void siluGradKernel(const float *x, const float *dy, float *dx,
                                int64_t n) {
-  FOR_EACH(k, n) {
-    float s = fastSigmoid(x[k]);
-    dx[k] = dy[k] * s * (1.0f + x[k] * (1.0f - s));
-  }
+  FOR_EACH(k, n) dx[k] = siluBackward(dy[k], x[k]);
 }
 
 // out[n] = ctl[0] ? acc[n] + ctl[1] g[n] : ctl[1] g[n]
