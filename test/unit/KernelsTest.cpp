@@ -28,7 +28,7 @@ TEST(Kernels, Embedding) {
   Vec table = randomVec(V * C, 1), y(N * C);
   std::vector<void *> b = bufs(ids, table, y);
   int64_t ints[] = {N, V, C};
-  shardc_k_embedding(&ctx, b.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(embedding, &ctx, b, ints, nullptr, 0);
   std::vector<double> want;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
@@ -42,7 +42,7 @@ void checkLinear(bool inOut, bool bias) {
       y(M * N);
   std::vector<void *> b = bias ? bufs(x, w, bv, y) : bufs(x, w, y);
   int64_t ints[] = {M, K, N, inOut, bias};
-  shardc_k_linear(&ctx, b.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(linear, &ctx, b, ints, nullptr, 0);
   std::vector<double> want;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -64,7 +64,10 @@ TEST(Kernels, AddMulBroadcast) {
   int64_t ints[] = {3, 2, 3, 4, 12, 4, 1, 0, 1, 0};
   std::vector<void *> b = bufs(a, c, y);
   for (bool isMul : {false, true}) {
-    (isMul ? shardc_k_mul : shardc_k_add)(&ctx, b.data(), ints, nullptr, 0);
+    if (isMul)
+      SHARDC_LAUNCH(mul, &ctx, b, ints, nullptr, 0);
+    else
+      SHARDC_LAUNCH(add, &ctx, b, ints, nullptr, 0);
     std::vector<double> want;
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j)
@@ -83,7 +86,7 @@ TEST(Kernels, LayerNorm) {
   std::vector<void *> b = bufs(x, w, bv, y);
   int64_t ints[] = {M, C, 1};
   double eps[] = {1e-5};
-  shardc_k_layer_norm(&ctx, b.data(), ints, eps, 0);
+  SHARDC_LAUNCH(layer_norm, &ctx, b, ints, eps, 0);
   std::vector<double> want;
   for (int64_t m = 0; m < M; ++m) {
     double mean = 0, var = 0;
@@ -103,7 +106,7 @@ TEST(Kernels, RMSNorm) {
   std::vector<void *> b = bufs(x, w, y);
   int64_t ints[] = {M, C};
   double eps[] = {1e-6};
-  shardc_k_rms_norm(&ctx, b.data(), ints, eps, 0);
+  SHARDC_LAUNCH(rms_norm, &ctx, b, ints, eps, 0);
   std::vector<double> want;
   for (int64_t m = 0; m < M; ++m) {
     double ms = 0;
@@ -120,7 +123,7 @@ TEST(Kernels, GeluBothForms) {
   std::vector<void *> b = bufs(x, y);
   for (int64_t tanhForm : {0, 1}) {
     int64_t ints[] = {100, tanhForm};
-    shardc_k_gelu(&ctx, b.data(), ints, nullptr, 0);
+    SHARDC_LAUNCH(gelu, &ctx, b, ints, nullptr, 0);
     std::vector<double> want;
     for (float v : x) {
       double d = v;
@@ -137,7 +140,7 @@ TEST(Kernels, Silu) {
   Vec x = randomVec(50, 13, 3.0f), y(50);
   std::vector<void *> b = bufs(x, y);
   int64_t ints[] = {50};
-  shardc_k_silu(&ctx, b.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(silu, &ctx, b, ints, nullptr, 0);
   std::vector<double> want;
   for (float v : x)
     want.push_back(v / (1.0 + std::exp(-double(v))));
@@ -150,7 +153,7 @@ TEST(Kernels, Rotary) {
   std::vector<void *> b = bufs(x, y);
   int64_t ints[] = {B, H, T, D, 0};
   double theta[] = {10000.0};
-  shardc_k_rotary(&ctx, b.data(), ints, theta, 0);
+  SHARDC_LAUNCH(rotary, &ctx, b, ints, theta, 0);
   std::vector<double> want(x.size());
   for (int64_t bh = 0; bh < B * H; ++bh)
     for (int64_t t = 0; t < T; ++t)
@@ -172,7 +175,7 @@ void checkAttention(int64_t H, int64_t G, bool causal) {
   std::vector<void *> b = bufs(q, k, v, o);
   int64_t ints[] = {B, H, G, T, T, D, causal};
   double scale[] = {1.0 / std::sqrt(double(D))};
-  shardc_k_attention(&ctx, b.data(), ints, scale, 0);
+  SHARDC_LAUNCH(attention, &ctx, b, ints, scale, 0);
   std::vector<double> want(o.size());
   for (int64_t bi = 0; bi < B; ++bi)
     for (int64_t h = 0; h < H; ++h) {
@@ -211,7 +214,7 @@ TEST(Kernels, SoftmaxMiddleAxis) {
   Vec x = randomVec(O * N * I, 18, 4.0f), y(x.size());
   std::vector<void *> b = bufs(x, y);
   int64_t ints[] = {O, N, I};
-  shardc_k_softmax(&ctx, b.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(softmax, &ctx, b, ints, nullptr, 0);
   std::vector<double> want(x.size());
   for (int64_t o = 0; o < O; ++o)
     for (int64_t i = 0; i < I; ++i) {
@@ -229,7 +232,7 @@ TEST(Kernels, Transpose0213) {
   Vec x = randomVec(A * Bd * C * D, 19), y(x.size());
   std::vector<void *> b = bufs(x, y);
   int64_t ints[] = {4, A, Bd, C, D, 0, 2, 1, 3};
-  shardc_k_transpose(&ctx, b.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(transpose, &ctx, b, ints, nullptr, 0);
   std::vector<double> want;
   for (int64_t a = 0; a < A; ++a)
     for (int64_t c = 0; c < C; ++c)
@@ -244,7 +247,7 @@ TEST(Kernels, Slice) {
   Vec x = randomVec(36, 20), y(18);
   std::vector<void *> b = bufs(x, y);
   int64_t ints[] = {2, 6, 2, 3, 3};
-  shardc_k_slice(&ctx, b.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(slice, &ctx, b, ints, nullptr, 0);
   std::vector<double> want;
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 2; j < 5; ++j)
@@ -259,7 +262,7 @@ TEST(Kernels, CrossEntropyWithIgnoreIndex) {
   std::vector<int32_t> targets = {3, -100, 8, 0, -100, 5};
   std::vector<void *> b = bufs(logits, targets, loss);
   int64_t ints[] = {N, V, -100};
-  shardc_k_cross_entropy(&ctx, b.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(cross_entropy, &ctx, b, ints, nullptr, 0);
   double total = 0;
   int count = 0;
   for (int64_t n = 0; n < N; ++n) {
@@ -278,7 +281,7 @@ TEST(Kernels, Copy) {
   Vec x = randomVec(10, 22), y(10);
   std::vector<void *> b = bufs(x, y);
   int64_t ints[] = {40};
-  shardc_k_copy(&ctx, b.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(copy, &ctx, b, ints, nullptr, 0);
   EXPECT_EQ(x, y);
 }
 
@@ -300,9 +303,10 @@ TEST(Kernels, CastBf16RoundsToNearestEven) {
   std::vector<uint16_t> h(x.size());
   Vec back(x.size());
   std::vector<void *> b1 = {x.data(), h.data()}, b2 = {h.data(), back.data()};
-  int64_t toBf16[] = {int64_t(x.size()), 0, 1}, toF32[] = {int64_t(x.size()), 1, 0};
-  shardc_k_cast(&ctx, b1.data(), toBf16, nullptr, 0);
-  shardc_k_cast(&ctx, b2.data(), toF32, nullptr, 0);
+  int64_t toBf16[] = {int64_t(x.size()), shardc::abi::kF32, shardc::abi::kBF16},
+          toF32[] = {int64_t(x.size()), shardc::abi::kBF16, shardc::abi::kF32};
+  SHARDC_LAUNCH(cast, &ctx, b1, toBf16, nullptr, 0);
+  SHARDC_LAUNCH(cast, &ctx, b2, toF32, nullptr, 0);
   EXPECT_EQ(back[0], 1.0f);
   EXPECT_EQ(back[1], 1.0f);
   EXPECT_EQ(back[2], 1.0f + 4.0f / 256);
@@ -316,7 +320,7 @@ TEST(Context, LaunchesAreCountedPerStream) {
   Vec x = randomVec(4, 23), y(4);
   std::vector<void *> b = bufs(x, y);
   int64_t ints[] = {16};
-  shardc_k_copy(&c, b.data(), ints, nullptr, 1);
+  SHARDC_LAUNCH(copy, &c, b, ints, nullptr, 1);
   EXPECT_EQ(c.launched[0], 0);
   EXPECT_EQ(c.launched[1], 1);
 }

@@ -1,4 +1,5 @@
 //===- RuntimeTest.cpp - loaders, checkpoints and initialization ----------===//
+#include "runtime/abi/abi.h"
 #include "runtime/data.h"
 #include "runtime/model.h"
 #include "runtime/safetensors.h"
@@ -164,3 +165,39 @@ TEST(Manifest, ParsesAndInitializes) {
 }
 
 } // namespace
+
+// Every row of the ABI table: a launch of the counts it defines is accepted;
+// one integer too many, one buffer too few or one float too many is refused,
+// and the message names the layout.
+TEST(Abi, EveryKernelChecksItsCounts) {
+  namespace A = shardc::abi;
+  for (const A::KernelInfo &k : A::kKernels) {
+    SCOPED_TRACE(A::kernelLayout(k));
+    // Two units of the variable part where a kernel has one.
+    std::vector<int64_t> ints(size_t(k.numInts), 1);
+    int64_t units = k.count >= 0 ? 2 : 0;
+    if (k.count >= 0)
+      ints[size_t(k.count)] = units;
+    ints.resize(size_t(k.numInts + k.tailPer * units + k.trailing), 1);
+    int64_t buffers = k.numBuffers + k.buffersPer * units;
+    EXPECT_EQ(A::checkKernelArgs(k, buffers, ints.data(), int64_t(ints.size()),
+                                 k.numFloats),
+              "");
+    std::vector<int64_t> more = ints;
+    more.push_back(1);
+    EXPECT_NE(A::checkKernelArgs(k, buffers, more.data(), int64_t(more.size()),
+                                 k.numFloats)
+                  .find("integers"),
+              std::string::npos);
+    EXPECT_NE(A::checkKernelArgs(k, buffers - 1, ints.data(),
+                                 int64_t(ints.size()), k.numFloats)
+                  .find("buffers"),
+              std::string::npos);
+    EXPECT_NE(A::checkKernelArgs(k, buffers, ints.data(), int64_t(ints.size()),
+                                 k.numFloats + 1)
+                  .find("floats"),
+              std::string::npos);
+    EXPECT_EQ(A::lookupKernel(k.name), &k);
+  }
+  EXPECT_EQ(A::lookupKernel("no_such_kernel"), nullptr);
+}

@@ -19,6 +19,8 @@
 #include <functional>
 #include <vector>
 
+namespace A = shardc::abi;
+
 namespace {
 
 using namespace shardc::test;
@@ -89,15 +91,19 @@ TEST(TensorKernels, SubDivPowBroadcast) {
   std::vector<void *> b = bufs(a, c, y);
   using Kernel = decltype(&shardc_k_sub);
   struct Case {
+    shardc::abi::KernelId id;
     Kernel kernel;
     std::function<double(double, double)> fn;
   } cases[] = {
-      {shardc_k_sub, [](double l, double r) { return l - r; }},
-      {shardc_k_div, [](double l, double r) { return l / r; }},
-      {shardc_k_pow, [](double l, double r) { return std::pow(l, r); }},
+      {shardc::abi::KernelId::sub, shardc_k_sub,
+       [](double l, double r) { return l - r; }},
+      {shardc::abi::KernelId::div, shardc_k_div,
+       [](double l, double r) { return l / r; }},
+      {shardc::abi::KernelId::pow, shardc_k_pow,
+       [](double l, double r) { return std::pow(l, r); }},
   };
   for (const Case &k : cases) {
-    k.kernel(&ctx, b.data(), args.data(), nullptr, 0);
+    shardc::test::launch(k.id, k.kernel, &ctx, b, args, nullptr, 0);
     std::vector<double> want;
     for (int64_t e = 0; e < numel(out); ++e) {
       Shape idx = unflatten(e, out);
@@ -113,7 +119,7 @@ TEST(TensorKernels, WhereBroadcastsAllThree) {
   Vec x = randomVec(24, 13), yv = randomVec(4, 14), o(24);
   std::vector<int64_t> args = broadcastArgs(out, {cs, xs, ys});
   std::vector<void *> b = bufs(cond, x, yv, o);
-  shardc_k_where(&ctx, b.data(), args.data(), nullptr, 0);
+  SHARDC_LAUNCH(where, &ctx, b, args, nullptr, 0);
   std::vector<double> want;
   for (int64_t e = 0; e < numel(out); ++e) {
     Shape idx = unflatten(e, out);
@@ -130,7 +136,7 @@ void checkEqual(std::vector<T> l, std::vector<T> r, int64_t dtype) {
   std::vector<int64_t> args = broadcastArgs(out, {ls, rs});
   args.push_back(dtype);
   std::vector<void *> b = bufs(l, r, y);
-  shardc_k_equal(&ctx, b.data(), args.data(), nullptr, 0);
+  SHARDC_LAUNCH(equal, &ctx, b, args, nullptr, 0);
   for (int64_t e = 0; e < 6; ++e) {
     Shape idx = unflatten(e, out);
     EXPECT_EQ(y[e], l[e] == r[broadcastIndex(idx, rs)] ? 1 : 0) << "at " << e;
@@ -143,16 +149,17 @@ TEST(TensorKernels, EqualF32I32Bool) {
   checkEqual<uint8_t>({1, 0, 1, 0, 0, 1}, {1, 0, 0}, 4);
 }
 
-/// Codes of runtime/kernels.h (unary).
+/// The functions of abi::UnaryFn, in double.
 double reference(int64_t fn, double x) {
-  switch (fn) {
-  case 0: return std::sqrt(x);
-  case 1: return std::erf(x);
-  case 2: return std::tanh(x);
-  case 3: return 1.0 / (1.0 + std::exp(-x));
-  case 4: return -x;
-  case 5: return 1.0 / x;
-  case 6: return std::exp(x);
+  using F = shardc::abi::UnaryFn;
+  switch (F(fn)) {
+  case F::sqrt: return std::sqrt(x);
+  case F::erf: return std::erf(x);
+  case F::tanh: return std::tanh(x);
+  case F::sigmoid: return 1.0 / (1.0 + std::exp(-x));
+  case F::neg: return -x;
+  case F::reciprocal: return 1.0 / x;
+  case F::exp: return std::exp(x);
   default: return std::log(x);
   }
 }
@@ -160,10 +167,10 @@ double reference(int64_t fn, double x) {
 TEST(TensorKernels, UnaryEveryFunction) {
   const int64_t n = 40;
   Vec x = positive(randomVec(n, 15)), y(n);
-  for (int64_t fn = 0; fn < 8; ++fn) {
+  for (int64_t fn = 0; fn < int64_t(shardc::abi::UnaryFn::kNumFns); ++fn) {
     std::vector<void *> b = bufs(x, y);
     int64_t args[] = {n, fn};
-    shardc_k_unary(&ctx, b.data(), args, nullptr, 0);
+    SHARDC_LAUNCH(unary, &ctx, b, args, nullptr, 0);
     std::vector<double> want;
     for (float v : x)
       want.push_back(reference(fn, v));
@@ -175,12 +182,12 @@ TEST(TensorKernels, UnaryEveryFunction) {
 TEST(TensorKernels, UnaryGradMatchesFiniteDifferences) {
   const int64_t n = 40;
   Vec x = positive(randomVec(n, 16)), dy = randomVec(n, 17), y(n), dx(n);
-  for (int64_t fn = 0; fn < 8; ++fn) {
+  for (int64_t fn = 0; fn < int64_t(shardc::abi::UnaryFn::kNumFns); ++fn) {
     for (int64_t k = 0; k < n; ++k)
       y[k] = float(reference(fn, x[k]));
     std::vector<void *> b = bufs(x, y, dy, dx);
     int64_t args[] = {n, fn};
-    shardc_k_unary_grad(&ctx, b.data(), args, nullptr, 0);
+    SHARDC_LAUNCH(unary_grad, &ctx, b, args, nullptr, 0);
     std::vector<double> want;
     const double h = 1e-6;
     for (int64_t k = 0; k < n; ++k)
@@ -197,7 +204,7 @@ TEST(TensorKernels, BroadcastTo) {
   Vec x = randomVec(3, 18), y(24);
   std::vector<int64_t> args = broadcastArgs(out, {xs});
   std::vector<void *> b = bufs(x, y);
-  shardc_k_broadcast(&ctx, b.data(), args.data(), nullptr, 0);
+  SHARDC_LAUNCH(broadcast, &ctx, b, args, nullptr, 0);
   std::vector<double> want;
   for (int64_t e = 0; e < numel(out); ++e)
     want.push_back(x[broadcastIndex(unflatten(e, out), xs)]);
@@ -217,7 +224,7 @@ void checkBatchMatmul(Shape batch, Shape aBatch, Shape bBatch, bool ta, bool tb)
     args.insert(args.end(), st.begin(), st.end());
   }
   std::vector<void *> b = bufs(a, bm, c);
-  shardc_k_batch_matmul(&ctx, b.data(), args.data(), nullptr, 0);
+  SHARDC_LAUNCH(batch_matmul, &ctx, b, args, nullptr, 0);
   std::vector<double> want;
   for (int64_t p = 0; p < numel(batch); ++p) {
     Shape idx = unflatten(p, batch);
@@ -242,7 +249,7 @@ TEST(TensorKernels, ConcatPartWritesOnlyItsSlot) {
   Vec x = randomVec(24, 21), y(2 * 7 * 4, 99.0f);
   std::vector<void *> b = bufs(x, y);
   int64_t args[] = {2, 3, 7, 2, 4};
-  shardc_k_concat_part(&ctx, b.data(), args, nullptr, 0);
+  SHARDC_LAUNCH(concat_part, &ctx, b, args, nullptr, 0);
   std::vector<double> want;
   for (int64_t o = 0; o < 2; ++o)
     for (int64_t j = 0; j < 7; ++j)
@@ -257,7 +264,7 @@ TEST(TensorKernels, TriluUpperAndLower) {
   for (auto [upper, k] : {std::pair<int64_t, int64_t>{1, 1}, {0, -1}, {1, -2}}) {
     std::vector<void *> b = bufs(x, y);
     int64_t args[] = {B, R, C, upper, k};
-    shardc_k_trilu(&ctx, b.data(), args, nullptr, 0);
+    SHARDC_LAUNCH(trilu, &ctx, b, args, nullptr, 0);
     std::vector<double> want;
     for (int64_t p = 0; p < B; ++p)
       for (int64_t r = 0; r < R; ++r)
@@ -278,17 +285,17 @@ TEST(TensorKernels, CastIntegersAndBools) {
   auto cast = [](void *in, void *out, int64_t from, int64_t to) {
     void *b[] = {in, out};
     int64_t args[] = {6, from, to};
-    shardc_k_cast(&ctx, b, args, nullptr, 0);
+    SHARDC_LAUNCH(cast, &ctx, b, args, nullptr, 0);
   };
-  cast(f.data(), i.data(), 0, 3);
+  cast(f.data(), i.data(), A::kF32, A::kI32);
   EXPECT_EQ(i, (std::vector<int32_t>{-1, 0, 0, 0, 2, 7})); // toward zero
-  cast(f.data(), bl.data(), 0, 4);
+  cast(f.data(), bl.data(), A::kF32, A::kBool);
   EXPECT_EQ(bl, (std::vector<uint8_t>{1, 1, 0, 1, 1, 1}));
-  cast(i.data(), back.data(), 3, 0);
+  cast(i.data(), back.data(), A::kI32, A::kF32);
   expectNear(back, {-1, 0, 0, 0, 2, 7}, 0);
-  cast(bl.data(), back.data(), 4, 0);
+  cast(bl.data(), back.data(), A::kBool, A::kF32);
   expectNear(back, {1, 1, 0, 1, 1, 1}, 0);
-  cast(bl.data(), i.data(), 4, 3);
+  cast(bl.data(), i.data(), A::kBool, A::kI32);
   EXPECT_EQ(i, (std::vector<int32_t>{1, 1, 0, 1, 1, 1}));
 }
 

@@ -2,15 +2,54 @@
 #ifndef SHARDC_TEST_UNIT_TESTUTIL_H
 #define SHARDC_TEST_UNIT_TESTUTIL_H
 
+#include "runtime/abi/abi.h"
+#include "runtime/kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <random>
 #include <vector>
 
 namespace shardc::test {
 
 using Vec = std::vector<float>;
+
+/// A kernel's arguments of one kind as the tests hold them: an array, a
+/// vector, or none; with their count.
+template <typename T> struct Args {
+  const T *data = nullptr;
+  size_t size = 0;
+  Args(std::nullptr_t) {}
+  template <size_t N> Args(const T (&a)[N]) : data(a), size(N) {}
+  template <size_t N> Args(T (&a)[N]) : data(a), size(N) {}
+  Args(const std::vector<T> &v) : data(v.data()), size(v.size()) {}
+};
+
+/// Launches kernel `fn` (the ABI's kernel `id`) after checking the packed
+/// arguments against the one definition (runtime/abi/kernels.def): a test
+/// that packs a layout the ABI does not have fails, naming the layout.
+template <typename Bufs>
+void launch(abi::KernelId id,
+            void (*fn)(void *, void **, const int64_t *, const double *,
+                       int64_t),
+            void *ctx, Bufs &bufs, Args<int64_t> ints, Args<double> floats,
+            int64_t stream) {
+  const abi::KernelInfo &k = abi::kernelInfo(id);
+  size_t numBuffers = std::size(bufs);
+  std::string wrong = abi::checkKernelArgs(k, int64_t(numBuffers), ints.data,
+                                           int64_t(ints.size),
+                                           int64_t(floats.size));
+  ASSERT_TRUE(wrong.empty()) << k.name << " " << wrong << "; expected "
+                             << abi::kernelLayout(k);
+  fn(ctx, std::data(bufs), ints.data, floats.data, stream);
+}
+
+/// SHARDC_LAUNCH(silu, ctx, buffers, ints, floats, stream).
+#define SHARDC_LAUNCH(name, ctx, bufs, ints, floats, stream)                   \
+  ::shardc::test::launch(::shardc::abi::KernelId::name, &shardc_k_##name, ctx, \
+                         bufs, ints, floats, stream)
 
 /// n normal values of standard deviation `scale`, from `seed`.
 inline Vec randomVec(size_t n, unsigned seed, float scale = 1.0f) {

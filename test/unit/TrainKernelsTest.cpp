@@ -27,7 +27,7 @@ TEST(TrainKernels, MatmulTransposes) {
       Vec a = randomVec(M * K, 1), b = randomVec(K * N, 2), y(M * N);
       std::vector<void *> bs = bufs(a, b, y);
       int64_t ints[] = {M, K, N, ta, tb};
-      shardc_k_matmul(nullptr, bs.data(), ints, nullptr, 0);
+      SHARDC_LAUNCH(matmul, nullptr, bs, ints, nullptr, 0);
       expectNear(y, naiveMatmul(a.data(), b.data(), M, K, N, ta, tb));
     }
 }
@@ -37,7 +37,7 @@ TEST(TrainKernels, SumToReducesBroadcastDims) {
   Vec x = randomVec(24, 3), y(3);
   std::vector<void *> bs = bufs(x, y);
   int64_t ints[] = {3, 3, 2, 3, 4, 0, 1, 0};
-  shardc_k_sum_to(nullptr, bs.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(sum_to, nullptr, bs, ints, nullptr, 0);
   std::vector<double> want(3, 0.0);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
@@ -51,11 +51,11 @@ TEST(TrainKernels, AccumulateOverwritesThenAdds) {
   Vec ctl = {0.0f, 0.5f};
   std::vector<void *> bs = bufs(acc, g, ctl, out);
   int64_t ints[] = {3};
-  shardc_k_accumulate(nullptr, bs.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(accumulate, nullptr, bs, ints, nullptr, 0);
   EXPECT_EQ(out, (Vec{0.5f, 1.0f, 1.5f})); // stale values never leak in
   ctl[0] = 1.0f;
   std::vector<void *> again = bufs(out, g, ctl, out);
-  shardc_k_accumulate(nullptr, again.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(accumulate, nullptr, again, ints, nullptr, 0);
   EXPECT_EQ(out, (Vec{1.0f, 2.0f, 3.0f}));
 }
 
@@ -63,7 +63,7 @@ TEST(TrainKernels, SquaredNormAndClipCoef) {
   Vec x = randomVec(100, 4), s(1);
   std::vector<void *> bs = bufs(x, s);
   int64_t ints[] = {100};
-  shardc_k_squared_norm(nullptr, bs.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(squared_norm, nullptr, bs, ints, nullptr, 0);
   double want = 0;
   for (float v : x)
     want += double(v) * v;
@@ -72,7 +72,7 @@ TEST(TrainKernels, SquaredNormAndClipCoef) {
   for (float maxNorm : {0.0f, 1.0f, 1e6f}) {
     Vec m = {maxNorm}, c(1);
     std::vector<void *> cb = bufs(s, m, c);
-    shardc_k_clip_coef(nullptr, cb.data(), nullptr, nullptr, 0);
+    SHARDC_LAUNCH(clip_coef, nullptr, cb, nullptr, nullptr, 0);
     double coef = maxNorm > 0 ? std::min(1.0, maxNorm / (std::sqrt(want) + 1e-6)) : 1.0;
     expectNear(c, {coef});
   }
@@ -86,9 +86,9 @@ TEST(TrainKernels, FusedCrossEntropyEqualsSeparateKernels) {
   int64_t ints[] = {N, V, -100};
   std::vector<void *> a = bufs(logits, t, loss1), b = bufs(logits, t, one, g1),
                       c = bufs(logits, t, loss2, g2);
-  shardc_k_cross_entropy(nullptr, a.data(), ints, nullptr, 0);
-  shardc_k_cross_entropy_grad(nullptr, b.data(), ints, nullptr, 0);
-  shardc_k_cross_entropy_with_grad(nullptr, c.data(), ints, nullptr, 0);
+  SHARDC_LAUNCH(cross_entropy, nullptr, a, ints, nullptr, 0);
+  SHARDC_LAUNCH(cross_entropy_grad, nullptr, b, ints, nullptr, 0);
+  SHARDC_LAUNCH(cross_entropy_with_grad, nullptr, c, ints, nullptr, 0);
   EXPECT_EQ(loss1, loss2);
   EXPECT_EQ(g1, g2);
 }
@@ -107,7 +107,7 @@ TEST(TrainKernels, AdamWMatchesTorchAlgorithm) {
       Vec c = {float(coef)}, p2(n), m2(n), v2(n);
       std::vector<void *> bs = bufs(p, g, m, v, h, c, p2, m2, v2);
       int64_t ints[] = {n, is1D};
-      shardc_k_adamw(nullptr, bs.data(), ints, nullptr, 0);
+      SHARDC_LAUNCH(adamw, nullptr, bs, ints, nullptr, 0);
       std::vector<double> wp, wm, wv;
       double w = is1D ? 0.0 : wd;
       for (int64_t k = 0; k < n; ++k) {
@@ -137,7 +137,7 @@ TEST(TrainKernels, SGDMomentumMatchesTorchAlgorithm) {
     Vec c = {1.0f}, p2(n), b2(n);
     std::vector<void *> bs = bufs(p, g, buf, h, c, p2, b2);
     int64_t ints[] = {n, 0};
-    shardc_k_sgd(nullptr, bs.data(), ints, nullptr, 0);
+    SHARDC_LAUNCH(sgd, nullptr, bs, ints, nullptr, 0);
     std::vector<double> wp, wb;
     for (int64_t k = 0; k < n; ++k) {
       double d = double(g[k]) + wd * p[k];
