@@ -1,0 +1,264 @@
+//===- CudaKernelsTest.cpp - every CUDA kernel against its CPU twin -------===//
+//
+// For each kernel the CUDA backend implements: fresh random inputs, the CPU
+// kernel (the reference, itself tested against naive references) on host
+// buffers, the CUDA kernel on device buffers whose outputs are poisoned
+// with NaN first (an element the kernel does not write fails), and every
+// output compared within a relative 1e-5 (f32). Without a GPU every test
+// skips, saying why.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/abi/abi.h"
+#include "runtime/cuda/context.h"
+#include "runtime/kernels.h"
+#include "runtime/math.h"
+#include "test/unit/TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace A = shardc::abi;
+using namespace shardc::runtime;
+using shardc::test::randomVec;
+
+namespace {
+
+/// Why no test can run here, or empty when a GPU is present.
+std::string noGpu() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess)
+    return std::string("no CUDA device: ") + cudaGetErrorString(err);
+  if (count == 0)
+    return "no CUDA device";
+  return "";
+}
+
+#define REQUIRE_GPU()                                                          \
+  do {                                                                         \
+    std::string why = noGpu();                                                 \
+    if (!why.empty())                                                          \
+      GTEST_SKIP() << why;                                                     \
+  } while (0)
+
+/// One buffer of a launch: its bytes, and whether the kernel writes it.
+struct Buffer {
+  std::vector<char> host;
+  bool output = false;
+};
+
+Buffer floats(const std::vector<float> &v, bool output = false) {
+  Buffer b;
+  b.host.resize(v.size() * 4);
+  std::memcpy(b.host.data(), v.data(), b.host.size());
+  b.output = output;
+  return b;
+}
+
+Buffer ints32(const std::vector<int32_t> &v) {
+  Buffer b;
+  b.host.resize(v.size() * 4);
+  std::memcpy(b.host.data(), v.data(), b.host.size());
+  return b;
+}
+
+Buffer out(size_t elements, size_t bytesPer = 4) {
+  Buffer b;
+  b.host.assign(elements * bytesPer, 0);
+  b.output = true;
+  return b;
+}
+
+class CudaKernels : public ::testing::Test {
+protected:
+  void SetUp() override {
+    REQUIRE_GPU();
+    for (cudaStream_t &s : ctx.streams)
+      CUDA_CHECK(cudaStreamCreate(&s));
+    CUBLAS_CHECK(cublasLtCreate(&ctx.lt));
+    ctx.workspaceBytes = size_t(32) << 20;
+    CUDA_CHECK(cudaMalloc(&ctx.workspace, ctx.workspaceBytes));
+  }
+  void TearDown() override {
+    if (!ctx.lt)
+      return;
+    cudaFree(ctx.workspace);
+    cublasLtDestroy(ctx.lt);
+    for (cudaStream_t s : ctx.streams)
+      cudaStreamDestroy(s);
+  }
+
+  /// Runs kernel `id` on the CPU and on the GPU with the same inputs and
+  /// compares every output buffer (as f32, or as bytes if `exact`).
+  void compare(A::KernelId id, KernelFn cpu, std::vector<Buffer> bufs,
+               std::vector<int64_t> ints, std::vector<double> fl = {},
+               double tol = 1e-5, bool exact = false) {
+    const A::KernelInfo &k = A::kernelInfo(id);
+    SCOPED_TRACE(A::kernelLayout(k));
+    ASSERT_EQ(A::checkKernelArgs(k, int64_t(bufs.size()), ints.data(),
+                                 int64_t(ints.size()), int64_t(fl.size())),
+              "");
+    KernelFn gpu = cuda::kernelTable()[int64_t(id)];
+    ASSERT_NE(gpu, nullptr) << k.name << " has no CUDA kernel";
+    // CPU: outputs start as the inputs do (kernels may read what they
+    // overwrite, as adamw's outputs alias).
+    std::vector<void *> hostPtrs, devPtrs;
+    std::vector<std::vector<char>> cpuBufs;
+    for (Buffer &b : bufs)
+      cpuBufs.push_back(b.host);
+    for (auto &b : cpuBufs)
+      hostPtrs.push_back(b.data());
+    cpu(nullptr, hostPtrs.data(), ints.data(), fl.data(), 0);
+    // GPU: outputs poisoned with NaN (0xff bytes).
+    for (Buffer &b : bufs) {
+      void *d = nullptr;
+      CUDA_CHECK(cudaMalloc(&d, b.host.size() ? b.host.size() : 1));
+      if (b.output)
+        CUDA_CHECK(cudaMemset(d, 0xff, b.host.size()));
+      else
+        CUDA_CHECK(cudaMemcpy(d, b.host.data(), b.host.size(),
+                              cudaMemcpyHostToDevice));
+      devPtrs.push_back(d);
+    }
+    gpu(&ctx, devPtrs.data(), ints.data(), fl.data(), A::kComputeStream);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (size_t j = 0; j < bufs.size(); ++j) {
+      std::vector<char> got(bufs[j].host.size());
+      CUDA_CHECK(cudaMemcpy(got.data(), devPtrs[j], got.size(),
+                            cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaFree(devPtrs[j]));
+      if (!bufs[j].output)
+        continue;
+      if (exact) {
+        EXPECT_EQ(got, cpuBufs[j]) << "buffer " << j;
+        continue;
+      }
+      const float *g = reinterpret_cast<const float *>(got.data());
+      const float *w = reinterpret_cast<const float *>(cpuBufs[j].data());
+      for (size_t e = 0; e < got.size() / 4; ++e)
+        ASSERT_LE(std::fabs(double(g[e]) - w[e]), tol * (1.0 + std::fabs(w[e])))
+            << "buffer " << j << " element " << e << ": cuda " << g[e]
+            << ", cpu " << w[e];
+    }
+  }
+
+  cuda::Context ctx;
+};
+
+constexpr int64_t kN = 3001; // not a multiple of a block
+
+TEST_F(CudaKernels, Elementwise) {
+  auto x = randomVec(kN, 1), dy = randomVec(kN, 2);
+  compare(A::KernelId::fill, shardc_k_fill, {out(kN)}, {kN}, {0.25});
+  for (int64_t tanhForm : {0, 1}) {
+    compare(A::KernelId::gelu, shardc_k_gelu, {floats(x), out(kN)},
+            {kN, tanhForm});
+    compare(A::KernelId::gelu_grad, shardc_k_gelu_grad,
+            {floats(x), floats(dy), out(kN)}, {kN, tanhForm});
+  }
+  compare(A::KernelId::silu, shardc_k_silu, {floats(x), out(kN)}, {kN});
+  compare(A::KernelId::silu_grad, shardc_k_silu_grad,
+          {floats(x), floats(dy), out(kN)}, {kN});
+  for (float keep : {0.0f, 1.0f})
+    compare(A::KernelId::accumulate, shardc_k_accumulate,
+            {floats(x), floats(dy), floats({keep, 0.5f}), out(kN)}, {kN});
+  compare(A::KernelId::copy, shardc_k_copy, {floats(x), out(kN)}, {kN * 4});
+}
+
+TEST_F(CudaKernels, CastBf16) {
+  auto x = randomVec(kN, 3);
+  compare(A::KernelId::cast, shardc_k_cast, {floats(x), out(kN, 2)},
+          {kN, A::kF32, A::kBF16}, {}, 0, /*exact=*/true);
+  std::vector<uint16_t> h(kN);
+  for (int64_t k = 0; k < kN; ++k)
+    h[k] = floatToBf16(x[k]);
+  Buffer in;
+  in.host.resize(kN * 2);
+  std::memcpy(in.host.data(), h.data(), kN * 2);
+  compare(A::KernelId::cast, shardc_k_cast, {in, out(kN)},
+          {kN, A::kBF16, A::kF32}, {}, 0, /*exact=*/true);
+}
+
+TEST_F(CudaKernels, Norms) {
+  const int64_t M = 37, C = 300;
+  auto x = randomVec(M * C, 4), w = randomVec(C, 5), b = randomVec(C, 6);
+  compare(A::KernelId::layer_norm, shardc_k_layer_norm,
+          {floats(x), floats(w), floats(b), out(M * C)}, {M, C, 1}, {1e-5});
+  compare(A::KernelId::layer_norm, shardc_k_layer_norm,
+          {floats(x), floats(w), out(M * C)}, {M, C, 0}, {1e-5});
+  compare(A::KernelId::rms_norm, shardc_k_rms_norm,
+          {floats(x), floats(w), out(M * C)}, {M, C}, {1e-6});
+  compare(A::KernelId::squared_norm, shardc_k_squared_norm,
+          {floats(x), out(1)}, {M * C});
+  for (float maxNorm : {0.0f, 0.5f, 1e6f})
+    compare(A::KernelId::clip_coef, shardc_k_clip_coef,
+            {floats({4.0f}), floats({maxNorm}), out(1)}, {});
+}
+
+TEST_F(CudaKernels, Embedding) {
+  const int64_t N = 50, V = 97, C = 33;
+  std::vector<int32_t> ids(N);
+  std::mt19937 gen(7);
+  for (int32_t &id : ids)
+    id = int32_t(gen() % V);
+  compare(A::KernelId::embedding, shardc_k_embedding,
+          {ints32(ids), floats(randomVec(V * C, 8)), out(N * C)}, {N, V, C});
+}
+
+TEST_F(CudaKernels, AdamW) {
+  const int64_t n = 5000;
+  auto p = randomVec(n, 9), g = randomVec(n, 10), m = randomVec(n, 11, 0.1f);
+  auto v = randomVec(n, 12, 0.1f);
+  for (float &e : v)
+    e = e * e;
+  std::vector<float> hyper = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f, 3.0f};
+  for (int64_t is1D : {0, 1})
+    compare(A::KernelId::adamw, shardc_k_adamw,
+            {floats(p), floats(g), floats(m), floats(v), floats(hyper),
+             floats({0.7f}), out(n), out(n), out(n)},
+            {n, is1D});
+}
+
+TEST_F(CudaKernels, Gemms) {
+  const int64_t M = 67, K = 129, N = 45;
+  auto x = randomVec(M * K, 13), w = randomVec(N * K, 14), b = randomVec(N, 15);
+  for (int64_t inOut : {0, 1}) {
+    compare(A::KernelId::linear, shardc_k_linear,
+            {floats(x), floats(w), floats(b), out(M * N)}, {M, K, N, inOut, 1},
+            {}, 1e-4);
+    compare(A::KernelId::linear, shardc_k_linear,
+            {floats(x), floats(w), out(M * N)}, {M, K, N, inOut, 0}, {}, 1e-4);
+  }
+  for (int64_t ta : {0, 1})
+    for (int64_t tb : {0, 1})
+      compare(A::KernelId::matmul, shardc_k_matmul,
+              {floats(x), floats(w), out(M * N)}, {M, K, N, ta, tb}, {}, 1e-4);
+}
+
+/// Runs everywhere: the table names each kernel the backend implements by
+/// its ABI id, and these tests cover every one of them.
+TEST(CudaKernelTable, CoveredByTests) {
+  const A::KernelId tested[] = {
+      A::KernelId::fill,       A::KernelId::gelu,
+      A::KernelId::gelu_grad,  A::KernelId::silu,
+      A::KernelId::silu_grad,  A::KernelId::accumulate,
+      A::KernelId::copy,       A::KernelId::cast,
+      A::KernelId::layer_norm, A::KernelId::rms_norm,
+      A::KernelId::squared_norm, A::KernelId::clip_coef,
+      A::KernelId::embedding,  A::KernelId::adamw,
+      A::KernelId::linear,     A::KernelId::matmul};
+  int64_t implemented = 0;
+  for (int64_t id = 0; id < A::kNumKernels; ++id)
+    implemented += cuda::kernelTable()[id] != nullptr;
+  EXPECT_EQ(implemented, int64_t(std::size(tested)));
+  for (A::KernelId id : tested)
+    EXPECT_NE(cuda::kernelTable()[int64_t(id)], nullptr)
+        << A::kernelInfo(id).name;
+}
+
+} // namespace
