@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 namespace A = shardc::abi;
 using namespace shardc::runtime;
@@ -188,6 +189,153 @@ __global__ void rmsNormKernel(const float *x, const float *w, float *y,
     y[blockIdx.x * C + c] = w[c] * (row[c] * rstd);
 }
 
+// y[outer,n,inner] = softmax over n of x (one thread per (outer, inner)
+// column; max, then exp and a double sum, then the scale, as the CPU does)
+__global__ void softmaxKernel(const float *x, float *y, int64_t outer,
+                              int64_t n, int64_t inner) {
+  FOR_EACH(col, outer * inner) {
+    int64_t o = col / inner, in = col % inner;
+    const float *xs = x + o * n * inner + in;
+    float *ys = y + o * n * inner + in;
+    float mx = xs[0];
+    for (int64_t k = 1; k < n; ++k)
+      mx = fmaxf(mx, xs[k * inner]);
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      ys[k * inner] = fastExp(xs[k * inner] - mx);
+      sum += ys[k * inner];
+    }
+    float inv = float(1.0 / sum);
+    for (int64_t k = 0; k < n; ++k)
+      ys[k * inner] *= inv;
+  }
+}
+
+// dx = y (dy - sum_n y dy) over n of [outer,n,inner]
+__global__ void softmaxGradKernel(const float *y, const float *dy, float *dx,
+                                  int64_t outer, int64_t n, int64_t inner) {
+  FOR_EACH(col, outer * inner) {
+    int64_t base = (col / inner) * n * inner + col % inner;
+    double dot = 0;
+    for (int64_t k = 0; k < n; ++k)
+      dot += double(y[base + k * inner]) * dy[base + k * inner];
+    for (int64_t k = 0; k < n; ++k)
+      dx[base + k * inner] =
+          float(y[base + k * inner] * (dy[base + k * inner] - dot));
+  }
+}
+
+/// Max over the block of a float per thread; valid in every thread.
+__device__ float blockMax(float v) {
+  __shared__ float part[32];
+  __shared__ float result;
+  for (int o = 16; o > 0; o /= 2)
+    v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0)
+    part[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) / 32;
+  v = threadIdx.x < warps ? part[lane] : -INFINITY;
+  if (warp == 0)
+    for (int o = 16; o > 0; o /= 2)
+      v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  if (threadIdx.x == 0)
+    result = v;
+  __syncthreads();
+  return result;
+}
+
+// logits[N,V], t[N] -> dl[N,V] = scale (softmax - onehot(t)) (zero for
+// ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a row
+__global__ void crossEntropyRowsKernel(const float *logits,
+                                       const int32_t *targets, int64_t V,
+                                       int64_t ignore, float scale, float *dl,
+                                       double *rowLoss, int *bad) {
+  int64_t n = blockIdx.x;
+  const float *row = logits + n * V;
+  float *out = dl + n * V;
+  int64_t t = targets[n];
+  if (t == ignore || t < 0 || t >= V) {
+    if (t != ignore && threadIdx.x == 0)
+      *bad = 1;
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+      out[v] = 0.0f;
+    if (threadIdx.x == 0)
+      rowLoss[n] = 0.0;
+    return;
+  }
+  float mx = -INFINITY;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    mx = fmaxf(mx, row[v]);
+  mx = blockMax(mx);
+  double sum = 0;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    float e = fastExp(row[v] - mx);
+    out[v] = e;
+    sum += e;
+  }
+  __shared__ double total;
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    total = sum;
+  __syncthreads();
+  float factor = float(scale / total);
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    out[v] *= factor;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    out[t] -= scale;
+    rowLoss[n] = log(total) + mx - row[t];
+  }
+}
+
+// loss[] = mean of rowLoss over the rows not ignored, summed in row order
+__global__ void meanLossKernel(const double *rowLoss, const int32_t *targets,
+                               int64_t N, int64_t ignore, float *loss) {
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n)
+    if (targets[n] != ignore) {
+      total += rowLoss[n];
+      ++count;
+    }
+  loss[0] = count ? float(total / count) : NAN;
+}
+
+// dtable[V,C] = sum over n of dy[n,:] into row ids[n] (one thread per
+// column c, rows in order: deterministic, as the CPU kernel)
+__global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
+                                    float *dt, int64_t N, int64_t V,
+                                    int64_t C) {
+  FOR_EACH(c, C) {
+    for (int64_t v = 0; v < V; ++v)
+      dt[v * C + c] = 0.0f;
+    for (int64_t n = 0; n < N; ++n)
+      dt[int64_t(ids[n]) * C + c] += dy[n * C + c];
+  }
+}
+
+// p', buf' [n] = SGD with momentum and (L2) weight decay, torch.optim
+__global__ void sgdKernel(const float *p, const float *g, const float *buf,
+                          const float *coef, float *p2, float *buf2, int64_t n,
+                          float lr, float momentum, float wd, bool first) {
+  float c = coef[0];
+  FOR_EACH(k, n) {
+    float d = g[k] * c;
+    if (wd != 0.0f)
+      d = d + wd * p[k];
+    if (momentum != 0.0f) {
+      float bk = first ? d : buf[k] * momentum + d;
+      buf2[k] = bk;
+      d = bk;
+    } else {
+      buf2[k] = buf[k];
+    }
+    p2[k] = p[k] + (-lr) * d;
+  }
+}
+
 /// n elements of `from` at x converted to `to` at y (abi dtype codes).
 __global__ void castKernel(const void *x, void *y, int64_t n, int64_t from,
                            int64_t to) {
@@ -354,6 +502,79 @@ SHARDC_CUDA_KERNEL(rms_norm) {
   CUDA_LAUNCHED();
 }
 
+SHARDC_CUDA_KERNEL(softmax) {
+  int64_t outer = i[A::softmax::outer], n = i[A::softmax::n],
+          inner = i[A::softmax::inner];
+  softmaxKernel<<<gridFor(outer * inner), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), outer, n, inner);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(softmax_grad) {
+  int64_t outer = i[A::softmax_grad::outer], n = i[A::softmax_grad::n],
+          inner = i[A::softmax_grad::inner];
+  softmaxGradKernel<<<gridFor(outer * inner), kThreads, 0,
+                      streamOf(ctx, stream)>>>(F(b[0]), F(b[1]), F(b[2]),
+                                               outer, n, inner);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
+  namespace K = A::cross_entropy_with_grad;
+  int64_t N = i[K::N], V = i[K::V], ignore = i[K::ignore_index];
+  cudaStream_t s = streamOf(ctx, stream);
+  const int32_t *targets = static_cast<const int32_t *>(b[1]);
+  // The count of rows not ignored sets the mean's scale (host, as the CPU).
+  std::vector<int32_t> host(static_cast<size_t>(N));
+  CUDA_CHECK(cudaMemcpyAsync(host.data(), targets, N * 4,
+                             cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  int64_t count = 0;
+  for (int32_t t : host)
+    count += t != ignore;
+  float scale = count ? 1.0f / float(count) : 0.0f;
+  double *rowLoss;
+  int *bad;
+  CUDA_CHECK(cudaMallocAsync(&rowLoss, N * sizeof(double), s));
+  CUDA_CHECK(cudaMallocAsync(&bad, sizeof(int), s));
+  CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int), s));
+  crossEntropyRowsKernel<<<unsigned(N), kThreads, 0, s>>>(
+      F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss, bad);
+  CUDA_LAUNCHED();
+  meanLossKernel<<<1, 1, 0, s>>>(rowLoss, targets, N, ignore, F(b[2]));
+  CUDA_LAUNCHED();
+  int anyBad = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&anyBad, bad, sizeof(int), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaFreeAsync(rowLoss, s));
+  CUDA_CHECK(cudaFreeAsync(bad, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  if (anyBad)
+    fatal("cross_entropy: a target is outside the vocabulary of %lld",
+          (long long)V);
+}
+
+SHARDC_CUDA_KERNEL(embedding_grad) {
+  int64_t N = i[A::embedding_grad::N], V = i[A::embedding_grad::V],
+          C = i[A::embedding_grad::C];
+  embeddingGradKernel<<<gridFor(C), kThreads, 0, streamOf(ctx, stream)>>>(
+      static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(sgd) {
+  int64_t n = i[A::sgd::n];
+  bool is1D = i[A::sgd::is_1d] != 0;
+  cudaStream_t s = streamOf(ctx, stream);
+  float h[A::kHyperSize];
+  CUDA_CHECK(cudaMemcpyAsync(h, b[3], sizeof(h), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  sgdKernel<<<gridFor(n), kThreads, 0, s>>>(
+      F(b[0]), F(b[1]), F(b[2]), F(b[4]), F(b[5]), F(b[6]), n, h[A::kLr],
+      h[A::kBeta1], is1D ? h[A::kWeightDecay1D] : h[A::kWeightDecay],
+      h[A::kStep] <= 1.0f);
+  CUDA_LAUNCHED();
+}
+
 const KernelFn *shardc::runtime::cuda::kernelTable() {
   static const std::array<KernelFn, A::kNumKernels> table = [] {
     std::array<KernelFn, A::kNumKernels> t{};
@@ -372,6 +593,12 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::adamw, &shardc_cuda_k_adamw);
     set(A::KernelId::layer_norm, &shardc_cuda_k_layer_norm);
     set(A::KernelId::rms_norm, &shardc_cuda_k_rms_norm);
+    set(A::KernelId::softmax, &shardc_cuda_k_softmax);
+    set(A::KernelId::softmax_grad, &shardc_cuda_k_softmax_grad);
+    set(A::KernelId::cross_entropy_with_grad,
+        &shardc_cuda_k_cross_entropy_with_grad);
+    set(A::KernelId::embedding_grad, &shardc_cuda_k_embedding_grad);
+    set(A::KernelId::sgd, &shardc_cuda_k_sgd);
     set(A::KernelId::linear, &shardc_cuda_k_linear);
     set(A::KernelId::matmul, &shardc_cuda_k_matmul);
     return t;

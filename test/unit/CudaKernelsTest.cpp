@@ -224,6 +224,43 @@ TEST_F(CudaKernels, AdamW) {
             {n, is1D});
 }
 
+TEST_F(CudaKernels, SoftmaxAndLoss) {
+  const int64_t outer = 6, n = 77, inner = 5;
+  auto x = randomVec(outer * n * inner, 16), dy = randomVec(outer * n * inner, 17);
+  compare(A::KernelId::softmax, shardc_k_softmax,
+          {floats(x), out(outer * n * inner)}, {outer, n, inner});
+  compare(A::KernelId::softmax_grad, shardc_k_softmax_grad,
+          {floats(x), floats(dy), out(outer * n * inner)}, {outer, n, inner});
+  const int64_t N = 41, V = 1003;
+  std::vector<int32_t> t(N);
+  std::mt19937 gen(18);
+  for (int32_t &v : t)
+    v = int32_t(gen() % V);
+  t[3] = -100; // ignored
+  compare(A::KernelId::cross_entropy_with_grad, shardc_k_cross_entropy_with_grad,
+          {floats(randomVec(N * V, 19, 3.0f)), ints32(t), out(1), out(N * V)},
+          {N, V, -100});
+}
+
+TEST_F(CudaKernels, EmbeddingGradAndSgd) {
+  const int64_t N = 60, V = 23, C = 40;
+  std::vector<int32_t> ids(N);
+  std::mt19937 gen(20);
+  for (int32_t &id : ids)
+    id = int32_t(gen() % V); // repeats: rows sum several gradients
+  compare(A::KernelId::embedding_grad, shardc_k_embedding_grad,
+          {ints32(ids), floats(randomVec(N * C, 21)), out(V * C)}, {N, V, C});
+  const int64_t n = 3000;
+  auto p = randomVec(n, 22), g = randomVec(n, 23), buf = randomVec(n, 24);
+  for (float step : {1.0f, 2.0f})
+    for (int64_t is1D : {0, 1})
+      compare(A::KernelId::sgd, shardc_k_sgd,
+              {floats(p), floats(g), floats(buf),
+               floats({0.1f, 0.9f, 0.0f, 0.0f, 0.01f, 0.0f, step}),
+               floats({0.5f}), out(n), out(n)},
+              {n, is1D});
+}
+
 TEST_F(CudaKernels, Gemms) {
   const int64_t M = 67, K = 129, N = 45;
   auto x = randomVec(M * K, 13), w = randomVec(N * K, 14), b = randomVec(N, 15);
@@ -251,7 +288,10 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::layer_norm, A::KernelId::rms_norm,
       A::KernelId::squared_norm, A::KernelId::clip_coef,
       A::KernelId::embedding,  A::KernelId::adamw,
-      A::KernelId::linear,     A::KernelId::matmul};
+      A::KernelId::linear,     A::KernelId::matmul,
+      A::KernelId::softmax,    A::KernelId::softmax_grad,
+      A::KernelId::cross_entropy_with_grad, A::KernelId::embedding_grad,
+      A::KernelId::sgd};
   int64_t implemented = 0;
   for (int64_t id = 0; id < A::kNumKernels; ++id)
     implemented += cuda::kernelTable()[id] != nullptr;
