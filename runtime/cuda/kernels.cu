@@ -336,6 +336,79 @@ __global__ void sgdKernel(const float *p, const float *g, const float *buf,
   }
 }
 
+/// A broadcast over a row-major result of rank R (ints: R, dims[R], then R
+/// element strides per operand, 0 where it broadcasts), by value.
+constexpr int kMaxRank = 8;
+template <int N> struct Broadcast {
+  int64_t rank, numel;
+  int64_t dims[kMaxRank];
+  int64_t strides[N][kMaxRank];
+};
+
+template <int N> Broadcast<N> broadcastOf(const int64_t *i, const char *kernel) {
+  Broadcast<N> bc;
+  bc.rank = i[A::add::R];
+  if (bc.rank > kMaxRank)
+    fatal("%s: rank %lld exceeds the CUDA backend's %d", kernel,
+          (long long)bc.rank, kMaxRank);
+  const int64_t *dims = i + A::add::kNumInts;
+  bc.numel = 1;
+  for (int64_t d = 0; d < bc.rank; ++d) {
+    bc.dims[d] = dims[d];
+    bc.numel *= dims[d];
+    for (int k = 0; k < N; ++k)
+      bc.strides[k][d] = dims[(k + 1) * bc.rank + d];
+  }
+  return bc;
+}
+
+/// Element offsets of each operand at result element e.
+template <int N>
+__device__ void offsetsOf(const Broadcast<N> &bc, int64_t e, int64_t *off) {
+  for (int k = 0; k < N; ++k)
+    off[k] = 0;
+  for (int64_t d = bc.rank - 1; d >= 0; --d) {
+    int64_t idx = e % bc.dims[d];
+    e /= bc.dims[d];
+    for (int k = 0; k < N; ++k)
+      off[k] += idx * bc.strides[k][d];
+  }
+}
+
+enum class BinaryOp { Add, Mul, Sub, Div, Pow };
+
+// y[dims] = a[broadcast] op b[broadcast]
+template <BinaryOp Op>
+__global__ void binaryKernel(const float *a, const float *b, float *y,
+                             Broadcast<2> bc) {
+  FOR_EACH(e, bc.numel) {
+    int64_t off[2];
+    offsetsOf(bc, e, off);
+    float x = a[off[0]], z = b[off[1]];
+    float r;
+    if (Op == BinaryOp::Add)
+      r = x + z;
+    else if (Op == BinaryOp::Mul)
+      r = x * z;
+    else if (Op == BinaryOp::Sub)
+      r = x - z;
+    else if (Op == BinaryOp::Div)
+      r = x / z;
+    else // x^2 exact, as the CPU kernel (and PyTorch) does
+      r = z == 2.0f ? x * x : float(pow(double(x), double(z)));
+    y[e] = r;
+  }
+}
+
+// y[dims] = x[broadcast]
+__global__ void broadcastKernel(const float *x, float *y, Broadcast<1> bc) {
+  FOR_EACH(e, bc.numel) {
+    int64_t off[1];
+    offsetsOf(bc, e, off);
+    y[e] = x[off[0]];
+  }
+}
+
 /// n elements of `from` at x converted to `to` at y (abi dtype codes).
 __global__ void castKernel(const void *x, void *y, int64_t n, int64_t from,
                            int64_t to) {
@@ -575,6 +648,28 @@ SHARDC_CUDA_KERNEL(sgd) {
   CUDA_LAUNCHED();
 }
 
+template <BinaryOp Op>
+void binary(void *ctx, void **b, const int64_t *i, int64_t stream,
+            const char *name) {
+  Broadcast<2> bc = broadcastOf<2>(i, name);
+  binaryKernel<Op><<<gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), F(b[2]), bc);
+  CUDA_LAUNCHED();
+}
+
+SHARDC_CUDA_KERNEL(add) { binary<BinaryOp::Add>(ctx, b, i, stream, "add"); }
+SHARDC_CUDA_KERNEL(mul) { binary<BinaryOp::Mul>(ctx, b, i, stream, "mul"); }
+SHARDC_CUDA_KERNEL(sub) { binary<BinaryOp::Sub>(ctx, b, i, stream, "sub"); }
+SHARDC_CUDA_KERNEL(div) { binary<BinaryOp::Div>(ctx, b, i, stream, "div"); }
+SHARDC_CUDA_KERNEL(pow) { binary<BinaryOp::Pow>(ctx, b, i, stream, "pow"); }
+
+SHARDC_CUDA_KERNEL(broadcast) {
+  Broadcast<1> bc = broadcastOf<1>(i, "broadcast");
+  broadcastKernel<<<gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), bc);
+  CUDA_LAUNCHED();
+}
+
 const KernelFn *shardc::runtime::cuda::kernelTable() {
   static const std::array<KernelFn, A::kNumKernels> table = [] {
     std::array<KernelFn, A::kNumKernels> t{};
@@ -593,6 +688,12 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::adamw, &shardc_cuda_k_adamw);
     set(A::KernelId::layer_norm, &shardc_cuda_k_layer_norm);
     set(A::KernelId::rms_norm, &shardc_cuda_k_rms_norm);
+    set(A::KernelId::add, &shardc_cuda_k_add);
+    set(A::KernelId::mul, &shardc_cuda_k_mul);
+    set(A::KernelId::sub, &shardc_cuda_k_sub);
+    set(A::KernelId::div, &shardc_cuda_k_div);
+    set(A::KernelId::pow, &shardc_cuda_k_pow);
+    set(A::KernelId::broadcast, &shardc_cuda_k_broadcast);
     set(A::KernelId::softmax, &shardc_cuda_k_softmax);
     set(A::KernelId::softmax_grad, &shardc_cuda_k_softmax_grad);
     set(A::KernelId::cross_entropy_with_grad,

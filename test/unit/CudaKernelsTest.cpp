@@ -224,6 +224,23 @@ TEST_F(CudaKernels, AdamW) {
             {n, is1D});
 }
 
+TEST_F(CudaKernels, Broadcasting) {
+  // [2,3,4] op [3,1] -> [2,3,4]: rhs strides (0, 1, 0).
+  auto a = randomVec(24, 25), c = randomVec(3, 26);
+  for (float &v : a)
+    v = std::fabs(v) + 0.1f; // pow of positive bases
+  std::vector<int64_t> ints = {3, 2, 3, 4, 12, 4, 1, 0, 1, 0};
+  compare(A::KernelId::add, shardc_k_add, {floats(a), floats(c), out(24)}, ints);
+  compare(A::KernelId::mul, shardc_k_mul, {floats(a), floats(c), out(24)}, ints);
+  compare(A::KernelId::sub, shardc_k_sub, {floats(a), floats(c), out(24)}, ints);
+  compare(A::KernelId::div, shardc_k_div, {floats(a), floats(c), out(24)}, ints);
+  auto e = c;
+  e[1] = 2.0f; // the exact-square path
+  compare(A::KernelId::pow, shardc_k_pow, {floats(a), floats(e), out(24)}, ints);
+  compare(A::KernelId::broadcast, shardc_k_broadcast, {floats(c), out(24)},
+          {3, 2, 3, 4, 0, 1, 0});
+}
+
 TEST_F(CudaKernels, SoftmaxAndLoss) {
   const int64_t outer = 6, n = 77, inner = 5;
   auto x = randomVec(outer * n * inner, 16), dy = randomVec(outer * n * inner, 17);
@@ -291,7 +308,10 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::linear,     A::KernelId::matmul,
       A::KernelId::softmax,    A::KernelId::softmax_grad,
       A::KernelId::cross_entropy_with_grad, A::KernelId::embedding_grad,
-      A::KernelId::sgd};
+      A::KernelId::sgd,        A::KernelId::add,
+      A::KernelId::mul,        A::KernelId::sub,
+      A::KernelId::div,        A::KernelId::pow,
+      A::KernelId::broadcast};
   int64_t implemented = 0;
   for (int64_t id = 0; id < A::kNumKernels; ++id)
     implemented += cuda::kernelTable()[id] != nullptr;
