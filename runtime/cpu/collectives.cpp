@@ -1,7 +1,8 @@
 //===- collectives.cpp - CPU collectives through MPI ----------------------===//
 //
-// Arguments as listed in runtime/kernels.h: f32 buffers, element counts,
-// the grid axis whose communicator carries the collective.
+// Arguments as defined in runtime/abi/kernels.def: element counts, the grid
+// axis whose communicator carries the collective, the elements' dtype code
+// (f32 or bf16).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels.h"
@@ -17,6 +18,7 @@ using shardc::runtime::bf16ToFloat;
 using shardc::runtime::Context;
 using shardc::runtime::fatal;
 using shardc::runtime::floatToBf16;
+using shardc::runtime::cpu::abiRow;
 
 namespace {
 
@@ -61,19 +63,26 @@ void ringAllGather(const char *in, char *out, int64_t bytes, MPI_Comm c) {
 
 } // namespace
 
+// in[n] -> out[P*n], the ranks' blocks in rank order
 SHARDC_KERNEL(all_gather) {
   ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
-                i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype]), comm(ctx, i[A::all_gather::axis]));
+                i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype]),
+                comm(ctx, i[A::all_gather::axis]));
   launched(ctx, stream);
 }
 
+// in_1..in_k[n_j] -> out_1..out_k[P*n_j], through pack[sum n_j] and
+// gathered[P*sum n_j]
 SHARDC_KERNEL(all_gather_group) {
   // One all-gather for a group of k parameters: pack the local shards, one
   // ring exchange of the packed block, unpack every rank's piece of each.
-  int64_t k = i[A::all_gather_group::k], eb = elementBytes(i[A::all_gather_group::dtype]);
+  int64_t k = i[A::all_gather_group::k],
+          eb = elementBytes(i[A::all_gather_group::dtype]);
   const int64_t *counts = i + A::all_gather_group::kNumInts;
-  char *pack = static_cast<char *>(b[2 * k]);
-  char *gathered = static_cast<char *>(b[2 * k + 1]);
+  // The k inputs and the k outputs come first, then pack and gathered.
+  void **fixed = b + abiRow(A::KernelId::all_gather_group).buffersPer * k;
+  char *pack = static_cast<char *>(fixed[0]);
+  char *gathered = static_cast<char *>(fixed[1]);
   int64_t block = 0;
   for (int64_t j = 0; j < k; ++j) {
     std::memcpy(pack + block, b[j], counts[j] * eb);
@@ -95,25 +104,33 @@ SHARDC_KERNEL(all_gather_group) {
   launched(ctx, stream);
 }
 
+// full[N*bytes] -> chunk[bytes], block rank % N of full
 SHARDC_KERNEL(reshard_chunk) {
   // This rank's chunk (its index on the axis modulo the group size) of a
   // gathered parameter.
   int rank;
   MPI_Comm_rank(comm(ctx, i[A::reshard_chunk::axis]), &rank);
   int64_t bytes = i[A::reshard_chunk::bytes];
-  std::memcpy(b[1], static_cast<const char *>(b[0]) + (rank % i[A::reshard_chunk::N]) * bytes,
+  std::memcpy(b[1],
+              static_cast<const char *>(b[0]) +
+                  (rank % i[A::reshard_chunk::N]) * bytes,
               bytes);
   launched(ctx, stream);
 }
 
+// chunk[n] -> full[N*n], within this rank's N consecutive ranks
 SHARDC_KERNEL(all_gather_subgroup) {
   // The ring within this rank's group of consecutive ranks.
-  MPI_Comm group = static_cast<Context *>(ctx)->mesh->subgroup(i[A::all_gather_subgroup::axis], i[A::all_gather_subgroup::N]);
+  MPI_Comm group = static_cast<Context *>(ctx)->mesh->subgroup(
+      i[A::all_gather_subgroup::axis], i[A::all_gather_subgroup::N]);
   ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
-                i[A::all_gather_subgroup::n] * elementBytes(i[A::all_gather_subgroup::dtype]), group);
+                i[A::all_gather_subgroup::n] *
+                    elementBytes(i[A::all_gather_subgroup::dtype]),
+                group);
   launched(ctx, stream);
 }
 
+// in[P*n] -> out[n], the sum over ranks of block `rank`; tmp[n] scratch
 SHARDC_KERNEL(reduce_scatter) {
   // A ring over the axis: P - 1 exchanges of one block, partial sums
   // alternating between `out` and the planned `scratch` block, so that no
@@ -121,7 +138,8 @@ SHARDC_KERNEL(reduce_scatter) {
   // bf16 blocks are added in f32 and rounded once per step.
   const char *in = static_cast<const char *>(b[0]);
   char *out = static_cast<char *>(b[1]), *scratch = static_cast<char *>(b[2]);
-  int64_t n = i[A::reduce_scatter::n], eb = elementBytes(i[A::reduce_scatter::dtype]), bytes = n * eb;
+  int64_t n = i[A::reduce_scatter::n], dtype = i[A::reduce_scatter::dtype];
+  int64_t bytes = n * elementBytes(dtype);
   MPI_Comm c = comm(ctx, i[A::reduce_scatter::axis]);
   int rank, size;
   MPI_Comm_rank(c, &rank);
@@ -135,7 +153,7 @@ SHARDC_KERNEL(reduce_scatter) {
                        MPI_BYTE, left, k, c, MPI_STATUS_IGNORE),
           "MPI_Sendrecv");
     const char *mine = in + int64_t(block) * bytes;
-    if (eb == 4) {
+    if (dtype == A::kF32) {
       float *r = reinterpret_cast<float *>(recv);
       const float *m = reinterpret_cast<const float *>(mine);
       for (int64_t j = 0; j < n; ++j)
@@ -153,11 +171,13 @@ SHARDC_KERNEL(reduce_scatter) {
   launched(ctx, stream);
 }
 
+// in[n] -> out[n], the sum over ranks (in place if in == out)
 SHARDC_KERNEL(all_reduce) {
   if (i[A::all_reduce::dtype] != A::kF32)
     fatal("all_reduce supports f32 data only");
   const void *in = b[0] == b[1] ? MPI_IN_PLACE : b[0];
-  check(MPI_Allreduce(in, b[1], int(i[A::all_reduce::n]), MPI_FLOAT, MPI_SUM, comm(ctx, i[A::all_reduce::axis])),
+  check(MPI_Allreduce(in, b[1], int(i[A::all_reduce::n]), MPI_FLOAT, MPI_SUM,
+                      comm(ctx, i[A::all_reduce::axis])),
         "MPI_Allreduce");
   launched(ctx, stream);
 }

@@ -2,6 +2,7 @@
 #ifndef SHARDC_RUNTIME_CPU_KERNEL_UTIL_H
 #define SHARDC_RUNTIME_CPU_KERNEL_UTIL_H
 
+#include "runtime/abi/abi.h"
 #include "runtime/runtime.h"
 
 #include <cstdint>
@@ -17,21 +18,31 @@ inline void launchedAs(void *ctx, int64_t stream, const char *kernel) {
     static_cast<Context *>(ctx)->countLaunch(stream, kernel);
 }
 
-/// Walks a row-major result of rank R (ints: R, dims[R], then R element
-/// strides per operand, 0 where it broadcasts) one innermost row at a time:
-/// `row(out, off, step, n)` handles the n results from element `out`, where
-/// operand k's elements start at off[k] and advance by step[k].
-template <int N, typename Row>
+/// The row of kernel `id` in runtime/abi/kernels.def, at compile time.
+constexpr const abi::KernelInfo &abiRow(abi::KernelId id) {
+  return abi::kKernels[int64_t(id)];
+}
+
+/// The position of kernel `id`'s first integer after its named ones and its
+/// variable tail (`trailing` in kernels.def), for the launch's integers `i`.
+constexpr int64_t trailingStart(abi::KernelId id, const int64_t *i) {
+  const abi::KernelInfo &k = abiRow(id);
+  return k.numInts + k.tailPer * (k.count >= 0 ? i[k.count] : 0);
+}
+
+/// Walks the row-major result of broadcasting kernel `Id` (its integers:
+/// the named rank R, then dims[R], then R element strides per operand, 0
+/// where it broadcasts) one innermost row at a time: `row(out, off, step, n)`
+/// handles the n results from element `out`, where operand k's elements
+/// start at off[k] and advance by step[k].
+template <abi::KernelId Id, typename Row>
 void broadcastRows(const int64_t *i, Row row) {
-  // The broadcasting kernels' layout: R, then dims[R], then R strides per
-  // operand (runtime/abi/kernels.def).
-  namespace A = shardc::abi;
-  static_assert(A::add::R == 0 && A::add::kNumInts == 1 &&
-                    A::where::kNumInts == 1 && A::broadcast::kNumInts == 1 &&
-                    A::equal::kNumInts == 1,
-                "broadcasting kernels start with R");
-  int64_t R = i[A::add::R];
-  const int64_t *dims = i + A::add::kNumInts;
+  constexpr const abi::KernelInfo &info = abiRow(Id);
+  // The tail is dims[R] then one stride list per operand.
+  constexpr int N = int(info.tailPer) - 1;
+  static_assert(info.count >= 0 && N >= 1, "not a broadcasting kernel");
+  int64_t R = i[info.count];
+  const int64_t *dims = i + info.numInts;
   int64_t off[N] = {}, step[N] = {};
   if (R == 0) {
     row(int64_t(0), off, step, int64_t(1));
@@ -62,19 +73,21 @@ void broadcastRows(const int64_t *i, Row row) {
   }
 }
 
-/// An elementwise binary op on f32 with broadcasting (add, mul, sub, ...).
-template <typename Op>
+/// An elementwise binary op on f32 with broadcasting (add, mul, sub, ...):
+/// a, b broadcast to y[dims] -> y = op(a, b).
+template <abi::KernelId Id, typename Op>
 void broadcastBinary(void **b, const int64_t *i, Op op) {
+  static_assert(abiRow(Id).tailPer == 3, "two operands");
   const float *x = F(b[0]), *y = F(b[1]);
   float *out = F(b[2]);
-  broadcastRows<2>(i, [&](int64_t o, const int64_t *off, const int64_t *st,
-                          int64_t n) {
-    const float *xr = x + off[0], *yr = y + off[1];
-    int64_t sa = st[0], sb = st[1];
-    float *row = out + o;
-    for (int64_t k = 0; k < n; ++k)
-      row[k] = op(xr[k * sa], yr[k * sb]);
-  });
+  broadcastRows<Id>(
+      i, [&](int64_t o, const int64_t *off, const int64_t *st, int64_t n) {
+        const float *xr = x + off[0], *yr = y + off[1];
+        int64_t sa = st[0], sb = st[1];
+        float *row = out + o;
+        for (int64_t k = 0; k < n; ++k)
+          row[k] = op(xr[k * sa], yr[k * sb]);
+      });
 }
 
 } // namespace shardc::runtime::cpu

@@ -41,8 +41,10 @@ void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,
 
 } // namespace
 
+// ids[N] (int32), table[V,C] -> y[N,C]: y[n] = table[ids[n]]
 SHARDC_KERNEL(embedding) {
-  int64_t N = i[A::embedding::N], V = i[A::embedding::V], C = i[A::embedding::C];
+  int64_t N = i[A::embedding::N], V = i[A::embedding::V],
+          C = i[A::embedding::C];
   const int32_t *ids = I32(b[0]);
   const float *table = F(b[1]);
   float *y = F(b[2]);
@@ -57,6 +59,7 @@ SHARDC_KERNEL(embedding) {
   launched(ctx, stream);
 }
 
+// x[M,K] @ w[N,K]^T (w[K,N] with in_out) + b[N]? -> y[M,N]
 SHARDC_KERNEL(linear) {
   int64_t M = i[A::linear::M], K = i[A::linear::K], N = i[A::linear::N];
   bool inOut = i[A::linear::in_out], hasBias = i[A::linear::has_bias];
@@ -70,16 +73,21 @@ SHARDC_KERNEL(linear) {
   launched(ctx, stream);
 }
 
+// a, b broadcast to y[dims] (element strides astr, bstr) -> y = a + b
 SHARDC_KERNEL(add) {
-  broadcastBinary(b, i, [](float x, float y) { return x + y; });
+  broadcastBinary<A::KernelId::add>(b, i,
+                                    [](float x, float y) { return x + y; });
   launched(ctx, stream);
 }
 
+// a, b broadcast to y[dims] -> y = a * b
 SHARDC_KERNEL(mul) {
-  broadcastBinary(b, i, [](float x, float y) { return x * y; });
+  broadcastBinary<A::KernelId::mul>(b, i,
+                                    [](float x, float y) { return x * y; });
   launched(ctx, stream);
 }
 
+// x[M,C], w[C], b[C]? -> y[M,C] = (x - mean) / sqrt(var + eps) * w + b
 SHARDC_KERNEL(layer_norm) {
   int64_t M = i[A::layer_norm::M], C = i[A::layer_norm::C];
   bool hasBias = i[A::layer_norm::has_bias];
@@ -106,6 +114,7 @@ SHARDC_KERNEL(layer_norm) {
   launched(ctx, stream);
 }
 
+// x[M,C], w[C] -> y[M,C] = w * x / sqrt(mean(x^2) + eps)
 SHARDC_KERNEL(rms_norm) {
   int64_t M = i[A::rms_norm::M], C = i[A::rms_norm::C];
   float eps = float(f[A::rms_norm::f::eps]);
@@ -146,8 +155,11 @@ SHARDC_KERNEL(silu) {
   launched(ctx, stream);
 }
 
+// x[B,H,T,D] -> y[B,H,T,D]: the halves of D rotated by position t (by -t
+// with inverse)
 SHARDC_KERNEL(rotary) {
-  int64_t B = i[A::rotary::B], H = i[A::rotary::H], T = i[A::rotary::T], D = i[A::rotary::D], half = D / 2;
+  int64_t B = i[A::rotary::B], H = i[A::rotary::H], T = i[A::rotary::T],
+          D = i[A::rotary::D], half = D / 2;
   bool inverse = i[A::rotary::inverse];
   double theta = f[A::rotary::f::theta];
   const float *x = F(b[0]);
@@ -177,8 +189,12 @@ SHARDC_KERNEL(rotary) {
   launched(ctx, stream);
 }
 
+// q[B,H,T,D], k[B,G,S,D], v[B,G,S,D] -> o[B,H,T,D] = softmax(scale q k^T) v,
+// H/G query heads per key/value head, optionally causal
 SHARDC_KERNEL(attention) {
-  int64_t B = i[A::attention::B], H = i[A::attention::H], G = i[A::attention::G], T = i[A::attention::T], S = i[A::attention::S], D = i[A::attention::D];
+  int64_t B = i[A::attention::B], H = i[A::attention::H],
+          G = i[A::attention::G], T = i[A::attention::T],
+          S = i[A::attention::S], D = i[A::attention::D];
   bool causal = i[A::attention::causal];
   float scale = float(f[A::attention::f::scale]);
   const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]);
@@ -215,8 +231,10 @@ SHARDC_KERNEL(attention) {
   launched(ctx, stream);
 }
 
+// x[outer,n,inner] -> y[outer,n,inner], softmax over n
 SHARDC_KERNEL(softmax) {
-  int64_t outer = i[A::softmax::outer], n = i[A::softmax::n], inner = i[A::softmax::inner];
+  int64_t outer = i[A::softmax::outer], n = i[A::softmax::n],
+          inner = i[A::softmax::inner];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t o = 0; o < outer; ++o)
@@ -238,9 +256,11 @@ SHARDC_KERNEL(softmax) {
   launched(ctx, stream);
 }
 
+// x[dims[R]] -> y, whose dimension d is x's dimension perm[d]
 SHARDC_KERNEL(transpose) {
   int64_t R = i[A::transpose::R];
-  const int64_t *dims = i + A::transpose::kNumInts, *perm = i + A::transpose::kNumInts + R;
+  const int64_t *dims = i + A::transpose::kNumInts,
+                *perm = i + A::transpose::kNumInts + R;
   const float *x = F(b[0]);
   float *y = F(b[1]);
   std::vector<int64_t> inStride(R), outDims(R), stride(R), idx(R, 0);
@@ -270,8 +290,11 @@ SHARDC_KERNEL(transpose) {
   launched(ctx, stream);
 }
 
+// x[outer,n,inner] -> y[outer,size,inner] = x[:, start:start+size, :]
 SHARDC_KERNEL(slice) {
-  int64_t outer = i[A::slice::outer], n = i[A::slice::n], start = i[A::slice::start], size = i[A::slice::size], inner = i[A::slice::inner];
+  int64_t outer = i[A::slice::outer], n = i[A::slice::n],
+          start = i[A::slice::start], size = i[A::slice::size],
+          inner = i[A::slice::inner];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t o = 0; o < outer; ++o)
@@ -280,8 +303,11 @@ SHARDC_KERNEL(slice) {
   launched(ctx, stream);
 }
 
+// logits[N,V], t[N] (int32) -> loss[] = mean over rows with t != ignore_index
+// of logsumexp(logits[n]) - logits[n, t[n]]
 SHARDC_KERNEL(cross_entropy) {
-  int64_t N = i[A::cross_entropy::N], V = i[A::cross_entropy::V], ignore = i[A::cross_entropy::ignore_index];
+  int64_t N = i[A::cross_entropy::N], V = i[A::cross_entropy::V],
+          ignore = i[A::cross_entropy::ignore_index];
   const float *logits = F(b[0]);
   const int32_t *targets = I32(b[1]);
   // Rows in parallel, each row's loss kept, then summed in order so the
@@ -318,14 +344,16 @@ SHARDC_KERNEL(cross_entropy) {
   launched(ctx, stream);
 }
 
+// x -> y, `bytes` bytes
 SHARDC_KERNEL(copy) {
   std::memcpy(b[1], b[0], size_t(i[A::copy::bytes]));
   launched(ctx, stream);
 }
 
+// x[n] of dtype `from` -> y[n] of dtype `to`
 SHARDC_KERNEL(cast) {
-  // Codes: 0 f32, 1 bf16, 3 i32, 4 bool (one byte); floats to integers
-  // truncate toward zero, anything to bool is != 0.
+  // f32, bf16, i32 and bool (one byte); floats to integers truncate toward
+  // zero, anything to bool is != 0.
   int64_t n = i[A::cast::n], from = i[A::cast::from], to = i[A::cast::to];
   auto load = [&](int64_t k) -> float {
     switch (from) {

@@ -20,6 +20,7 @@ using shardc::runtime::fatal;
 using shardc::runtime::cpu::broadcastBinary;
 using shardc::runtime::cpu::broadcastRows;
 using shardc::runtime::cpu::F;
+using shardc::runtime::cpu::trailingStart;
 
 namespace {
 
@@ -81,18 +82,23 @@ double derivative(int64_t fn, double x, double y) {
 
 } // namespace
 
+// a, b broadcast to y[dims] -> y = a - b
 SHARDC_KERNEL(sub) {
-  broadcastBinary(b, i, [](float x, float y) { return x - y; });
+  broadcastBinary<A::KernelId::sub>(b, i,
+                                    [](float x, float y) { return x - y; });
   launched(ctx, stream);
 }
 
+// a, b broadcast to y[dims] -> y = a / b
 SHARDC_KERNEL(div) {
-  broadcastBinary(b, i, [](float x, float y) { return x / y; });
+  broadcastBinary<A::KernelId::div>(b, i,
+                                    [](float x, float y) { return x / y; });
   launched(ctx, stream);
 }
 
+// a, b broadcast to y[dims] -> y = a^b
 SHARDC_KERNEL(pow) {
-  broadcastBinary(b, i, [](float x, float y) {
+  broadcastBinary<A::KernelId::pow>(b, i, [](float x, float y) {
     // x^2 and x^0.5 are common (norms): exact forms, as PyTorch uses.
     if (y == 2.0f)
       return x * x;
@@ -101,12 +107,13 @@ SHARDC_KERNEL(pow) {
   launched(ctx, stream);
 }
 
+// c (one byte per bool), a, b broadcast to y[dims] -> y = c ? a : b
 SHARDC_KERNEL(where) {
   const uint8_t *c = static_cast<const uint8_t *>(b[0]);
   const float *x = F(b[1]), *y = F(b[2]);
   float *out = F(b[3]);
-  broadcastRows<3>(i, [&](int64_t o, const int64_t *off, const int64_t *st,
-                          int64_t n) {
+  broadcastRows<A::KernelId::where>(i, [&](int64_t o, const int64_t *off,
+                                           const int64_t *st, int64_t n) {
     for (int64_t k = 0; k < n; ++k)
       out[o + k] = c[off[0] + k * st[0]] ? x[off[1] + k * st[1]]
                                          : y[off[2] + k * st[2]];
@@ -114,27 +121,32 @@ SHARDC_KERNEL(where) {
   launched(ctx, stream);
 }
 
+// a, b broadcast to y[dims] (bool) -> y = a == b, compared as `dtype`
 SHARDC_KERNEL(equal) {
-  int64_t R = i[A::equal::R], dtype = i[A::equal::kNumInts + 3 * R];
+  // The dtype code follows the tail dims[R] astr[R] bstr[R].
+  int64_t dtype = i[trailingStart(A::KernelId::equal, i)];
   uint8_t *out = static_cast<uint8_t *>(b[2]);
   auto compare = [&](auto *x, auto *y) {
-    broadcastRows<2>(i, [&](int64_t o, const int64_t *off, const int64_t *st,
-                            int64_t n) {
-      for (int64_t k = 0; k < n; ++k)
-        out[o + k] = x[off[0] + k * st[0]] == y[off[1] + k * st[1]];
-    });
+    broadcastRows<A::KernelId::equal>(
+        i, [&](int64_t o, const int64_t *off, const int64_t *st, int64_t n) {
+          for (int64_t k = 0; k < n; ++k)
+            out[o + k] = x[off[0] + k * st[0]] == y[off[1] + k * st[1]];
+        });
   };
   if (dtype == A::kF32)
     compare(F(b[0]), F(b[1]));
   else if (dtype == A::kI32)
-    compare(static_cast<const int32_t *>(b[0]), static_cast<const int32_t *>(b[1]));
+    compare(static_cast<const int32_t *>(b[0]),
+            static_cast<const int32_t *>(b[1]));
   else if (dtype == A::kBool)
-    compare(static_cast<const uint8_t *>(b[0]), static_cast<const uint8_t *>(b[1]));
+    compare(static_cast<const uint8_t *>(b[0]),
+            static_cast<const uint8_t *>(b[1]));
   else
     fatal("equal: dtype code %lld is not supported", (long long)dtype);
   launched(ctx, stream);
 }
 
+// y[n] = fn(x[n]), fn an abi::UnaryFn code
 SHARDC_KERNEL(unary) {
   int64_t n = i[A::unary::n], fn = i[A::unary::fn];
   const float *x = F(b[0]);
@@ -145,6 +157,7 @@ SHARDC_KERNEL(unary) {
   launched(ctx, stream);
 }
 
+// x[n], y[n] = fn(x), dy[n] -> dx[n] = dy fn'(x)
 SHARDC_KERNEL(unary_grad) {
   int64_t n = i[A::unary_grad::n], fn = i[A::unary_grad::fn];
   const float *x = F(b[0]), *y = F(b[1]), *dy = F(b[2]);
@@ -155,21 +168,26 @@ SHARDC_KERNEL(unary_grad) {
   launched(ctx, stream);
 }
 
+// x broadcast to y[dims] (element strides xstr)
 SHARDC_KERNEL(broadcast) {
   const float *x = F(b[0]);
   float *y = F(b[1]);
-  broadcastRows<1>(i, [&](int64_t o, const int64_t *off, const int64_t *st,
-                          int64_t n) {
-    for (int64_t k = 0; k < n; ++k)
-      y[o + k] = x[off[0] + k * st[0]];
-  });
+  broadcastRows<A::KernelId::broadcast>(
+      i, [&](int64_t o, const int64_t *off, const int64_t *st, int64_t n) {
+        for (int64_t k = 0; k < n; ++k)
+          y[o + k] = x[off[0] + k * st[0]];
+      });
   launched(ctx, stream);
 }
 
+// op(a)[.., M,K] @ op(b)[.., K,N] -> c[batch[R],M,N]; a [.., K,M] with ta, b
+// [.., N,K] with tb; the batch of a and b at matrix strides astr, bstr
 SHARDC_KERNEL(batch_matmul) {
-  int64_t M = i[A::batch_matmul::M], K = i[A::batch_matmul::K], N = i[A::batch_matmul::N], R = i[A::batch_matmul::R];
+  int64_t M = i[A::batch_matmul::M], K = i[A::batch_matmul::K],
+          N = i[A::batch_matmul::N], R = i[A::batch_matmul::R];
   bool ta = i[A::batch_matmul::ta] != 0, tb = i[A::batch_matmul::tb] != 0;
-  const int64_t *dims = i + A::batch_matmul::kNumInts, *as = dims + R, *bs = as + R;
+  const int64_t *dims = i + A::batch_matmul::kNumInts, *as = dims + R,
+                *bs = as + R;
   int64_t batches = 1;
   for (int64_t d = 0; d < R; ++d)
     batches *= dims[d];
@@ -186,13 +204,17 @@ SHARDC_KERNEL(batch_matmul) {
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
                 tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a + ao * M * K,
-                ta ? M : K, bm + bo * K * N, tb ? K : N, 0.0f, c + p * M * N, N);
+                ta ? M : K, bm + bo * K * N, tb ? K : N, 0.0f, c + p * M * N,
+                N);
   }
   launched(ctx, stream);
 }
 
+// x[outer,n_x,inner] -> y[outer,n_y,inner] at start:start+n_x of dimension 1
 SHARDC_KERNEL(concat_part) {
-  int64_t outer = i[A::concat_part::outer], nx = i[A::concat_part::n_x], ny = i[A::concat_part::n_y], start = i[A::concat_part::start], inner = i[A::concat_part::inner];
+  int64_t outer = i[A::concat_part::outer], nx = i[A::concat_part::n_x],
+          ny = i[A::concat_part::n_y], start = i[A::concat_part::start],
+          inner = i[A::concat_part::inner];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t o = 0; o < outer; ++o)
@@ -201,8 +223,11 @@ SHARDC_KERNEL(concat_part) {
   launched(ctx, stream);
 }
 
+// x[batch,rows,cols] -> y, x where c - r >= k (upper) or c - r <= k, else 0
 SHARDC_KERNEL(trilu) {
-  int64_t batch = i[A::trilu::batch], rows = i[A::trilu::rows], cols = i[A::trilu::cols], upper = i[A::trilu::upper], k = i[A::trilu::k];
+  int64_t batch = i[A::trilu::batch], rows = i[A::trilu::rows],
+          cols = i[A::trilu::cols], upper = i[A::trilu::upper],
+          k = i[A::trilu::k];
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t p = 0; p < batch; ++p)

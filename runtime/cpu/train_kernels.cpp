@@ -1,7 +1,7 @@
 //===- train_kernels.cpp - CPU backward, reduction and optimizer kernels --===//
 //
-// Arguments as listed in runtime/kernels.h. Reductions accumulate in double;
-// the optimizers follow torch.optim's f32 arithmetic step by step.
+// Arguments as defined in runtime/abi/kernels.def. Reductions accumulate in
+// double; the optimizers follow torch.optim's f32 arithmetic step by step.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels.h"
@@ -48,11 +48,14 @@ void maskedSoftmax(float *scores, int64_t T, int64_t S, bool causal) {
 
 } // namespace
 
+// y[n] = value
 SHARDC_KERNEL(fill) {
   std::fill(F(b[0]), F(b[0]) + i[A::fill::n], float(f[A::fill::f::value]));
   launched(ctx, stream);
 }
 
+// op(a)[M,K] @ op(b)[K,N] -> y[M,N]; a stored [K,M] with trans_a, b [N,K]
+// with trans_b
 SHARDC_KERNEL(matmul) {
   int64_t M = i[A::matmul::M], K = i[A::matmul::K], N = i[A::matmul::N];
   bool ta = i[A::matmul::trans_a], tb = i[A::matmul::trans_b];
@@ -62,9 +65,11 @@ SHARDC_KERNEL(matmul) {
   launched(ctx, stream);
 }
 
+// x[dims[R]] -> y[out_n], summed over the dimensions where ystr is 0
 SHARDC_KERNEL(sum_to) {
   int64_t R = i[A::sum_to::R], outN = i[A::sum_to::out_n];
-  const int64_t *dims = i + A::sum_to::kNumInts, *ystr = i + A::sum_to::kNumInts + R;
+  const int64_t *dims = i + A::sum_to::kNumInts,
+                *ystr = i + A::sum_to::kNumInts + R;
   const float *x = F(b[0]);
   std::vector<double> acc(outN, 0.0);
   int64_t total = 1;
@@ -89,8 +94,10 @@ SHARDC_KERNEL(sum_to) {
   launched(ctx, stream);
 }
 
+// ids[N] (int32), dy[N,C] -> dtable[V,C]: the rows of dy summed per id
 SHARDC_KERNEL(embedding_grad) {
-  int64_t N = i[A::embedding_grad::N], V = i[A::embedding_grad::V], C = i[A::embedding_grad::C];
+  int64_t N = i[A::embedding_grad::N], V = i[A::embedding_grad::V],
+          C = i[A::embedding_grad::C];
   const int32_t *ids = I32(b[0]);
   const float *dy = F(b[1]);
   float *dt = F(b[2]);
@@ -103,6 +110,7 @@ SHARDC_KERNEL(embedding_grad) {
   launched(ctx, stream);
 }
 
+// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C], db[C] of layer_norm (with bias)
 SHARDC_KERNEL(layer_norm_grad) {
   int64_t M = i[A::layer_norm_grad::M], C = i[A::layer_norm_grad::C];
   double eps = f[A::layer_norm_grad::f::eps];
@@ -140,6 +148,7 @@ SHARDC_KERNEL(layer_norm_grad) {
   launched(ctx, stream);
 }
 
+// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C] of rms_norm
 SHARDC_KERNEL(rms_norm_grad) {
   int64_t M = i[A::rms_norm_grad::M], C = i[A::rms_norm_grad::C];
   double eps = f[A::rms_norm_grad::f::eps];
@@ -189,8 +198,10 @@ SHARDC_KERNEL(silu_grad) {
   launched(ctx, stream);
 }
 
+// y[outer,n,inner], dy -> dx = y (dy - sum_n y dy), softmax over n
 SHARDC_KERNEL(softmax_grad) {
-  int64_t outer = i[A::softmax_grad::outer], n = i[A::softmax_grad::n], inner = i[A::softmax_grad::inner];
+  int64_t outer = i[A::softmax_grad::outer], n = i[A::softmax_grad::n],
+          inner = i[A::softmax_grad::inner];
   const float *y = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
   for (int64_t o = 0; o < outer; ++o)
@@ -206,8 +217,12 @@ SHARDC_KERNEL(softmax_grad) {
   launched(ctx, stream);
 }
 
+// q[B,H,T,D], k[B,G,S,D], v[B,G,S,D], do[B,H,T,D] -> dq[B,H,T,D],
+// dk[B,G,S,D], dv[B,G,S,D] of attention
 SHARDC_KERNEL(attention_grad) {
-  int64_t B = i[A::attention_grad::B], H = i[A::attention_grad::H], G = i[A::attention_grad::G], T = i[A::attention_grad::T], S = i[A::attention_grad::S], D = i[A::attention_grad::D];
+  int64_t B = i[A::attention_grad::B], H = i[A::attention_grad::H],
+          G = i[A::attention_grad::G], T = i[A::attention_grad::T],
+          S = i[A::attention_grad::S], D = i[A::attention_grad::D];
   bool causal = i[A::attention_grad::causal];
   float scale = float(f[A::attention_grad::f::scale]);
   const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]), *dO = F(b[3]);
@@ -255,8 +270,11 @@ SHARDC_KERNEL(attention_grad) {
   launched(ctx, stream);
 }
 
+// dy[outer,size,inner] -> dx[outer,n,inner], zero outside start:start+size
 SHARDC_KERNEL(slice_grad) {
-  int64_t outer = i[A::slice_grad::outer], n = i[A::slice_grad::n], start = i[A::slice_grad::start], size = i[A::slice_grad::size], inner = i[A::slice_grad::inner];
+  int64_t outer = i[A::slice_grad::outer], n = i[A::slice_grad::n],
+          start = i[A::slice_grad::start], size = i[A::slice_grad::size],
+          inner = i[A::slice_grad::inner];
   const float *dy = F(b[0]);
   float *dx = F(b[1]);
   zero(dx, outer * n * inner);
@@ -307,8 +325,10 @@ int64_t countTargets(const int32_t *targets, int64_t N, int64_t ignore) {
 
 } // namespace
 
+// logits[N,V], t[N] (int32), dloss[] -> dlogits[N,V] of cross_entropy
 SHARDC_KERNEL(cross_entropy_grad) {
-  int64_t N = i[A::cross_entropy_grad::N], V = i[A::cross_entropy_grad::V], ignore = i[A::cross_entropy_grad::ignore_index];
+  int64_t N = i[A::cross_entropy_grad::N], V = i[A::cross_entropy_grad::V],
+          ignore = i[A::cross_entropy_grad::ignore_index];
   const int32_t *targets = I32(b[1]);
   int64_t count = countTargets(targets, N, ignore);
   float scale = count ? F(b[2])[0] / float(count) : 0.0f;
@@ -318,8 +338,11 @@ SHARDC_KERNEL(cross_entropy_grad) {
   launched(ctx, stream);
 }
 
+// logits[N,V], t[N] (int32) -> loss[], dlogits[N,V] (loss gradient 1)
 SHARDC_KERNEL(cross_entropy_with_grad) {
-  int64_t N = i[A::cross_entropy_with_grad::N], V = i[A::cross_entropy_with_grad::V], ignore = i[A::cross_entropy_with_grad::ignore_index];
+  int64_t N = i[A::cross_entropy_with_grad::N],
+          V = i[A::cross_entropy_with_grad::V],
+          ignore = i[A::cross_entropy_with_grad::ignore_index];
   const int32_t *targets = I32(b[1]);
   int64_t count = countTargets(targets, N, ignore);
   float scale = count ? 1.0f / float(count) : 0.0f;
@@ -337,6 +360,7 @@ SHARDC_KERNEL(cross_entropy_with_grad) {
   launched(ctx, stream);
 }
 
+// acc[n], g[n], ctl[2] -> out[n] = ctl[0] ? acc + ctl[1] g : ctl[1] g
 SHARDC_KERNEL(accumulate) {
   int64_t n = i[A::accumulate::n];
   const float *acc = F(b[0]), *g = F(b[1]), *ctl = F(b[2]);
@@ -349,6 +373,7 @@ SHARDC_KERNEL(accumulate) {
   launched(ctx, stream);
 }
 
+// x[n] -> y[] = sum of x^2
 SHARDC_KERNEL(squared_norm) {
   int64_t n = i[A::squared_norm::n];
   const float *x = F(b[0]);
@@ -359,6 +384,7 @@ SHARDC_KERNEL(squared_norm) {
   launched(ctx, stream);
 }
 
+// sq[], max[] -> y[] = min(1, max / (sqrt(sq) + 1e-6)), or 1 if max <= 0
 SHARDC_KERNEL(clip_coef) {
   float sq = F(b[0])[0], maxNorm = F(b[1])[0];
   float coef = 1.0f;
@@ -399,6 +425,7 @@ SHARDC_KERNEL(adamw) {
   launched(ctx, stream);
 }
 
+// p', buf' [n] = SGD(p, g * c[], buf) with hyper[kHyperSize]
 SHARDC_KERNEL(sgd) {
   int64_t n = i[A::sgd::n];
   bool is1D = i[A::sgd::is_1d];

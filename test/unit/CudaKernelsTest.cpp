@@ -24,7 +24,11 @@
 
 namespace A = shardc::abi;
 using namespace shardc::runtime;
+using shardc::test::packFloats;
+using shardc::test::packHyper;
+using shardc::test::packInts;
 using shardc::test::randomVec;
+using Id = A::KernelId;
 
 namespace {
 
@@ -54,7 +58,7 @@ struct Buffer {
 
 Buffer floats(const std::vector<float> &v, bool output = false) {
   Buffer b;
-  b.host.resize(v.size() * 4);
+  b.host.resize(v.size() * sizeof(float));
   std::memcpy(b.host.data(), v.data(), b.host.size());
   b.output = output;
   return b;
@@ -62,12 +66,12 @@ Buffer floats(const std::vector<float> &v, bool output = false) {
 
 Buffer ints32(const std::vector<int32_t> &v) {
   Buffer b;
-  b.host.resize(v.size() * 4);
+  b.host.resize(v.size() * sizeof(int32_t));
   std::memcpy(b.host.data(), v.data(), b.host.size());
   return b;
 }
 
-Buffer out(size_t elements, size_t bytesPer = 4) {
+Buffer out(size_t elements, size_t bytesPer = sizeof(float)) {
   Buffer b;
   b.host.assign(elements * bytesPer, 0);
   b.output = true;
@@ -113,7 +117,7 @@ protected:
       cpuBufs.push_back(b.host);
     for (auto &b : cpuBufs)
       hostPtrs.push_back(b.data());
-    cpu(nullptr, hostPtrs.data(), ints.data(), fl.data(), 0);
+    cpu(nullptr, hostPtrs.data(), ints.data(), fl.data(), A::kComputeStream);
     // GPU: outputs poisoned with NaN (0xff bytes).
     for (Buffer &b : bufs) {
       void *d = nullptr;
@@ -140,7 +144,7 @@ protected:
       }
       const float *g = reinterpret_cast<const float *>(got.data());
       const float *w = reinterpret_cast<const float *>(cpuBufs[j].data());
-      for (size_t e = 0; e < got.size() / 4; ++e)
+      for (size_t e = 0; e < got.size() / sizeof(float); ++e)
         ASSERT_LE(std::fabs(double(g[e]) - w[e]), tol * (1.0 + std::fabs(w[e])))
             << "buffer " << j << " element " << e << ": cuda " << g[e]
             << ", cpu " << w[e];
@@ -154,60 +158,83 @@ constexpr int64_t kN = 3001; // not a multiple of a block
 
 TEST_F(CudaKernels, Elementwise) {
   auto x = randomVec(kN, 1), dy = randomVec(kN, 2);
-  compare(A::KernelId::fill, shardc_k_fill, {out(kN)}, {kN}, {0.25});
+  compare(Id::fill, shardc_k_fill, {out(kN)},
+          packInts(Id::fill, {{A::fill::n, kN}}),
+          packFloats(Id::fill, {{A::fill::f::value, 0.25}}));
   for (int64_t tanhForm : {0, 1}) {
-    compare(A::KernelId::gelu, shardc_k_gelu, {floats(x), out(kN)},
-            {kN, tanhForm});
-    compare(A::KernelId::gelu_grad, shardc_k_gelu_grad,
-            {floats(x), floats(dy), out(kN)}, {kN, tanhForm});
+    compare(Id::gelu, shardc_k_gelu, {floats(x), out(kN)},
+            packInts(Id::gelu, {{A::gelu::n, kN}, {A::gelu::tanh, tanhForm}}));
+    compare(Id::gelu_grad, shardc_k_gelu_grad, {floats(x), floats(dy), out(kN)},
+            packInts(Id::gelu_grad,
+                     {{A::gelu_grad::n, kN}, {A::gelu_grad::tanh, tanhForm}}));
   }
-  compare(A::KernelId::silu, shardc_k_silu, {floats(x), out(kN)}, {kN});
-  compare(A::KernelId::silu_grad, shardc_k_silu_grad,
-          {floats(x), floats(dy), out(kN)}, {kN});
+  compare(Id::silu, shardc_k_silu, {floats(x), out(kN)},
+          packInts(Id::silu, {{A::silu::n, kN}}));
+  compare(Id::silu_grad, shardc_k_silu_grad, {floats(x), floats(dy), out(kN)},
+          packInts(Id::silu_grad, {{A::silu_grad::n, kN}}));
   for (float keep : {0.0f, 1.0f})
-    compare(A::KernelId::accumulate, shardc_k_accumulate,
-            {floats(x), floats(dy), floats({keep, 0.5f}), out(kN)}, {kN});
-  compare(A::KernelId::copy, shardc_k_copy, {floats(x), out(kN)}, {kN * 4});
+    compare(Id::accumulate, shardc_k_accumulate,
+            {floats(x), floats(dy), floats({keep, 0.5f}), out(kN)},
+            packInts(Id::accumulate, {{A::accumulate::n, kN}}));
+  compare(Id::copy, shardc_k_copy, {floats(x), out(kN)},
+          packInts(Id::copy, {{A::copy::bytes, kN * int64_t(sizeof(float))}}));
 }
 
 TEST_F(CudaKernels, CastBf16) {
+  namespace Cs = A::cast;
   auto x = randomVec(kN, 3);
-  compare(A::KernelId::cast, shardc_k_cast, {floats(x), out(kN, 2)},
-          {kN, A::kF32, A::kBF16}, {}, 0, /*exact=*/true);
+  compare(Id::cast, shardc_k_cast,
+          {floats(x), out(kN, A::dtypeBytes(A::kBF16))},
+          packInts(Id::cast,
+                   {{Cs::n, kN}, {Cs::from, A::kF32}, {Cs::to, A::kBF16}}),
+          {}, 0, /*exact=*/true);
   std::vector<uint16_t> h(kN);
   for (int64_t k = 0; k < kN; ++k)
     h[k] = floatToBf16(x[k]);
   Buffer in;
-  in.host.resize(kN * 2);
-  std::memcpy(in.host.data(), h.data(), kN * 2);
-  compare(A::KernelId::cast, shardc_k_cast, {in, out(kN)},
-          {kN, A::kBF16, A::kF32}, {}, 0, /*exact=*/true);
+  in.host.resize(kN * sizeof(uint16_t));
+  std::memcpy(in.host.data(), h.data(), in.host.size());
+  compare(Id::cast, shardc_k_cast, {in, out(kN)},
+          packInts(Id::cast,
+                   {{Cs::n, kN}, {Cs::from, A::kBF16}, {Cs::to, A::kF32}}),
+          {}, 0, /*exact=*/true);
 }
 
 TEST_F(CudaKernels, Norms) {
   const int64_t M = 37, C = 300;
+  namespace LN = A::layer_norm;
+  namespace RN = A::rms_norm;
   auto x = randomVec(M * C, 4), w = randomVec(C, 5), b = randomVec(C, 6);
-  compare(A::KernelId::layer_norm, shardc_k_layer_norm,
-          {floats(x), floats(w), floats(b), out(M * C)}, {M, C, 1}, {1e-5});
-  compare(A::KernelId::layer_norm, shardc_k_layer_norm,
-          {floats(x), floats(w), out(M * C)}, {M, C, 0}, {1e-5});
-  compare(A::KernelId::rms_norm, shardc_k_rms_norm,
-          {floats(x), floats(w), out(M * C)}, {M, C}, {1e-6});
-  compare(A::KernelId::squared_norm, shardc_k_squared_norm,
-          {floats(x), out(1)}, {M * C});
+  std::vector<double> lnEps = packFloats(Id::layer_norm, {{LN::f::eps, 1e-5}});
+  compare(Id::layer_norm, shardc_k_layer_norm,
+          {floats(x), floats(w), floats(b), out(M * C)},
+          packInts(Id::layer_norm, {{LN::M, M}, {LN::C, C}, {LN::has_bias, 1}}),
+          lnEps);
+  compare(Id::layer_norm, shardc_k_layer_norm,
+          {floats(x), floats(w), out(M * C)},
+          packInts(Id::layer_norm, {{LN::M, M}, {LN::C, C}, {LN::has_bias, 0}}),
+          lnEps);
+  compare(Id::rms_norm, shardc_k_rms_norm, {floats(x), floats(w), out(M * C)},
+          packInts(Id::rms_norm, {{RN::M, M}, {RN::C, C}}),
+          packFloats(Id::rms_norm, {{RN::f::eps, 1e-6}}));
+  compare(Id::squared_norm, shardc_k_squared_norm, {floats(x), out(1)},
+          packInts(Id::squared_norm, {{A::squared_norm::n, M * C}}));
   for (float maxNorm : {0.0f, 0.5f, 1e6f})
-    compare(A::KernelId::clip_coef, shardc_k_clip_coef,
-            {floats({4.0f}), floats({maxNorm}), out(1)}, {});
+    compare(Id::clip_coef, shardc_k_clip_coef,
+            {floats({4.0f}), floats({maxNorm}), out(1)},
+            packInts(Id::clip_coef, {}));
 }
 
 TEST_F(CudaKernels, Embedding) {
   const int64_t N = 50, V = 97, C = 33;
+  namespace E = A::embedding;
   std::vector<int32_t> ids(N);
   std::mt19937 gen(7);
   for (int32_t &id : ids)
     id = int32_t(gen() % V);
-  compare(A::KernelId::embedding, shardc_k_embedding,
-          {ints32(ids), floats(randomVec(V * C, 8)), out(N * C)}, {N, V, C});
+  compare(Id::embedding, shardc_k_embedding,
+          {ints32(ids), floats(randomVec(V * C, 8)), out(N * C)},
+          packInts(Id::embedding, {{E::N, N}, {E::V, V}, {E::C, C}}));
 }
 
 TEST_F(CudaKernels, AdamW) {
@@ -216,12 +243,18 @@ TEST_F(CudaKernels, AdamW) {
   auto v = randomVec(n, 12, 0.1f);
   for (float &e : v)
     e = e * e;
-  std::vector<float> hyper = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f, 3.0f};
+  std::vector<float> hyper = packHyper({{A::kLr, 1e-3f},
+                                        {A::kBeta1, 0.9f},
+                                        {A::kBeta2, 0.95f},
+                                        {A::kEps, 1e-8f},
+                                        {A::kWeightDecay, 0.1f},
+                                        {A::kWeightDecay1D, 0.0f},
+                                        {A::kStep, 3.0f}});
   for (int64_t is1D : {0, 1})
-    compare(A::KernelId::adamw, shardc_k_adamw,
+    compare(Id::adamw, shardc_k_adamw,
             {floats(p), floats(g), floats(m), floats(v), floats(hyper),
              floats({0.7f}), out(n), out(n), out(n)},
-            {n, is1D});
+            packInts(Id::adamw, {{A::adamw::n, n}, {A::adamw::is_1d, is1D}}));
 }
 
 TEST_F(CudaKernels, Broadcasting) {
@@ -280,18 +313,35 @@ TEST_F(CudaKernels, EmbeddingGradAndSgd) {
 
 TEST_F(CudaKernels, Gemms) {
   const int64_t M = 67, K = 129, N = 45;
+  namespace L = A::linear;
+  namespace Mm = A::matmul;
   auto x = randomVec(M * K, 13), w = randomVec(N * K, 14), b = randomVec(N, 15);
   for (int64_t inOut : {0, 1}) {
-    compare(A::KernelId::linear, shardc_k_linear,
-            {floats(x), floats(w), floats(b), out(M * N)}, {M, K, N, inOut, 1},
+    compare(Id::linear, shardc_k_linear,
+            {floats(x), floats(w), floats(b), out(M * N)},
+            packInts(Id::linear, {{L::M, M},
+                                  {L::K, K},
+                                  {L::N, N},
+                                  {L::in_out, inOut},
+                                  {L::has_bias, 1}}),
             {}, 1e-4);
-    compare(A::KernelId::linear, shardc_k_linear,
-            {floats(x), floats(w), out(M * N)}, {M, K, N, inOut, 0}, {}, 1e-4);
+    compare(Id::linear, shardc_k_linear, {floats(x), floats(w), out(M * N)},
+            packInts(Id::linear, {{L::M, M},
+                                  {L::K, K},
+                                  {L::N, N},
+                                  {L::in_out, inOut},
+                                  {L::has_bias, 0}}),
+            {}, 1e-4);
   }
   for (int64_t ta : {0, 1})
     for (int64_t tb : {0, 1})
-      compare(A::KernelId::matmul, shardc_k_matmul,
-              {floats(x), floats(w), out(M * N)}, {M, K, N, ta, tb}, {}, 1e-4);
+      compare(Id::matmul, shardc_k_matmul, {floats(x), floats(w), out(M * N)},
+              packInts(Id::matmul, {{Mm::M, M},
+                                    {Mm::K, K},
+                                    {Mm::N, N},
+                                    {Mm::trans_a, ta},
+                                    {Mm::trans_b, tb}}),
+              {}, 1e-4);
 }
 
 /// Runs everywhere: the table names each kernel the backend implements by

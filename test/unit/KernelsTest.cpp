@@ -19,6 +19,8 @@
 namespace {
 
 using namespace shardc::test;
+namespace A = shardc::abi;
+using Id = A::KernelId;
 
 shardc::runtime::Context ctx;
 
@@ -27,8 +29,10 @@ TEST(Kernels, Embedding) {
   std::vector<int32_t> ids = {0, 3, 10, 3, 7, 1, 9};
   Vec table = randomVec(V * C, 1), y(N * C);
   std::vector<void *> b = bufs(ids, table, y);
-  int64_t ints[] = {N, V, C};
-  SHARDC_LAUNCH(embedding, &ctx, b, ints, nullptr, 0);
+  namespace E = A::embedding;
+  std::vector<int64_t> ints =
+      packInts(Id::embedding, {{E::N, N}, {E::V, V}, {E::C, C}});
+  SHARDC_LAUNCH(embedding, &ctx, b, ints, nullptr, A::kComputeStream);
   std::vector<double> want;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
@@ -41,8 +45,13 @@ void checkLinear(bool inOut, bool bias) {
   Vec x = randomVec(M * K, 2), w = randomVec(K * N, 3), bv = randomVec(N, 4),
       y(M * N);
   std::vector<void *> b = bias ? bufs(x, w, bv, y) : bufs(x, w, y);
-  int64_t ints[] = {M, K, N, inOut, bias};
-  SHARDC_LAUNCH(linear, &ctx, b, ints, nullptr, 0);
+  namespace L = A::linear;
+  std::vector<int64_t> ints = packInts(Id::linear, {{L::M, M},
+                                                    {L::K, K},
+                                                    {L::N, N},
+                                                    {L::in_out, inOut},
+                                                    {L::has_bias, bias}});
+  SHARDC_LAUNCH(linear, &ctx, b, ints, nullptr, A::kComputeStream);
   std::vector<double> want;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -61,13 +70,16 @@ TEST(Kernels, LinearInOutBias) { checkLinear(true, true); }
 TEST(Kernels, AddMulBroadcast) {
   // [2,3,4] op [3,1] -> [2,3,4]: rhs strides (0, 1, 0).
   Vec a = randomVec(24, 5), c = randomVec(3, 6), y(24);
-  int64_t ints[] = {3, 2, 3, 4, 12, 4, 1, 0, 1, 0};
+  // dims[3], then the element strides of a and of c.
+  std::vector<int64_t> tail = {2, 3, 4, 12, 4, 1, 0, 1, 0};
   std::vector<void *> b = bufs(a, c, y);
   for (bool isMul : {false, true}) {
     if (isMul)
-      SHARDC_LAUNCH(mul, &ctx, b, ints, nullptr, 0);
+      SHARDC_LAUNCH(mul, &ctx, b, packInts(Id::mul, {{A::mul::R, 3}}, tail),
+                    nullptr, A::kComputeStream);
     else
-      SHARDC_LAUNCH(add, &ctx, b, ints, nullptr, 0);
+      SHARDC_LAUNCH(add, &ctx, b, packInts(Id::add, {{A::add::R, 3}}, tail),
+                    nullptr, A::kComputeStream);
     std::vector<double> want;
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j)
@@ -84,9 +96,11 @@ TEST(Kernels, LayerNorm) {
   Vec x = randomVec(M * C, 7, 3.0f), w = randomVec(C, 8), bv = randomVec(C, 9),
       y(M * C);
   std::vector<void *> b = bufs(x, w, bv, y);
-  int64_t ints[] = {M, C, 1};
-  double eps[] = {1e-5};
-  SHARDC_LAUNCH(layer_norm, &ctx, b, ints, eps, 0);
+  namespace LN = A::layer_norm;
+  std::vector<int64_t> ints =
+      packInts(Id::layer_norm, {{LN::M, M}, {LN::C, C}, {LN::has_bias, 1}});
+  std::vector<double> eps = packFloats(Id::layer_norm, {{LN::f::eps, 1e-5}});
+  SHARDC_LAUNCH(layer_norm, &ctx, b, ints, eps, A::kComputeStream);
   std::vector<double> want;
   for (int64_t m = 0; m < M; ++m) {
     double mean = 0, var = 0;
@@ -95,7 +109,8 @@ TEST(Kernels, LayerNorm) {
     for (int64_t c = 0; c < C; ++c)
       var += std::pow(x[m * C + c] - mean, 2) / double(C);
     for (int64_t c = 0; c < C; ++c)
-      want.push_back((x[m * C + c] - mean) / std::sqrt(var + 1e-5) * w[c] + bv[c]);
+      want.push_back((x[m * C + c] - mean) / std::sqrt(var + 1e-5) * w[c] +
+                     bv[c]);
   }
   expectNear(y, want);
 }
@@ -104,9 +119,10 @@ TEST(Kernels, RMSNorm) {
   const int64_t M = 4, C = 12;
   Vec x = randomVec(M * C, 10, 2.0f), w = randomVec(C, 11), y(M * C);
   std::vector<void *> b = bufs(x, w, y);
-  int64_t ints[] = {M, C};
-  double eps[] = {1e-6};
-  SHARDC_LAUNCH(rms_norm, &ctx, b, ints, eps, 0);
+  namespace RN = A::rms_norm;
+  std::vector<int64_t> ints = packInts(Id::rms_norm, {{RN::M, M}, {RN::C, C}});
+  std::vector<double> eps = packFloats(Id::rms_norm, {{RN::f::eps, 1e-6}});
+  SHARDC_LAUNCH(rms_norm, &ctx, b, ints, eps, A::kComputeStream);
   std::vector<double> want;
   for (int64_t m = 0; m < M; ++m) {
     double ms = 0;
@@ -122,8 +138,9 @@ TEST(Kernels, GeluBothForms) {
   Vec x = randomVec(100, 12, 3.0f), y(100);
   std::vector<void *> b = bufs(x, y);
   for (int64_t tanhForm : {0, 1}) {
-    int64_t ints[] = {100, tanhForm};
-    SHARDC_LAUNCH(gelu, &ctx, b, ints, nullptr, 0);
+    std::vector<int64_t> ints =
+        packInts(Id::gelu, {{A::gelu::n, 100}, {A::gelu::tanh, tanhForm}});
+    SHARDC_LAUNCH(gelu, &ctx, b, ints, nullptr, A::kComputeStream);
     std::vector<double> want;
     for (float v : x) {
       double d = v;
@@ -139,8 +156,8 @@ TEST(Kernels, GeluBothForms) {
 TEST(Kernels, Silu) {
   Vec x = randomVec(50, 13, 3.0f), y(50);
   std::vector<void *> b = bufs(x, y);
-  int64_t ints[] = {50};
-  SHARDC_LAUNCH(silu, &ctx, b, ints, nullptr, 0);
+  std::vector<int64_t> ints = packInts(Id::silu, {{A::silu::n, 50}});
+  SHARDC_LAUNCH(silu, &ctx, b, ints, nullptr, A::kComputeStream);
   std::vector<double> want;
   for (float v : x)
     want.push_back(v / (1.0 + std::exp(-double(v))));
@@ -151,9 +168,12 @@ TEST(Kernels, Rotary) {
   const int64_t B = 2, H = 3, T = 5, D = 8;
   Vec x = randomVec(B * H * T * D, 14), y(x.size());
   std::vector<void *> b = bufs(x, y);
-  int64_t ints[] = {B, H, T, D, 0};
-  double theta[] = {10000.0};
-  SHARDC_LAUNCH(rotary, &ctx, b, ints, theta, 0);
+  namespace R = A::rotary;
+  std::vector<int64_t> ints =
+      packInts(Id::rotary,
+               {{R::B, B}, {R::H, H}, {R::T, T}, {R::D, D}, {R::inverse, 0}});
+  std::vector<double> theta = packFloats(Id::rotary, {{R::f::theta, 10000.0}});
+  SHARDC_LAUNCH(rotary, &ctx, b, ints, theta, A::kComputeStream);
   std::vector<double> want(x.size());
   for (int64_t bh = 0; bh < B * H; ++bh)
     for (int64_t t = 0; t < T; ++t)
@@ -163,7 +183,8 @@ TEST(Kernels, Rotary) {
         double angle = t * std::pow(10000.0, -2.0 * k / D);
         const float *row = &x[(bh * T + t) * D];
         double rot = d < D / 2 ? -row[d + D / 2] : row[d - D / 2];
-        want[(bh * T + t) * D + d] = row[d] * std::cos(angle) + rot * std::sin(angle);
+        want[(bh * T + t) * D + d] =
+            row[d] * std::cos(angle) + rot * std::sin(angle);
       }
   expectNear(y, want, 1e-5);
 }
@@ -173,9 +194,18 @@ void checkAttention(int64_t H, int64_t G, bool causal) {
   Vec q = randomVec(B * H * T * D, 15), k = randomVec(B * G * T * D, 16),
       v = randomVec(B * G * T * D, 17), o(q.size());
   std::vector<void *> b = bufs(q, k, v, o);
-  int64_t ints[] = {B, H, G, T, T, D, causal};
-  double scale[] = {1.0 / std::sqrt(double(D))};
-  SHARDC_LAUNCH(attention, &ctx, b, ints, scale, 0);
+  namespace At = A::attention;
+  std::vector<int64_t> ints = packInts(Id::attention, {{At::B, B},
+                                                       {At::H, H},
+                                                       {At::G, G},
+                                                       {At::T, T},
+                                                       {At::S, T},
+                                                       {At::D, D},
+                                                       {At::causal, causal}});
+  double scaleValue = 1.0 / std::sqrt(double(D));
+  std::vector<double> scale =
+      packFloats(Id::attention, {{At::f::scale, scaleValue}});
+  SHARDC_LAUNCH(attention, &ctx, b, ints, scale, A::kComputeStream);
   std::vector<double> want(o.size());
   for (int64_t bi = 0; bi < B; ++bi)
     for (int64_t h = 0; h < H; ++h) {
@@ -189,7 +219,7 @@ void checkAttention(int64_t H, int64_t G, bool causal) {
           for (int64_t d = 0; d < D; ++d)
             dot += double(q[((bi * H + h) * T + t) * D + d]) *
                    k[((bi * G + g) * T + s) * D + d];
-          p[s] = dot * scale[0];
+          p[s] = dot * scaleValue;
           mx = std::max(mx, p[s]);
         }
         for (int64_t s = 0; s < valid; ++s)
@@ -213,8 +243,10 @@ TEST(Kernels, SoftmaxMiddleAxis) {
   const int64_t O = 3, N = 5, I = 4;
   Vec x = randomVec(O * N * I, 18, 4.0f), y(x.size());
   std::vector<void *> b = bufs(x, y);
-  int64_t ints[] = {O, N, I};
-  SHARDC_LAUNCH(softmax, &ctx, b, ints, nullptr, 0);
+  namespace S = A::softmax;
+  std::vector<int64_t> ints =
+      packInts(Id::softmax, {{S::outer, O}, {S::n, N}, {S::inner, I}});
+  SHARDC_LAUNCH(softmax, &ctx, b, ints, nullptr, A::kComputeStream);
   std::vector<double> want(x.size());
   for (int64_t o = 0; o < O; ++o)
     for (int64_t i = 0; i < I; ++i) {
@@ -222,19 +254,22 @@ TEST(Kernels, SoftmaxMiddleAxis) {
       for (int64_t n = 0; n < N; ++n)
         sum += std::exp(double(x[(o * N + n) * I + i]));
       for (int64_t n = 0; n < N; ++n)
-        want[(o * N + n) * I + i] = std::exp(double(x[(o * N + n) * I + i])) / sum;
+        want[(o * N + n) * I + i] =
+            std::exp(double(x[(o * N + n) * I + i])) / sum;
     }
   expectNear(y, want);
 }
 
 TEST(Kernels, Transpose0213) {
-  const int64_t A = 2, Bd = 3, C = 4, D = 5;
-  Vec x = randomVec(A * Bd * C * D, 19), y(x.size());
+  const int64_t Ad = 2, Bd = 3, C = 4, D = 5;
+  Vec x = randomVec(Ad * Bd * C * D, 19), y(x.size());
   std::vector<void *> b = bufs(x, y);
-  int64_t ints[] = {4, A, Bd, C, D, 0, 2, 1, 3};
-  SHARDC_LAUNCH(transpose, &ctx, b, ints, nullptr, 0);
+  // dims[4], then perm[4].
+  std::vector<int64_t> ints = packInts(Id::transpose, {{A::transpose::R, 4}},
+                                       {Ad, Bd, C, D, 0, 2, 1, 3});
+  SHARDC_LAUNCH(transpose, &ctx, b, ints, nullptr, A::kComputeStream);
   std::vector<double> want;
-  for (int64_t a = 0; a < A; ++a)
+  for (int64_t a = 0; a < Ad; ++a)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t bb = 0; bb < Bd; ++bb)
         for (int64_t d = 0; d < D; ++d)
@@ -246,8 +281,13 @@ TEST(Kernels, Slice) {
   // [2, 6, 3] -> dim 1, start 2, size 3 -> [2, 3, 3]
   Vec x = randomVec(36, 20), y(18);
   std::vector<void *> b = bufs(x, y);
-  int64_t ints[] = {2, 6, 2, 3, 3};
-  SHARDC_LAUNCH(slice, &ctx, b, ints, nullptr, 0);
+  namespace Sl = A::slice;
+  std::vector<int64_t> ints = packInts(Id::slice, {{Sl::outer, 2},
+                                                   {Sl::n, 6},
+                                                   {Sl::start, 2},
+                                                   {Sl::size, 3},
+                                                   {Sl::inner, 3}});
+  SHARDC_LAUNCH(slice, &ctx, b, ints, nullptr, A::kComputeStream);
   std::vector<double> want;
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 2; j < 5; ++j)
@@ -261,8 +301,10 @@ TEST(Kernels, CrossEntropyWithIgnoreIndex) {
   Vec logits = randomVec(N * V, 21, 2.0f), loss(1);
   std::vector<int32_t> targets = {3, -100, 8, 0, -100, 5};
   std::vector<void *> b = bufs(logits, targets, loss);
-  int64_t ints[] = {N, V, -100};
-  SHARDC_LAUNCH(cross_entropy, &ctx, b, ints, nullptr, 0);
+  namespace CE = A::cross_entropy;
+  std::vector<int64_t> ints = packInts(
+      Id::cross_entropy, {{CE::N, N}, {CE::V, V}, {CE::ignore_index, -100}});
+  SHARDC_LAUNCH(cross_entropy, &ctx, b, ints, nullptr, A::kComputeStream);
   double total = 0;
   int count = 0;
   for (int64_t n = 0; n < N; ++n) {
@@ -280,8 +322,9 @@ TEST(Kernels, CrossEntropyWithIgnoreIndex) {
 TEST(Kernels, Copy) {
   Vec x = randomVec(10, 22), y(10);
   std::vector<void *> b = bufs(x, y);
-  int64_t ints[] = {40};
-  SHARDC_LAUNCH(copy, &ctx, b, ints, nullptr, 0);
+  std::vector<int64_t> ints =
+      packInts(Id::copy, {{A::copy::bytes, int64_t(x.size() * sizeof(float))}});
+  SHARDC_LAUNCH(copy, &ctx, b, ints, nullptr, A::kComputeStream);
   EXPECT_EQ(x, y);
 }
 
@@ -303,10 +346,14 @@ TEST(Kernels, CastBf16RoundsToNearestEven) {
   std::vector<uint16_t> h(x.size());
   Vec back(x.size());
   std::vector<void *> b1 = {x.data(), h.data()}, b2 = {h.data(), back.data()};
-  int64_t toBf16[] = {int64_t(x.size()), shardc::abi::kF32, shardc::abi::kBF16},
-          toF32[] = {int64_t(x.size()), shardc::abi::kBF16, shardc::abi::kF32};
-  SHARDC_LAUNCH(cast, &ctx, b1, toBf16, nullptr, 0);
-  SHARDC_LAUNCH(cast, &ctx, b2, toF32, nullptr, 0);
+  namespace Cs = A::cast;
+  int64_t n = int64_t(x.size());
+  std::vector<int64_t> toBf16 =
+      packInts(Id::cast, {{Cs::n, n}, {Cs::from, A::kF32}, {Cs::to, A::kBF16}});
+  std::vector<int64_t> toF32 =
+      packInts(Id::cast, {{Cs::n, n}, {Cs::from, A::kBF16}, {Cs::to, A::kF32}});
+  SHARDC_LAUNCH(cast, &ctx, b1, toBf16, nullptr, A::kComputeStream);
+  SHARDC_LAUNCH(cast, &ctx, b2, toF32, nullptr, A::kComputeStream);
   EXPECT_EQ(back[0], 1.0f);
   EXPECT_EQ(back[1], 1.0f);
   EXPECT_EQ(back[2], 1.0f + 4.0f / 256);
@@ -319,10 +366,11 @@ TEST(Context, LaunchesAreCountedPerStream) {
   shardc::runtime::Context c;
   Vec x = randomVec(4, 23), y(4);
   std::vector<void *> b = bufs(x, y);
-  int64_t ints[] = {16};
-  SHARDC_LAUNCH(copy, &c, b, ints, nullptr, 1);
-  EXPECT_EQ(c.launched[0], 0);
-  EXPECT_EQ(c.launched[1], 1);
+  std::vector<int64_t> ints =
+      packInts(Id::copy, {{A::copy::bytes, int64_t(x.size() * sizeof(float))}});
+  SHARDC_LAUNCH(copy, &c, b, ints, nullptr, A::kCommStream);
+  EXPECT_EQ(c.launched[A::kComputeStream], 0);
+  EXPECT_EQ(c.launched[A::kCommStream], 1);
 }
 
 } // namespace

@@ -24,6 +24,7 @@ namespace A = shardc::abi;
 namespace {
 
 using namespace shardc::test;
+using Id = A::KernelId;
 using Shape = std::vector<int64_t>;
 
 shardc::runtime::Context ctx;
@@ -65,16 +66,16 @@ std::vector<int64_t> strides(const Shape &in, const Shape &out) {
   return s;
 }
 
-/// R dims[R] followed by the strides of each operand.
-std::vector<int64_t> broadcastArgs(const Shape &out,
+/// The integers of broadcasting kernel `id`, whose named integer `rank` is
+/// R: dims[R] follow, then the strides of each operand.
+std::vector<int64_t> broadcastArgs(Id id, int64_t rank, const Shape &out,
                                    std::initializer_list<Shape> ins) {
-  std::vector<int64_t> args = {int64_t(out.size())};
-  args.insert(args.end(), out.begin(), out.end());
+  std::vector<int64_t> tail(out.begin(), out.end());
   for (const Shape &in : ins) {
     std::vector<int64_t> s = strides(in, out);
-    args.insert(args.end(), s.begin(), s.end());
+    tail.insert(tail.end(), s.begin(), s.end());
   }
-  return args;
+  return packInts(id, {{rank, int64_t(out.size())}}, tail);
 }
 
 Vec positive(Vec v) {
@@ -87,27 +88,30 @@ TEST(TensorKernels, SubDivPowBroadcast) {
   Shape out = {2, 3, 4}, as = {2, 3, 4}, cs = {3, 1};
   Vec a = positive(randomVec(24, 11)), c = randomVec(3, 12), y(24);
   c[1] = 2.0f; // the exact-square path of pow
-  std::vector<int64_t> args = broadcastArgs(out, {as, cs});
   std::vector<void *> b = bufs(a, c, y);
   using Kernel = decltype(&shardc_k_sub);
   struct Case {
-    shardc::abi::KernelId id;
+    Id id;
+    int64_t rank; ///< the position of R
     Kernel kernel;
     std::function<double(double, double)> fn;
   } cases[] = {
-      {shardc::abi::KernelId::sub, shardc_k_sub,
+      {Id::sub, A::sub::R, shardc_k_sub,
        [](double l, double r) { return l - r; }},
-      {shardc::abi::KernelId::div, shardc_k_div,
+      {Id::div, A::div::R, shardc_k_div,
        [](double l, double r) { return l / r; }},
-      {shardc::abi::KernelId::pow, shardc_k_pow,
+      {Id::pow, A::pow::R, shardc_k_pow,
        [](double l, double r) { return std::pow(l, r); }},
   };
   for (const Case &k : cases) {
-    shardc::test::launch(k.id, k.kernel, &ctx, b, args, nullptr, 0);
+    std::vector<int64_t> args = broadcastArgs(k.id, k.rank, out, {as, cs});
+    shardc::test::launch(k.id, k.kernel, &ctx, b, args, nullptr,
+                         A::kComputeStream);
     std::vector<double> want;
     for (int64_t e = 0; e < numel(out); ++e) {
       Shape idx = unflatten(e, out);
-      want.push_back(k.fn(a[broadcastIndex(idx, as)], c[broadcastIndex(idx, cs)]));
+      want.push_back(
+          k.fn(a[broadcastIndex(idx, as)], c[broadcastIndex(idx, cs)]));
     }
     expectNear(y, want);
   }
@@ -117,9 +121,10 @@ TEST(TensorKernels, WhereBroadcastsAllThree) {
   Shape out = {2, 3, 4}, cs = {3, 1}, xs = {2, 3, 4}, ys = {4};
   std::vector<uint8_t> cond = {1, 0, 1};
   Vec x = randomVec(24, 13), yv = randomVec(4, 14), o(24);
-  std::vector<int64_t> args = broadcastArgs(out, {cs, xs, ys});
+  std::vector<int64_t> args =
+      broadcastArgs(Id::where, A::where::R, out, {cs, xs, ys});
   std::vector<void *> b = bufs(cond, x, yv, o);
-  SHARDC_LAUNCH(where, &ctx, b, args, nullptr, 0);
+  SHARDC_LAUNCH(where, &ctx, b, args, nullptr, A::kComputeStream);
   std::vector<double> want;
   for (int64_t e = 0; e < numel(out); ++e) {
     Shape idx = unflatten(e, out);
@@ -133,10 +138,11 @@ template <typename T>
 void checkEqual(std::vector<T> l, std::vector<T> r, int64_t dtype) {
   Shape out = {2, 3}, ls = {2, 3}, rs = {3};
   std::vector<uint8_t> y(6, 7);
-  std::vector<int64_t> args = broadcastArgs(out, {ls, rs});
-  args.push_back(dtype);
+  std::vector<int64_t> args =
+      broadcastArgs(Id::equal, A::equal::R, out, {ls, rs});
+  args.push_back(dtype); // trailing the strides
   std::vector<void *> b = bufs(l, r, y);
-  SHARDC_LAUNCH(equal, &ctx, b, args, nullptr, 0);
+  SHARDC_LAUNCH(equal, &ctx, b, args, nullptr, A::kComputeStream);
   for (int64_t e = 0; e < 6; ++e) {
     Shape idx = unflatten(e, out);
     EXPECT_EQ(y[e], l[e] == r[broadcastIndex(idx, rs)] ? 1 : 0) << "at " << e;
@@ -144,14 +150,15 @@ void checkEqual(std::vector<T> l, std::vector<T> r, int64_t dtype) {
 }
 
 TEST(TensorKernels, EqualF32I32Bool) {
-  checkEqual<float>({1.5f, -2.0f, 0.0f, 1.5f, 3.0f, -0.0f}, {1.5f, 3.0f, 0.0f}, 0);
-  checkEqual<int32_t>({4, 5, 6, 4, -5, 7}, {4, -5, 6}, 3);
-  checkEqual<uint8_t>({1, 0, 1, 0, 0, 1}, {1, 0, 0}, 4);
+  checkEqual<float>({1.5f, -2.0f, 0.0f, 1.5f, 3.0f, -0.0f}, {1.5f, 3.0f, 0.0f},
+                    A::kF32);
+  checkEqual<int32_t>({4, 5, 6, 4, -5, 7}, {4, -5, 6}, A::kI32);
+  checkEqual<uint8_t>({1, 0, 1, 0, 0, 1}, {1, 0, 0}, A::kBool);
 }
 
 /// The functions of abi::UnaryFn, in double.
 double reference(int64_t fn, double x) {
-  using F = shardc::abi::UnaryFn;
+  using F = A::UnaryFn;
   switch (F(fn)) {
   case F::sqrt: return std::sqrt(x);
   case F::erf: return std::erf(x);
@@ -167,10 +174,11 @@ double reference(int64_t fn, double x) {
 TEST(TensorKernels, UnaryEveryFunction) {
   const int64_t n = 40;
   Vec x = positive(randomVec(n, 15)), y(n);
-  for (int64_t fn = 0; fn < int64_t(shardc::abi::UnaryFn::kNumFns); ++fn) {
+  for (int64_t fn = 0; fn < int64_t(A::UnaryFn::kNumFns); ++fn) {
     std::vector<void *> b = bufs(x, y);
-    int64_t args[] = {n, fn};
-    SHARDC_LAUNCH(unary, &ctx, b, args, nullptr, 0);
+    std::vector<int64_t> args =
+        packInts(Id::unary, {{A::unary::n, n}, {A::unary::fn, fn}});
+    SHARDC_LAUNCH(unary, &ctx, b, args, nullptr, A::kComputeStream);
     std::vector<double> want;
     for (float v : x)
       want.push_back(reference(fn, v));
@@ -182,16 +190,18 @@ TEST(TensorKernels, UnaryEveryFunction) {
 TEST(TensorKernels, UnaryGradMatchesFiniteDifferences) {
   const int64_t n = 40;
   Vec x = positive(randomVec(n, 16)), dy = randomVec(n, 17), y(n), dx(n);
-  for (int64_t fn = 0; fn < int64_t(shardc::abi::UnaryFn::kNumFns); ++fn) {
+  for (int64_t fn = 0; fn < int64_t(A::UnaryFn::kNumFns); ++fn) {
     for (int64_t k = 0; k < n; ++k)
       y[k] = float(reference(fn, x[k]));
     std::vector<void *> b = bufs(x, y, dy, dx);
-    int64_t args[] = {n, fn};
-    SHARDC_LAUNCH(unary_grad, &ctx, b, args, nullptr, 0);
+    std::vector<int64_t> args = packInts(
+        Id::unary_grad, {{A::unary_grad::n, n}, {A::unary_grad::fn, fn}});
+    SHARDC_LAUNCH(unary_grad, &ctx, b, args, nullptr, A::kComputeStream);
     std::vector<double> want;
     const double h = 1e-6;
     for (int64_t k = 0; k < n; ++k)
-      want.push_back(dy[k] * (reference(fn, x[k] + h) - reference(fn, x[k] - h)) /
+      want.push_back(dy[k] *
+                     (reference(fn, x[k] + h) - reference(fn, x[k] - h)) /
                      (2 * h));
     SCOPED_TRACE("function code " + std::to_string(fn));
     // y is rounded to f32 and enters some derivatives (sqrt, tanh, ...).
@@ -202,9 +212,10 @@ TEST(TensorKernels, UnaryGradMatchesFiniteDifferences) {
 TEST(TensorKernels, BroadcastTo) {
   Shape out = {2, 3, 4}, xs = {3, 1};
   Vec x = randomVec(3, 18), y(24);
-  std::vector<int64_t> args = broadcastArgs(out, {xs});
+  std::vector<int64_t> args =
+      broadcastArgs(Id::broadcast, A::broadcast::R, out, {xs});
   std::vector<void *> b = bufs(x, y);
-  SHARDC_LAUNCH(broadcast, &ctx, b, args, nullptr, 0);
+  SHARDC_LAUNCH(broadcast, &ctx, b, args, nullptr, A::kComputeStream);
   std::vector<double> want;
   for (int64_t e = 0; e < numel(out); ++e)
     want.push_back(x[broadcastIndex(unflatten(e, out), xs)]);
@@ -212,31 +223,42 @@ TEST(TensorKernels, BroadcastTo) {
 }
 
 /// c[batch] = op(a) op(b) with the batch dimensions of a and b broadcast.
-void checkBatchMatmul(Shape batch, Shape aBatch, Shape bBatch, bool ta, bool tb) {
+void checkBatchMatmul(Shape batch, Shape aBatch, Shape bBatch, bool ta,
+                      bool tb) {
   const int64_t M = 3, K = 4, N = 5;
   int64_t R = batch.size();
-  Vec a = randomVec(numel(aBatch) * M * K, 19), bm = randomVec(numel(bBatch) * K * N, 20),
-      c(numel(batch) * M * N);
-  std::vector<int64_t> args = {M, K, N, ta, tb, R};
-  args.insert(args.end(), batch.begin(), batch.end());
+  Vec a = randomVec(numel(aBatch) * M * K, 19),
+      bm = randomVec(numel(bBatch) * K * N, 20), c(numel(batch) * M * N);
+  std::vector<int64_t> tail(batch.begin(), batch.end());
   for (const Shape &s : {aBatch, bBatch}) {
     std::vector<int64_t> st = strides(s, batch); // in matrices
-    args.insert(args.end(), st.begin(), st.end());
+    tail.insert(tail.end(), st.begin(), st.end());
   }
+  namespace BM = A::batch_matmul;
+  std::vector<int64_t> args = packInts(Id::batch_matmul,
+                                       {{BM::M, M},
+                                        {BM::K, K},
+                                        {BM::N, N},
+                                        {BM::ta, ta},
+                                        {BM::tb, tb},
+                                        {BM::R, R}},
+                                       tail);
   std::vector<void *> b = bufs(a, bm, c);
-  SHARDC_LAUNCH(batch_matmul, &ctx, b, args, nullptr, 0);
+  SHARDC_LAUNCH(batch_matmul, &ctx, b, args, nullptr, A::kComputeStream);
   std::vector<double> want;
   for (int64_t p = 0; p < numel(batch); ++p) {
     Shape idx = unflatten(p, batch);
-    std::vector<double> product =
-        naiveMatmul(a.data() + broadcastIndex(idx, aBatch) * M * K,
-                    bm.data() + broadcastIndex(idx, bBatch) * K * N, M, K, N, ta, tb);
+    std::vector<double> product = naiveMatmul(
+        a.data() + broadcastIndex(idx, aBatch) * M * K,
+        bm.data() + broadcastIndex(idx, bBatch) * K * N, M, K, N, ta, tb);
     want.insert(want.end(), product.begin(), product.end());
   }
   expectNear(c, want);
 }
 
-TEST(TensorKernels, BatchMatmulPlain) { checkBatchMatmul({2}, {2}, {2}, false, false); }
+TEST(TensorKernels, BatchMatmulPlain) {
+  checkBatchMatmul({2}, {2}, {2}, false, false);
+}
 TEST(TensorKernels, BatchMatmulTransposedBroadcast) {
   checkBatchMatmul({2}, {2}, {1}, true, true);
 }
@@ -248,8 +270,13 @@ TEST(TensorKernels, ConcatPartWritesOnlyItsSlot) {
   // x [2, 3, 4] into y [2, 7, 4] at position 2 of dimension 1.
   Vec x = randomVec(24, 21), y(2 * 7 * 4, 99.0f);
   std::vector<void *> b = bufs(x, y);
-  int64_t args[] = {2, 3, 7, 2, 4};
-  SHARDC_LAUNCH(concat_part, &ctx, b, args, nullptr, 0);
+  namespace CP = A::concat_part;
+  std::vector<int64_t> args = packInts(Id::concat_part, {{CP::outer, 2},
+                                                         {CP::n_x, 3},
+                                                         {CP::n_y, 7},
+                                                         {CP::start, 2},
+                                                         {CP::inner, 4}});
+  SHARDC_LAUNCH(concat_part, &ctx, b, args, nullptr, A::kComputeStream);
   std::vector<double> want;
   for (int64_t o = 0; o < 2; ++o)
     for (int64_t j = 0; j < 7; ++j)
@@ -261,10 +288,16 @@ TEST(TensorKernels, ConcatPartWritesOnlyItsSlot) {
 TEST(TensorKernels, TriluUpperAndLower) {
   const int64_t B = 2, R = 3, C = 4;
   Vec x = randomVec(B * R * C, 22), y(B * R * C);
-  for (auto [upper, k] : {std::pair<int64_t, int64_t>{1, 1}, {0, -1}, {1, -2}}) {
+  for (auto [upper, k] :
+       {std::pair<int64_t, int64_t>{1, 1}, {0, -1}, {1, -2}}) {
     std::vector<void *> b = bufs(x, y);
-    int64_t args[] = {B, R, C, upper, k};
-    SHARDC_LAUNCH(trilu, &ctx, b, args, nullptr, 0);
+    namespace Tr = A::trilu;
+    std::vector<int64_t> args = packInts(Id::trilu, {{Tr::batch, B},
+                                                     {Tr::rows, R},
+                                                     {Tr::cols, C},
+                                                     {Tr::upper, upper},
+                                                     {Tr::k, k}});
+    SHARDC_LAUNCH(trilu, &ctx, b, args, nullptr, A::kComputeStream);
     std::vector<double> want;
     for (int64_t p = 0; p < B; ++p)
       for (int64_t r = 0; r < R; ++r)
@@ -284,8 +317,9 @@ TEST(TensorKernels, CastIntegersAndBools) {
   Vec back(6);
   auto cast = [](void *in, void *out, int64_t from, int64_t to) {
     void *b[] = {in, out};
-    int64_t args[] = {6, from, to};
-    SHARDC_LAUNCH(cast, &ctx, b, args, nullptr, 0);
+    std::vector<int64_t> args = packInts(
+        Id::cast, {{A::cast::n, 6}, {A::cast::from, from}, {A::cast::to, to}});
+    SHARDC_LAUNCH(cast, &ctx, b, args, nullptr, A::kComputeStream);
   };
   cast(f.data(), i.data(), A::kF32, A::kI32);
   EXPECT_EQ(i, (std::vector<int32_t>{-1, 0, 0, 0, 2, 7})); // toward zero

@@ -9,7 +9,10 @@
 
 #include <cmath>
 #include <cstddef>
+#include <initializer_list>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace shardc::test {
@@ -46,6 +49,61 @@ void launch(abi::KernelId id,
   fn(ctx, std::data(bufs), ints.data, floats.data, stream);
 }
 
+/// Values set by name: {position, value} pairs, as {abi::linear::M, 4}.
+template <typename T>
+using Named = std::initializer_list<std::pair<int64_t, T>>;
+
+/// `count` arguments of kernel `k` (its `what`), each set by name exactly
+/// once; a test that misses or repeats one fails, naming the layout.
+template <typename T>
+std::vector<T> packNamed(const abi::KernelInfo &k, const char *what,
+                         int64_t count, Named<T> named) {
+  std::vector<T> args(static_cast<size_t>(count));
+  std::vector<bool> set(size_t(count), false);
+  for (const auto &[at, value] : named) {
+    if (at < 0 || at >= count || set[size_t(at)]) {
+      ADD_FAILURE() << k.name << ": " << what << " " << at
+                    << " is out of range or set twice; expected "
+                    << abi::kernelLayout(k);
+      continue;
+    }
+    args[size_t(at)] = value;
+    set[size_t(at)] = true;
+  }
+  for (int64_t at = 0; at < count; ++at)
+    if (!set[size_t(at)])
+      ADD_FAILURE() << k.name << ": " << what << " " << at
+                    << " is not set; expected " << abi::kernelLayout(k);
+  return args;
+}
+
+/// Kernel `id`'s integer arguments: its named ones set by name, then
+/// `tail` (the variable part and trailing integers of kernels.def):
+///   packInts(abi::KernelId::linear, {{abi::linear::M, 4}, ...})
+inline std::vector<int64_t> packInts(abi::KernelId id, Named<int64_t> named,
+                                     const std::vector<int64_t> &tail = {}) {
+  const abi::KernelInfo &k = abi::kernelInfo(id);
+  std::vector<int64_t> ints = packNamed(k, "integer", k.numInts, named);
+  ints.insert(ints.end(), tail.begin(), tail.end());
+  return ints;
+}
+
+/// Kernel `id`'s float arguments, set by name:
+///   packFloats(abi::KernelId::layer_norm, {{abi::layer_norm::f::eps, 1e-5}})
+inline std::vector<double> packFloats(abi::KernelId id, Named<double> named) {
+  const abi::KernelInfo &k = abi::kernelInfo(id);
+  return packNamed(k, "float", k.numFloats, named);
+}
+
+/// The optimizer's hyper-parameter input (abi::Hyper), set by name; the
+/// ones not named are 0.
+inline std::vector<float> packHyper(Named<float> named) {
+  std::vector<float> h(size_t(abi::kHyperSize), 0.0f);
+  for (const auto &[at, value] : named)
+    h.at(size_t(at)) = value;
+  return h;
+}
+
 /// SHARDC_LAUNCH(silu, ctx, buffers, ints, floats, stream).
 #define SHARDC_LAUNCH(name, ctx, bufs, ints, floats, stream)                   \
   ::shardc::test::launch(::shardc::abi::KernelId::name, &shardc_k_##name, ctx, \
@@ -72,8 +130,9 @@ inline void expectNear(const Vec &got, const std::vector<double> &want,
 
 /// op(a) op(b) in double for a [M, K] (stored [K, M] with `ta`) and b
 /// [K, N] (stored [N, K] with `tb`), row-major [M, N].
-inline std::vector<double> naiveMatmul(const float *a, const float *b, int64_t M,
-                                       int64_t K, int64_t N, bool ta, bool tb) {
+inline std::vector<double> naiveMatmul(const float *a, const float *b,
+                                       int64_t M, int64_t K, int64_t N, bool ta,
+                                       bool tb) {
   std::vector<double> c;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {

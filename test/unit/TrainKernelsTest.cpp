@@ -19,6 +19,8 @@
 namespace {
 
 using namespace shardc::test;
+namespace A = shardc::abi;
+using Id = A::KernelId;
 
 TEST(TrainKernels, MatmulTransposes) {
   const int64_t M = 5, K = 7, N = 3;
@@ -26,8 +28,13 @@ TEST(TrainKernels, MatmulTransposes) {
     for (int tb = 0; tb < 2; ++tb) {
       Vec a = randomVec(M * K, 1), b = randomVec(K * N, 2), y(M * N);
       std::vector<void *> bs = bufs(a, b, y);
-      int64_t ints[] = {M, K, N, ta, tb};
-      SHARDC_LAUNCH(matmul, nullptr, bs, ints, nullptr, 0);
+      namespace Mm = A::matmul;
+      std::vector<int64_t> ints = packInts(Id::matmul, {{Mm::M, M},
+                                                        {Mm::K, K},
+                                                        {Mm::N, N},
+                                                        {Mm::trans_a, ta},
+                                                        {Mm::trans_b, tb}});
+      SHARDC_LAUNCH(matmul, nullptr, bs, ints, nullptr, A::kComputeStream);
       expectNear(y, naiveMatmul(a.data(), b.data(), M, K, N, ta, tb));
     }
 }
@@ -36,8 +43,11 @@ TEST(TrainKernels, SumToReducesBroadcastDims) {
   // [2, 3, 4] -> [3, 1]: sum over dims 0 and 2.
   Vec x = randomVec(24, 3), y(3);
   std::vector<void *> bs = bufs(x, y);
-  int64_t ints[] = {3, 3, 2, 3, 4, 0, 1, 0};
-  SHARDC_LAUNCH(sum_to, nullptr, bs, ints, nullptr, 0);
+  // dims[3] of x, then the element strides of y (0 where summed).
+  std::vector<int64_t> ints =
+      packInts(Id::sum_to, {{A::sum_to::R, 3}, {A::sum_to::out_n, 3}},
+               {2, 3, 4, 0, 1, 0});
+  SHARDC_LAUNCH(sum_to, nullptr, bs, ints, nullptr, A::kComputeStream);
   std::vector<double> want(3, 0.0);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
@@ -50,20 +60,21 @@ TEST(TrainKernels, AccumulateOverwritesThenAdds) {
   Vec acc = {1e30f, NAN, 3.0f}, g = {1.0f, 2.0f, 3.0f}, out(3);
   Vec ctl = {0.0f, 0.5f};
   std::vector<void *> bs = bufs(acc, g, ctl, out);
-  int64_t ints[] = {3};
-  SHARDC_LAUNCH(accumulate, nullptr, bs, ints, nullptr, 0);
+  std::vector<int64_t> ints = packInts(Id::accumulate, {{A::accumulate::n, 3}});
+  SHARDC_LAUNCH(accumulate, nullptr, bs, ints, nullptr, A::kComputeStream);
   EXPECT_EQ(out, (Vec{0.5f, 1.0f, 1.5f})); // stale values never leak in
   ctl[0] = 1.0f;
   std::vector<void *> again = bufs(out, g, ctl, out);
-  SHARDC_LAUNCH(accumulate, nullptr, again, ints, nullptr, 0);
+  SHARDC_LAUNCH(accumulate, nullptr, again, ints, nullptr, A::kComputeStream);
   EXPECT_EQ(out, (Vec{1.0f, 2.0f, 3.0f}));
 }
 
 TEST(TrainKernels, SquaredNormAndClipCoef) {
   Vec x = randomVec(100, 4), s(1);
   std::vector<void *> bs = bufs(x, s);
-  int64_t ints[] = {100};
-  SHARDC_LAUNCH(squared_norm, nullptr, bs, ints, nullptr, 0);
+  std::vector<int64_t> ints =
+      packInts(Id::squared_norm, {{A::squared_norm::n, 100}});
+  SHARDC_LAUNCH(squared_norm, nullptr, bs, ints, nullptr, A::kComputeStream);
   double want = 0;
   for (float v : x)
     want += double(v) * v;
@@ -72,8 +83,10 @@ TEST(TrainKernels, SquaredNormAndClipCoef) {
   for (float maxNorm : {0.0f, 1.0f, 1e6f}) {
     Vec m = {maxNorm}, c(1);
     std::vector<void *> cb = bufs(s, m, c);
-    SHARDC_LAUNCH(clip_coef, nullptr, cb, nullptr, nullptr, 0);
-    double coef = maxNorm > 0 ? std::min(1.0, maxNorm / (std::sqrt(want) + 1e-6)) : 1.0;
+    SHARDC_LAUNCH(clip_coef, nullptr, cb, packInts(Id::clip_coef, {}), nullptr,
+                  0);
+    double coef =
+        maxNorm > 0 ? std::min(1.0, maxNorm / (std::sqrt(want) + 1e-6)) : 1.0;
     expectNear(c, {coef});
   }
 }
@@ -83,12 +96,23 @@ TEST(TrainKernels, FusedCrossEntropyEqualsSeparateKernels) {
   Vec logits = randomVec(N * V, 12, 3.0f), loss1(1), loss2(1), one = {1.0f};
   Vec g1(N * V), g2(N * V);
   std::vector<int32_t> t = {3, -100, 10, 0, 7, 7};
-  int64_t ints[] = {N, V, -100};
+  namespace CE = A::cross_entropy;
+  namespace CG = A::cross_entropy_grad;
+  namespace CW = A::cross_entropy_with_grad;
   std::vector<void *> a = bufs(logits, t, loss1), b = bufs(logits, t, one, g1),
                       c = bufs(logits, t, loss2, g2);
-  SHARDC_LAUNCH(cross_entropy, nullptr, a, ints, nullptr, 0);
-  SHARDC_LAUNCH(cross_entropy_grad, nullptr, b, ints, nullptr, 0);
-  SHARDC_LAUNCH(cross_entropy_with_grad, nullptr, c, ints, nullptr, 0);
+  SHARDC_LAUNCH(cross_entropy, nullptr, a,
+                packInts(Id::cross_entropy,
+                         {{CE::N, N}, {CE::V, V}, {CE::ignore_index, -100}}),
+                nullptr, A::kComputeStream);
+  SHARDC_LAUNCH(cross_entropy_grad, nullptr, b,
+                packInts(Id::cross_entropy_grad,
+                         {{CG::N, N}, {CG::V, V}, {CG::ignore_index, -100}}),
+                nullptr, A::kComputeStream);
+  SHARDC_LAUNCH(cross_entropy_with_grad, nullptr, c,
+                packInts(Id::cross_entropy_with_grad,
+                         {{CW::N, N}, {CW::V, V}, {CW::ignore_index, -100}}),
+                nullptr, A::kComputeStream);
   EXPECT_EQ(loss1, loss2);
   EXPECT_EQ(g1, g2);
 }
@@ -103,11 +127,18 @@ TEST(TrainKernels, AdamWMatchesTorchAlgorithm) {
   double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, coef = 0.5;
   for (int64_t is1D : {0, 1}) {
     for (float step : {1.0f, 7.0f}) {
-      Vec h = {float(lr), float(b1), float(b2), float(eps), float(wd), 0.0f, step};
+      Vec h = packHyper({{A::kLr, float(lr)},
+                         {A::kBeta1, float(b1)},
+                         {A::kBeta2, float(b2)},
+                         {A::kEps, float(eps)},
+                         {A::kWeightDecay, float(wd)},
+                         {A::kWeightDecay1D, 0.0f},
+                         {A::kStep, step}});
       Vec c = {float(coef)}, p2(n), m2(n), v2(n);
       std::vector<void *> bs = bufs(p, g, m, v, h, c, p2, m2, v2);
-      int64_t ints[] = {n, is1D};
-      SHARDC_LAUNCH(adamw, nullptr, bs, ints, nullptr, 0);
+      std::vector<int64_t> ints =
+          packInts(Id::adamw, {{A::adamw::n, n}, {A::adamw::is_1d, is1D}});
+      SHARDC_LAUNCH(adamw, nullptr, bs, ints, nullptr, A::kComputeStream);
       std::vector<double> wp, wm, wv;
       double w = is1D ? 0.0 : wd;
       for (int64_t k = 0; k < n; ++k) {
@@ -133,11 +164,18 @@ TEST(TrainKernels, SGDMomentumMatchesTorchAlgorithm) {
   Vec p = randomVec(n, 9), g = randomVec(n, 10), buf = randomVec(n, 11);
   double lr = 0.1, mom = 0.9, wd = 0.01;
   for (float step : {1.0f, 2.0f}) {
-    Vec h = {float(lr), float(mom), 0, 0, float(wd), float(wd), step};
+    Vec h = packHyper({{A::kLr, float(lr)},
+                       {A::kBeta1, float(mom)}, // momentum
+                       {A::kBeta2, 0.0f},
+                       {A::kEps, 0.0f},
+                       {A::kWeightDecay, float(wd)},
+                       {A::kWeightDecay1D, float(wd)},
+                       {A::kStep, step}});
     Vec c = {1.0f}, p2(n), b2(n);
     std::vector<void *> bs = bufs(p, g, buf, h, c, p2, b2);
-    int64_t ints[] = {n, 0};
-    SHARDC_LAUNCH(sgd, nullptr, bs, ints, nullptr, 0);
+    std::vector<int64_t> ints =
+        packInts(Id::sgd, {{A::sgd::n, n}, {A::sgd::is_1d, 0}});
+    SHARDC_LAUNCH(sgd, nullptr, bs, ints, nullptr, A::kComputeStream);
     std::vector<double> wp, wb;
     for (int64_t k = 0; k < n; ++k) {
       double d = double(g[k]) + wd * p[k];
