@@ -19,13 +19,6 @@ std::string withoutPrefix(const std::string &name) {
   return name;
 }
 
-std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string s;
-  for (int64_t d : shape)
-    s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
 } // namespace
 
 void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,

@@ -53,13 +53,6 @@ int64_t procStatusBytes(const char *key) {
 
 double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
-std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string s;
-  for (int64_t d : shape)
-    s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
 /// The memory of a compiled program on its backend: the regions it
 /// addresses, and a host copy of the io region for inputs and outputs.
 struct Memory {

@@ -72,6 +72,13 @@ Manifest Manifest::parse(const char *text) {
   }
 }
 
+std::string shardc::runtime::shapeString(const std::vector<int64_t> &shape) {
+  std::string s;
+  for (int64_t d : shape)
+    s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
 static const TensorSlot &find(const std::vector<TensorSlot> &slots,
                               const std::string &name, const char *what) {
   for (const TensorSlot &s : slots)

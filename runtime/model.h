@@ -65,6 +65,9 @@ struct Manifest {
   int64_t numParams() const;
 };
 
+/// "[2, 3]": a shape in messages.
+std::string shapeString(const std::vector<int64_t> &shape);
+
 /// Initializes every parameter from a counter-based generator keyed by
 /// (seed, parameter name, element index), so the value of an element does
 /// not depend on how parameters are later sharded. "normal" draws

@@ -315,6 +315,11 @@ inline constexpr int64_t kRegionShift = 56;
 inline constexpr int64_t kOffsetMask = (int64_t(1) << kRegionShift) - 1;
 inline constexpr int64_t kKernelHeaderWords = 6;
 
+/// The words of the record at `p` (not kOpEnd).
+constexpr int64_t recordWords(const int64_t *p) {
+  return p[0] == kOpKernel ? kKernelHeaderWords + p[3] + p[4] + p[5] : 3;
+}
+
 constexpr int64_t bufferRef(int64_t region, int64_t offset) {
   return (region << kRegionShift) | offset;
 }

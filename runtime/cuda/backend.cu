@@ -142,15 +142,10 @@ private:
   /// anything runs, with every missing kernel named.
   void refuseMissingKernels(const int64_t *program, const KernelFn *kernels) {
     std::set<std::string> missing;
-    for (const int64_t *p = program; *p != abi::kOpEnd;) {
-      if (*p != abi::kOpKernel) {
-        p += 3;
-        continue;
-      }
-      if (!kernels[p[1]])
+    for (const int64_t *p = program; *p != abi::kOpEnd;
+         p += abi::recordWords(p))
+      if (*p == abi::kOpKernel && !kernels[p[1]])
         missing.insert(abi::kKernels[p[1]].name);
-      p += abi::kKernelHeaderWords + p[3] + p[4] + p[5];
-    }
     if (missing.empty())
       return;
     std::string list;
