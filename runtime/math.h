@@ -10,6 +10,8 @@
 #ifndef SHARDC_RUNTIME_MATH_H
 #define SHARDC_RUNTIME_MATH_H
 
+#include "runtime/abi/abi.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -124,8 +126,8 @@ SHARDC_HD inline float siluBackward(float dy, float v) {
   return dy * s * (1.0f + v * (1.0f - s));
 }
 
-/// The per-step scalars of torch.optim.AdamW, computed in double on the
-/// host and applied in f32 (abi::Hyper gives where each comes from).
+/// The per-step scalars of torch.optim.AdamW, computed in double from the
+/// hyper-parameter input (abi::Hyper) and applied in f32.
 struct AdamWScalars {
   float decay;    ///< 1 - lr * weight_decay
   float stepSize; ///< lr / (1 - beta1^step)
@@ -133,12 +135,16 @@ struct AdamWScalars {
   float b1, b2, oneMinusB1, oneMinusB2, eps;
 };
 
-inline AdamWScalars adamwScalars(double lr, double beta1, double beta2,
-                                 double eps, double weightDecay, double step) {
+SHARDC_HD inline AdamWScalars adamwScalars(const float *hyper, bool is1D) {
+  double lr = hyper[abi::kLr], beta1 = hyper[abi::kBeta1],
+         beta2 = hyper[abi::kBeta2], eps = hyper[abi::kEps],
+         step = hyper[abi::kStep];
+  double weightDecay =
+      is1D ? hyper[abi::kWeightDecay1D] : hyper[abi::kWeightDecay];
   AdamWScalars s;
   s.decay = float(1.0 - lr * weightDecay);
-  s.bc2Sqrt = float(std::sqrt(1.0 - std::pow(beta2, step)));
-  s.stepSize = float(lr / (1.0 - std::pow(beta1, step)));
+  s.bc2Sqrt = float(sqrt(1.0 - pow(beta2, step)));
+  s.stepSize = float(lr / (1.0 - pow(beta1, step)));
   s.b1 = float(beta1);
   s.b2 = float(beta2);
   s.oneMinusB1 = float(1 - beta1);
@@ -158,6 +164,63 @@ SHARDC_HD inline void adamwUpdate(const AdamWScalars &s, float g, float &p,
   p = pk + (-s.stepSize) * mk / denom; // addcdiv: p + value * m / denom
   m = mk;
   v = vk;
+}
+
+/// The scalars of torch.optim.SGD for one step, from the hyper-parameter
+/// input (abi::Hyper), in f32.
+struct SGDScalars {
+  float lr, momentum, weightDecay;
+  bool first; ///< step 1: the momentum buffer starts as the gradient
+};
+
+SHARDC_HD inline SGDScalars sgdScalars(const float *hyper, bool is1D) {
+  return {hyper[abi::kLr], hyper[abi::kBeta1],
+          is1D ? hyper[abi::kWeightDecay1D] : hyper[abi::kWeightDecay],
+          hyper[abi::kStep] <= 1.0f};
+}
+
+/// One element of SGD: gradient g (already scaled by the clipping
+/// coefficient), parameter p and momentum buffer buf; writes p2 and buf2.
+SHARDC_HD inline void sgdUpdate(const SGDScalars &s, float g, float p,
+                                float buf, float &p2, float &buf2) {
+  float d = g;
+  if (s.weightDecay != 0.0f)
+    d = d + s.weightDecay * p;
+  if (s.momentum != 0.0f) {
+    float bk = s.first ? d : buf * s.momentum + d;
+    buf2 = bk;
+    d = bk;
+  } else {
+    buf2 = buf;
+  }
+  p2 = p + (-s.lr) * d;
+}
+
+/// Softmax over n elements `inner` apart (one column of [outer, n, inner]):
+/// the max, exp and a double sum, then one scale.
+SHARDC_HD inline void softmaxColumn(const float *xs, float *ys, int64_t n,
+                                    int64_t inner) {
+  float mx = xs[0];
+  for (int64_t k = 1; k < n; ++k)
+    mx = mx < xs[k * inner] ? xs[k * inner] : mx; // std::max
+  double sum = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    ys[k * inner] = fastExp(xs[k * inner] - mx);
+    sum += ys[k * inner];
+  }
+  float inv = float(1.0 / sum);
+  for (int64_t k = 0; k < n; ++k)
+    ys[k * inner] *= inv;
+}
+
+/// The softmax gradient of one column: dx = y (dy - sum y dy).
+SHARDC_HD inline void softmaxGradColumn(const float *y, const float *dy,
+                                        float *dx, int64_t n, int64_t inner) {
+  double dot = 0;
+  for (int64_t k = 0; k < n; ++k)
+    dot += double(y[k * inner]) * dy[k * inner];
+  for (int64_t k = 0; k < n; ++k)
+    dx[k * inner] = float(y[k * inner] * (dy[k * inner] - dot));
 }
 
 } // namespace shardc::runtime

@@ -238,21 +238,9 @@ SHARDC_KERNEL(softmax) {
   const float *x = F(b[0]);
   float *y = F(b[1]);
   for (int64_t o = 0; o < outer; ++o)
-    for (int64_t in = 0; in < inner; ++in) {
-      const float *xs = x + o * n * inner + in;
-      float *ys = y + o * n * inner + in;
-      float mx = xs[0];
-      for (int64_t k = 1; k < n; ++k)
-        mx = std::max(mx, xs[k * inner]);
-      double sum = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        ys[k * inner] = fastExp(xs[k * inner] - mx);
-        sum += ys[k * inner];
-      }
-      float inv = float(1.0 / sum);
-      for (int64_t k = 0; k < n; ++k)
-        ys[k * inner] *= inv;
-    }
+    for (int64_t in = 0; in < inner; ++in)
+      shardc::runtime::softmaxColumn(x + o * n * inner + in,
+                                     y + o * n * inner + in, n, inner);
   launched(ctx, stream);
 }
 

@@ -207,12 +207,8 @@ SHARDC_KERNEL(softmax_grad) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t in = 0; in < inner; ++in) {
       int64_t base = o * n * inner + in;
-      double dot = 0;
-      for (int64_t k = 0; k < n; ++k)
-        dot += double(y[base + k * inner]) * dy[base + k * inner];
-      for (int64_t k = 0; k < n; ++k)
-        dx[base + k * inner] =
-            float(y[base + k * inner] * (dy[base + k * inner] - dot));
+      shardc::runtime::softmaxGradColumn(y + base, dy + base, dx + base, n,
+                                         inner);
     }
   launched(ctx, stream);
 }
@@ -394,13 +390,6 @@ SHARDC_KERNEL(clip_coef) {
   launched(ctx, stream);
 }
 
-using A::kBeta1;
-using A::kBeta2;
-using A::kEps;
-using A::kLr;
-using A::kStep;
-using A::kWeightDecay;
-using A::kWeightDecay1D;
 
 // p', m', v' [n] = AdamW(p, g * c[], m, v) with hyper[kHyperSize]
 SHARDC_KERNEL(adamw) {
@@ -411,9 +400,7 @@ SHARDC_KERNEL(adamw) {
   float coef = F(b[5])[0];
   float *p2 = F(b[6]), *m2 = F(b[7]), *v2 = F(b[8]);
   // Scalars in double, then applied in f32, as torch.optim.AdamW does.
-  shardc::runtime::AdamWScalars s = shardc::runtime::adamwScalars(
-      h[kLr], h[kBeta1], h[kBeta2], h[kEps],
-      is1D ? h[kWeightDecay1D] : h[kWeightDecay], h[kStep]);
+  shardc::runtime::AdamWScalars s = shardc::runtime::adamwScalars(h, is1D);
 #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t k = 0; k < n; ++k) {
     float pk = p[k], mk = m[k], vk = v[k];
@@ -432,21 +419,8 @@ SHARDC_KERNEL(sgd) {
   const float *p = F(b[0]), *g = F(b[1]), *buf = F(b[2]), *h = F(b[3]);
   float coef = F(b[4])[0];
   float *p2 = F(b[5]), *buf2 = F(b[6]);
-  float lr = h[kLr], momentum = h[kBeta1];
-  float wd = is1D ? h[kWeightDecay1D] : h[kWeightDecay];
-  bool first = h[kStep] <= 1.0f;
-  for (int64_t k = 0; k < n; ++k) {
-    float d = g[k] * coef;
-    if (wd != 0.0f)
-      d = d + wd * p[k];
-    if (momentum != 0.0f) {
-      float bk = first ? d : buf[k] * momentum + d;
-      buf2[k] = bk;
-      d = bk;
-    } else {
-      buf2[k] = buf[k];
-    }
-    p2[k] = p[k] + (-lr) * d;
-  }
+  shardc::runtime::SGDScalars s = shardc::runtime::sgdScalars(h, is1D);
+  for (int64_t k = 0; k < n; ++k)
+    shardc::runtime::sgdUpdate(s, g[k] * coef, p[k], buf[k], p2[k], buf2[k]);
   launched(ctx, stream);
 }

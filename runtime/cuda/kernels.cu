@@ -130,11 +130,17 @@ __global__ void clipCoefKernel(const float *sq, const float *maxNorm,
   y[0] = coef;
 }
 
-// p', m', v' [n] = AdamW(p, g * c[], m, v), scalars from hyper on the host
+// p', m', v' [n] = AdamW(p, g * c[], m, v) with hyper[kHyperSize]; the
+// scalars are computed once per block from the device's hyper buffer (no
+// host round trip)
 __global__ void adamwKernel(const float *p, const float *g, const float *m,
-                            const float *v, const float *coef, float *p2,
-                            float *m2, float *v2, int64_t n,
-                            AdamWScalars s) {
+                            const float *v, const float *hyper,
+                            const float *coef, float *p2, float *m2, float *v2,
+                            int64_t n, bool is1D) {
+  __shared__ AdamWScalars s;
+  if (threadIdx.x == 0)
+    s = adamwScalars(hyper, is1D);
+  __syncthreads();
   float c = coef[0];
   FOR_EACH(k, n) {
     float pk = p[k], mk = m[k], vk = v[k];
@@ -194,20 +200,8 @@ __global__ void rmsNormKernel(const float *x, const float *w, float *y,
 __global__ void softmaxKernel(const float *x, float *y, int64_t outer,
                               int64_t n, int64_t inner) {
   FOR_EACH(col, outer * inner) {
-    int64_t o = col / inner, in = col % inner;
-    const float *xs = x + o * n * inner + in;
-    float *ys = y + o * n * inner + in;
-    float mx = xs[0];
-    for (int64_t k = 1; k < n; ++k)
-      mx = fmaxf(mx, xs[k * inner]);
-    double sum = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      ys[k * inner] = fastExp(xs[k * inner] - mx);
-      sum += ys[k * inner];
-    }
-    float inv = float(1.0 / sum);
-    for (int64_t k = 0; k < n; ++k)
-      ys[k * inner] *= inv;
+    int64_t base = (col / inner) * n * inner + col % inner;
+    softmaxColumn(x + base, y + base, n, inner);
   }
 }
 
@@ -216,12 +210,7 @@ __global__ void softmaxGradKernel(const float *y, const float *dy, float *dx,
                                   int64_t outer, int64_t n, int64_t inner) {
   FOR_EACH(col, outer * inner) {
     int64_t base = (col / inner) * n * inner + col % inner;
-    double dot = 0;
-    for (int64_t k = 0; k < n; ++k)
-      dot += double(y[base + k * inner]) * dy[base + k * inner];
-    for (int64_t k = 0; k < n; ++k)
-      dx[base + k * inner] =
-          float(y[base + k * inner] * (dy[base + k * inner] - dot));
+    softmaxGradColumn(y + base, dy + base, dx + base, n, inner);
   }
 }
 
@@ -316,24 +305,14 @@ __global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
   }
 }
 
-// p', buf' [n] = SGD with momentum and (L2) weight decay, torch.optim
+// p', buf' [n] = SGD with momentum and (L2) weight decay, torch.optim,
+// with hyper[kHyperSize] read on the device
 __global__ void sgdKernel(const float *p, const float *g, const float *buf,
-                          const float *coef, float *p2, float *buf2, int64_t n,
-                          float lr, float momentum, float wd, bool first) {
+                          const float *hyper, const float *coef, float *p2,
+                          float *buf2, int64_t n, bool is1D) {
+  SGDScalars s = sgdScalars(hyper, is1D);
   float c = coef[0];
-  FOR_EACH(k, n) {
-    float d = g[k] * c;
-    if (wd != 0.0f)
-      d = d + wd * p[k];
-    if (momentum != 0.0f) {
-      float bk = first ? d : buf[k] * momentum + d;
-      buf2[k] = bk;
-      d = bk;
-    } else {
-      buf2[k] = buf[k];
-    }
-    p2[k] = p[k] + (-lr) * d;
-  }
+  FOR_EACH(k, n) sgdUpdate(s, g[k] * c, p[k], buf[k], p2[k], buf2[k]);
 }
 
 /// A broadcast over a row-major result of rank R (ints: R, dims[R], then R
@@ -542,20 +521,9 @@ SHARDC_CUDA_KERNEL(clip_coef) {
 SHARDC_CUDA_KERNEL(adamw) {
   int64_t n = i[A::adamw::n];
   bool is1D = i[A::adamw::is_1d] != 0;
-  cudaStream_t s = streamOf(ctx, stream);
-  // The hyper-parameters are a device buffer the host wrote before the
-  // step; the scalars are computed from them on the host, in double, as
-  // torch.optim.AdamW does.
-  float h[A::kHyperSize];
-  CUDA_CHECK(cudaMemcpyAsync(h, b[4], sizeof(h), cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  AdamWScalars sc =
-      adamwScalars(h[A::kLr], h[A::kBeta1], h[A::kBeta2], h[A::kEps],
-                   is1D ? h[A::kWeightDecay1D] : h[A::kWeightDecay],
-                   h[A::kStep]);
-  adamwKernel<<<gridFor(n), kThreads, 0, s>>>(F(b[0]), F(b[1]), F(b[2]),
-                                               F(b[3]), F(b[5]), F(b[6]),
-                                               F(b[7]), F(b[8]), n, sc);
+  adamwKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), F(b[2]), F(b[3]), F(b[4]), F(b[5]), F(b[6]), F(b[7]),
+      F(b[8]), n, is1D);
   CUDA_LAUNCHED();
 }
 
@@ -637,14 +605,8 @@ SHARDC_CUDA_KERNEL(embedding_grad) {
 SHARDC_CUDA_KERNEL(sgd) {
   int64_t n = i[A::sgd::n];
   bool is1D = i[A::sgd::is_1d] != 0;
-  cudaStream_t s = streamOf(ctx, stream);
-  float h[A::kHyperSize];
-  CUDA_CHECK(cudaMemcpyAsync(h, b[3], sizeof(h), cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  sgdKernel<<<gridFor(n), kThreads, 0, s>>>(
-      F(b[0]), F(b[1]), F(b[2]), F(b[4]), F(b[5]), F(b[6]), n, h[A::kLr],
-      h[A::kBeta1], is1D ? h[A::kWeightDecay1D] : h[A::kWeightDecay],
-      h[A::kStep] <= 1.0f);
+  sgdKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
+      F(b[0]), F(b[1]), F(b[2]), F(b[3]), F(b[4]), F(b[5]), F(b[6]), n, is1D);
   CUDA_LAUNCHED();
 }
 
