@@ -50,6 +50,58 @@ void waitEvent(void *ctxPtr, int64_t event, int64_t stream) {
   CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(stream), ctx.events[event], 0));
 }
 
+} // namespace
+
+void cuda::Context::create() {
+  for (cudaStream_t &s : streams)
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasLtCreate(&lt));
+  workspaceBytes = size_t(32) << 20;
+  CUDA_CHECK(cudaMalloc(&workspace, workspaceBytes));
+  CUDA_CHECK(cudaMalloc(&errors, abi::kNumKernels * sizeof(int64_t)));
+  CUDA_CHECK(cudaMemset(errors, 0, abi::kNumKernels * sizeof(int64_t)));
+}
+
+void cuda::Context::destroy() {
+  cudaDeviceSynchronize();
+  for (cudaEvent_t e : events)
+    cudaEventDestroy(e);
+  for (cudaStream_t s : streams)
+    cudaStreamDestroy(s);
+  cublasLtDestroy(lt);
+  cudaFree(workspace);
+  cudaFree(errors);
+  cudaFree(scratchBuffer);
+}
+
+void *cuda::Context::scratch(size_t bytes) {
+  if (bytes > scratchBytes) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(scratchBuffer));
+    CUDA_CHECK(cudaMalloc(&scratchBuffer, bytes));
+    scratchBytes = bytes;
+  }
+  return scratchBuffer;
+}
+
+void cuda::Context::checkErrors() {
+  int64_t host[abi::kNumKernels];
+  CUDA_CHECK(cudaMemcpy(host, errors, sizeof(host), cudaMemcpyDeviceToHost));
+  for (int64_t id = 0; id < abi::kNumKernels; ++id) {
+    if (!host[id])
+      continue;
+    if (id == int64_t(abi::KernelId::embedding))
+      fatal("embedding: an id is outside the table of %lld rows",
+            (long long)host[id]);
+    if (id == int64_t(abi::KernelId::cross_entropy_with_grad))
+      fatal("cross_entropy: a target is outside the vocabulary of %lld",
+            (long long)host[id]);
+    fatal("%s: bad input (%lld)", abi::kKernels[id].name, (long long)host[id]);
+  }
+}
+
+namespace {
+
 class CudaBackend : public Backend {
 public:
   explicit CudaBackend(const Mesh *mesh) {
@@ -60,22 +112,12 @@ public:
           std::string("the CUDA backend found no GPU: ") +
           (err != cudaSuccess ? cudaGetErrorString(err) : "no device"));
     CUDA_CHECK(cudaSetDevice(localDevice() % count));
-    for (cudaStream_t &s : ctx.streams)
-      CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CUBLAS_CHECK(cublasLtCreate(&ctx.lt));
-    ctx.workspaceBytes = size_t(32) << 20;
-    CUDA_CHECK(cudaMalloc(&ctx.workspace, ctx.workspaceBytes));
+    ctx.create();
     ctx.mesh = mesh;
   }
 
   ~CudaBackend() override {
-    cudaDeviceSynchronize();
-    for (cudaEvent_t e : ctx.events)
-      cudaEventDestroy(e);
-    for (cudaStream_t s : ctx.streams)
-      cudaStreamDestroy(s);
-    cublasLtDestroy(ctx.lt);
-    cudaFree(ctx.workspace);
+    ctx.destroy();
     cudaFree(arena);
     if (constants)
       cudaFree(constants);
@@ -126,6 +168,7 @@ public:
     runProgram(program, regions, target);
     for (cudaStream_t s : ctx.streams)
       CUDA_CHECK(cudaStreamSynchronize(s));
+    ctx.checkErrors();
   }
 
   void setProfiling(bool) override {}

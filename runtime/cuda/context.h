@@ -23,8 +23,26 @@ struct Context {
   void *workspace = nullptr; ///< cuBLASLt workspace
   size_t workspaceBytes = 0;
   const Mesh *mesh = nullptr;
+  /// Per kernel id: non-zero once a launch met bad input (an id outside
+  /// its table, ...), holding the bound it broke. Checked after each run,
+  /// so kernels never stop the stream to report.
+  int64_t *errors = nullptr;
+  /// Device scratch of kernels that need a little (cross-entropy's row
+  /// losses); grows on first use of a larger size only.
+  void *scratchBuffer = nullptr;
+  size_t scratchBytes = 0;
 
   cudaStream_t stream(int64_t s) const { return streams[s]; }
+
+  /// Streams, cuBLASLt and its workspace, the error flags; on the current
+  /// device.
+  void create();
+  void destroy();
+  /// At least `bytes` of scratch. Synchronizes the device when it grows.
+  void *scratch(size_t bytes);
+  /// After the streams are done: a fatal error naming the kernel whose
+  /// input was bad, if any.
+  void checkErrors();
 };
 
 /// The CUDA kernels by abi::KernelId (abi::kNumKernels entries); null where

@@ -16,7 +16,6 @@
 
 #include <array>
 #include <cstdint>
-#include <vector>
 
 namespace A = shardc::abi;
 using namespace shardc::runtime;
@@ -77,15 +76,15 @@ __global__ void accumulateKernel(const float *acc, const float *g,
   FOR_EACH(k, n) out[k] = keep ? acc[k] + scale * g[k] : scale * g[k];
 }
 
-// y[N,C] = table[ids[N], :]; ids outside [0, V) set *bad
+// y[N,C] = table[ids[N], :]; an id outside [0, V) sets *bad to V
 __global__ void embeddingKernel(const int32_t *ids, const float *table,
                                 float *y, int64_t N, int64_t V, int64_t C,
-                                int *bad) {
+                                int64_t *bad) {
   FOR_EACH(k, N * C) {
     int64_t n = k / C, c = k % C;
     int64_t id = ids[n];
     if (id < 0 || id >= V) {
-      *bad = 1;
+      *bad = V;
       continue;
     }
     y[k] = table[id * C + c];
@@ -235,19 +234,33 @@ __device__ float blockMax(float v) {
   return result;
 }
 
+// *scale = 1 / (rows of t[N] not ignored), 0 if none (one block)
+__global__ void lossScaleKernel(const int32_t *targets, int64_t N,
+                                int64_t ignore, float *scale) {
+  double count = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
+    count += targets[n] != ignore;
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    *scale = count ? 1.0f / float(int64_t(count)) : 0.0f;
+}
+
 // logits[N,V], t[N] -> dl[N,V] = scale (softmax - onehot(t)) (zero for
-// ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a row
+// ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a row; a
+// target outside [0, V) sets *bad to V
 __global__ void crossEntropyRowsKernel(const float *logits,
                                        const int32_t *targets, int64_t V,
-                                       int64_t ignore, float scale, float *dl,
-                                       double *rowLoss, int *bad) {
+                                       int64_t ignore, const float *scalePtr,
+                                       float *dl, double *rowLoss,
+                                       int64_t *bad) {
   int64_t n = blockIdx.x;
+  float scale = *scalePtr;
   const float *row = logits + n * V;
   float *out = dl + n * V;
   int64_t t = targets[n];
   if (t == ignore || t < 0 || t >= V) {
     if (t != ignore && threadIdx.x == 0)
-      *bad = 1;
+      *bad = V;
     for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
       out[v] = 0.0f;
     if (threadIdx.x == 0)
@@ -492,19 +505,12 @@ SHARDC_CUDA_KERNEL(accumulate) {
 SHARDC_CUDA_KERNEL(embedding) {
   int64_t N = i[A::embedding::N], V = i[A::embedding::V],
           C = i[A::embedding::C];
-  cudaStream_t s = streamOf(ctx, stream);
-  int *bad;
-  CUDA_CHECK(cudaMallocAsync(&bad, sizeof(int), s));
-  CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int), s));
-  embeddingKernel<<<gridFor(N * C), kThreads, 0, s>>>(
-      static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C, bad);
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  // A bad id is reported after the run (Context::checkErrors).
+  embeddingKernel<<<gridFor(N * C), kThreads, 0, c.stream(stream)>>>(
+      static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C,
+      c.errors + int64_t(A::KernelId::embedding));
   CUDA_LAUNCHED();
-  int host = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&host, bad, sizeof(int), cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaFreeAsync(bad, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  if (host)
-    fatal("embedding: an id is outside the table of %lld rows", (long long)V);
 }
 
 SHARDC_CUDA_KERNEL(squared_norm) {
@@ -563,35 +569,21 @@ SHARDC_CUDA_KERNEL(softmax_grad) {
 SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
   namespace K = A::cross_entropy_with_grad;
   int64_t N = i[K::N], V = i[K::V], ignore = i[K::ignore_index];
-  cudaStream_t s = streamOf(ctx, stream);
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  cudaStream_t s = c.stream(stream);
   const int32_t *targets = static_cast<const int32_t *>(b[1]);
-  // The count of rows not ignored sets the mean's scale (host, as the CPU).
-  std::vector<int32_t> host(static_cast<size_t>(N));
-  CUDA_CHECK(cudaMemcpyAsync(host.data(), targets, N * 4,
-                             cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  int64_t count = 0;
-  for (int32_t t : host)
-    count += t != ignore;
-  float scale = count ? 1.0f / float(count) : 0.0f;
-  double *rowLoss;
-  int *bad;
-  CUDA_CHECK(cudaMallocAsync(&rowLoss, N * sizeof(double), s));
-  CUDA_CHECK(cudaMallocAsync(&bad, sizeof(int), s));
-  CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int), s));
+  // Scratch: the row losses, then the mean's scale.
+  auto *rowLoss = static_cast<double *>(c.scratch(N * sizeof(double) + 8));
+  auto *scale = reinterpret_cast<float *>(rowLoss + N);
+  lossScaleKernel<<<1, 1024, 0, s>>>(targets, N, ignore, scale);
+  CUDA_LAUNCHED();
+  // A bad target is reported after the run (Context::checkErrors).
   crossEntropyRowsKernel<<<unsigned(N), kThreads, 0, s>>>(
-      F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss, bad);
+      F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss,
+      c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
   CUDA_LAUNCHED();
   meanLossKernel<<<1, 1, 0, s>>>(rowLoss, targets, N, ignore, F(b[2]));
   CUDA_LAUNCHED();
-  int anyBad = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&anyBad, bad, sizeof(int), cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaFreeAsync(rowLoss, s));
-  CUDA_CHECK(cudaFreeAsync(bad, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  if (anyBad)
-    fatal("cross_entropy: a target is outside the vocabulary of %lld",
-          (long long)V);
 }
 
 SHARDC_CUDA_KERNEL(embedding_grad) {

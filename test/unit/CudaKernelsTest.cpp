@@ -82,19 +82,11 @@ class CudaKernels : public ::testing::Test {
 protected:
   void SetUp() override {
     REQUIRE_GPU();
-    for (cudaStream_t &s : ctx.streams)
-      CUDA_CHECK(cudaStreamCreate(&s));
-    CUBLAS_CHECK(cublasLtCreate(&ctx.lt));
-    ctx.workspaceBytes = size_t(32) << 20;
-    CUDA_CHECK(cudaMalloc(&ctx.workspace, ctx.workspaceBytes));
+    ctx.create();
   }
   void TearDown() override {
-    if (!ctx.lt)
-      return;
-    cudaFree(ctx.workspace);
-    cublasLtDestroy(ctx.lt);
-    for (cudaStream_t s : ctx.streams)
-      cudaStreamDestroy(s);
+    if (ctx.lt)
+      ctx.destroy();
   }
 
   /// Runs kernel `id` on the CPU and on the GPU with the same inputs and
@@ -131,6 +123,7 @@ protected:
     }
     gpu(&ctx, devPtrs.data(), ints.data(), fl.data(), A::kComputeStream);
     CUDA_CHECK(cudaDeviceSynchronize());
+    ctx.checkErrors(); // valid inputs: no kernel reports bad input
     for (size_t j = 0; j < bufs.size(); ++j) {
       std::vector<char> got(bufs[j].host.size());
       CUDA_CHECK(cudaMemcpy(got.data(), devPtrs[j], got.size(),
