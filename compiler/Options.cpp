@@ -148,7 +148,8 @@ Error DriverOptions::validate() {
   if (training.recompute != "none" && training.recompute != "block")
     return fail("--recompute must be 'none' or 'block', got '" +
                 training.recompute + "'");
-  if (training.optimizer != "adamw" && training.optimizer != "sgd")
+  if (training.optimizer != abi::kOptimizerAdamW &&
+      training.optimizer != abi::kOptimizerSGD)
     return fail("--optimizer must be 'adamw' or 'sgd', got '" +
                 training.optimizer + "'");
   std::string error;

@@ -41,7 +41,7 @@ struct ModelOptions {
 
 /// The training step and the sharding plan (FSDP2's policy).
 struct TrainingOptions {
-  std::string optimizer = "adamw";
+  std::string optimizer = abi::kOptimizerAdamW;
   std::string recompute = "none";
   std::string mesh = "1";
   MeshShape meshShape; ///< parsed from `mesh` by validate()

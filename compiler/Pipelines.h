@@ -3,6 +3,7 @@
 #define SHARDC_COMPILER_PIPELINES_H
 
 #include "mlir/Pass/PassManager.h"
+#include "runtime/abi/abi.h"
 
 #include <string>
 
@@ -16,8 +17,8 @@ struct PipelineOptions {
   bool fusePatterns = true;
   /// Activations recomputed in backward: "none" or "block".
   std::string recompute = "none";
-  /// "adamw" or "sgd".
-  std::string optimizer = "adamw";
+  /// abi::kOptimizerAdamW or abi::kOptimizerSGD.
+  std::string optimizer = abi::kOptimizerAdamW;
   /// FSDP: the device mesh ("1": no sharding, "N", "RxS" for HSDP), the
   /// wrap policy (empty: one group per transformer block), resharding and
   /// prefetch depths.

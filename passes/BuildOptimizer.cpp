@@ -116,7 +116,7 @@ struct NNBuildOptimizerPass
     SmallVector<Value> newParams, newStates(stateNames.size() * n);
     for (size_t k = 0; k < n; ++k) {
       Type t = params[k].type;
-      if (optimizer == "adamw") {
+      if (optimizer == abi::kOptimizerAdamW) {
         auto op = nn::AdamWOp::create(b, loc, TypeRange{t, t, t}, arg(k),
                                       arg(n + k), arg(2 * n + k),
                                       arg(3 * n + k), arg(hyperArg), coef);
