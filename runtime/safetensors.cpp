@@ -10,19 +10,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 
 using namespace shardc::runtime;
 using nlohmann::json;
 
-void shardc::runtime::writeSafetensors(
+std::vector<uint64_t> shardc::runtime::writeSafetensors(
     const std::string &path, const std::vector<NamedTensor> &tensors,
     const std::map<std::string, std::string> &metadata) {
   json header = json::object();
   uint64_t offset = 0;
+  std::vector<uint64_t> offsets;
   for (const NamedTensor &t : tensors) {
     uint64_t n = 1;
     for (int64_t d : t.shape)
@@ -30,6 +29,7 @@ void shardc::runtime::writeSafetensors(
     header[t.name] = {{"dtype", "F32"},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + 4 * n}}};
+    offsets.push_back(offset);
     offset += 4 * n;
   }
   if (!metadata.empty())
@@ -37,51 +37,52 @@ void shardc::runtime::writeSafetensors(
   std::string text = header.dump();
   while (text.size() % 8 != 0)
     text.push_back(' ');
+  for (uint64_t &o : offsets)
+    o += 8 + text.size();
 
-  std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::binary);
-  if (!out)
-    throw std::runtime_error(path + ": cannot open for writing");
+  DurableFile out(path);
   uint64_t size = text.size();
   unsigned char le[8];
   for (int k = 0; k < 8; ++k)
     le[k] = (size >> (8 * k)) & 0xff;
-  out.write(reinterpret_cast<const char *>(le), 8);
+  out.write(le, 8);
   out.write(text.data(), text.size());
   for (const NamedTensor &t : tensors) {
     uint64_t n = 1;
     for (int64_t d : t.shape)
       n *= uint64_t(d);
-    out.write(reinterpret_cast<const char *>(t.data), 4 * n);
+    out.write(t.data, 4 * n);
   }
-  out.close();
-  if (!out)
-    throw std::runtime_error(path + ": write failed");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error(path + ": cannot rename " + tmp + " into place");
+  out.commit();
+  return offsets;
 }
 
-std::map<std::string, LoadedTensor>
-shardc::runtime::readSafetensors(const std::string &path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    throw std::runtime_error(path + ": cannot open");
-  uint64_t fileSize = uint64_t(in.tellg());
-  in.seekg(0);
+int64_t SafetensorsEntry::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
+  file_ = std::make_shared<FileHandle>(openRegularForRead(path));
+  int fd = file_->fd();
+  uint64_t size = uint64_t(fileSize(fd, path));
   auto bad = [&](const std::string &why) {
     return std::runtime_error(path + ": not a valid safetensors file: " + why);
   };
   unsigned char le[8];
-  if (fileSize < 8 || !in.read(reinterpret_cast<char *>(le), 8))
+  if (size < 8)
     throw bad("shorter than its 8-byte header size");
+  readAt(fd, path, 0, le, 8);
   uint64_t headerSize = 0;
   for (int k = 0; k < 8; ++k)
     headerSize |= uint64_t(le[k]) << (8 * k);
-  if (headerSize > fileSize - 8)
+  if (headerSize > size - 8)
     throw bad("header size " + std::to_string(headerSize) +
-              " exceeds the file");
+              " exceeds the file of " + std::to_string(size) + " bytes");
   std::string text(headerSize, '\0');
-  in.read(text.data(), headerSize);
+  readAt(fd, path, 8, text.data(), headerSize);
   json header;
   try {
     header = json::parse(text);
@@ -90,16 +91,19 @@ shardc::runtime::readSafetensors(const std::string &path) {
   }
   if (!header.is_object())
     throw bad("header is not a JSON object");
-  uint64_t dataSize = fileSize - 8 - headerSize;
-  std::map<std::string, LoadedTensor> out;
+  uint64_t dataStart = 8 + headerSize, dataSize = size - dataStart;
   for (auto &[name, info] : header.items()) {
-    if (name == "__metadata__")
+    if (name == "__metadata__") {
+      if (info.is_object())
+        for (auto &[k, v] : info.items())
+          if (v.is_string())
+            metadata_[k] = v.get<std::string>();
       continue;
-    LoadedTensor t;
-    std::string dtype;
+    }
+    SafetensorsEntry t;
     uint64_t begin, end;
     try {
-      dtype = info.at("dtype").get<std::string>();
+      t.dtype = info.at("dtype").get<std::string>();
       t.shape = info.at("shape").get<std::vector<int64_t>>();
       begin = info.at("data_offsets").at(0).get<uint64_t>();
       end = info.at("data_offsets").at(1).get<uint64_t>();
@@ -110,29 +114,63 @@ shardc::runtime::readSafetensors(const std::string &path) {
     for (int64_t d : t.shape) {
       if (d < 0)
         throw bad("entry '" + name + "' has a negative dimension");
+      if (d > 0 && n > (uint64_t(1) << 62) / uint64_t(d))
+        throw bad("entry '" + name + "' has more than 2^62 elements");
       n *= uint64_t(d);
     }
-    uint64_t elt = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
-    if (!elt)
-      throw bad("entry '" + name + "' has unsupported dtype " + dtype +
+    t.elementBytes =
+        t.dtype == "F32" ? 4 : (t.dtype == "F16" || t.dtype == "BF16") ? 2 : 0;
+    if (!t.elementBytes)
+      throw bad("entry '" + name + "' has unsupported dtype " + t.dtype +
                 " (F32, F16, BF16)");
-    if (end < begin || end > dataSize || end - begin != n * elt)
+    if (end < begin || end > dataSize || end - begin != n * t.elementBytes)
       throw bad("entry '" + name + "' has data offsets outside the file or "
                 "not matching its shape");
-    std::vector<char> raw(end - begin);
-    in.seekg(8 + headerSize + begin);
-    if (!in.read(raw.data(), raw.size()))
-      throw bad("entry '" + name + "' is truncated");
-    t.data.resize(n);
-    if (elt == 4) {
-      std::memcpy(t.data.data(), raw.data(), raw.size());
-    } else {
-      for (uint64_t k = 0; k < n; ++k) {
-        uint16_t h;
-        std::memcpy(&h, raw.data() + 2 * k, 2);
-        t.data[k] = dtype == "F16" ? halfToFloat(h) : bf16ToFloat(h);
-      }
-    }
+    t.begin = dataStart + begin;
+    t.end = dataStart + end;
+    entries_.emplace(name, std::move(t));
+  }
+}
+
+const SafetensorsEntry *SafetensorsFile::find(const std::string &name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void SafetensorsFile::readBytes(uint64_t begin, uint64_t end, void *dst) const {
+  readAt(file_->fd(), path_, begin, dst, end - begin);
+}
+
+void SafetensorsFile::readF32(const std::string &name, int64_t first,
+                              int64_t count, float *dst) const {
+  const SafetensorsEntry *e = find(name);
+  if (!e)
+    throw std::runtime_error(path_ + ": no tensor '" + name + "'");
+  if (first < 0 || count < 0 || first + count > e->numel())
+    throw std::runtime_error(path_ + ": elements [" + std::to_string(first) +
+                             ", " + std::to_string(first + count) +
+                             ") are outside tensor '" + name + "'");
+  uint64_t begin = e->begin + uint64_t(first * e->elementBytes);
+  if (e->elementBytes == 4) {
+    readBytes(begin, begin + uint64_t(4 * count), dst);
+    return;
+  }
+  std::vector<uint16_t> raw(static_cast<size_t>(count));
+  readBytes(begin, begin + uint64_t(2 * count), raw.data());
+  bool half = e->dtype == "F16";
+  for (int64_t k = 0; k < count; ++k)
+    dst[k] = half ? halfToFloat(raw[k]) : bf16ToFloat(raw[k]);
+}
+
+std::map<std::string, LoadedTensor>
+shardc::runtime::readSafetensors(const std::string &path) {
+  SafetensorsFile file(path);
+  std::map<std::string, LoadedTensor> out;
+  for (const auto &[name, e] : file.entries()) {
+    LoadedTensor t;
+    t.shape = e.shape;
+    t.data.resize(size_t(e.numel()));
+    file.readF32(name, 0, e.numel(), t.data.data());
     out.emplace(name, std::move(t));
   }
   return out;

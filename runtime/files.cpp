@@ -1,0 +1,220 @@
+//===- files.cpp - durable writes and checked reads -----------------------===//
+#include "runtime/files.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace shardc::runtime;
+
+namespace {
+
+std::runtime_error systemError(const std::string &path, const char *what) {
+  return std::runtime_error(path + ": " + what + ": " + std::strerror(errno));
+}
+
+} // namespace
+
+FileHandle &FileHandle::operator=(FileHandle &&o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+FileHandle::~FileHandle() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+FileHandle shardc::runtime::openRegularForRead(const std::string &path) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
+  // below as not a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    throw systemError(path, "cannot open");
+  FileHandle h(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    throw systemError(path, "cannot stat");
+  if (!S_ISREG(st.st_mode))
+    throw std::runtime_error(path + ": not a regular file");
+  int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return h;
+}
+
+int64_t shardc::runtime::fileSize(int fd, const std::string &path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    throw systemError(path, "cannot stat");
+  return int64_t(st.st_size);
+}
+
+void shardc::runtime::readAt(int fd, const std::string &path, uint64_t offset,
+                             void *dst, uint64_t bytes) {
+  char *p = static_cast<char *>(dst);
+  while (bytes > 0) {
+    size_t chunk = size_t(std::min<uint64_t>(bytes, uint64_t(1) << 30));
+    ssize_t n = ::pread(fd, p, chunk, off_t(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      throw systemError(path, "read failed");
+    if (n == 0)
+      throw std::runtime_error(path + ": truncated: ends before byte " +
+                               std::to_string(offset + bytes));
+    p += n;
+    offset += uint64_t(n);
+    bytes -= uint64_t(n);
+  }
+}
+
+void shardc::runtime::writeAll(int fd, const std::string &path,
+                               const void *src, uint64_t bytes) {
+  const char *p = static_cast<const char *>(src);
+  while (bytes > 0) {
+    size_t chunk = size_t(std::min<uint64_t>(bytes, uint64_t(1) << 30));
+    ssize_t n = ::write(fd, p, chunk);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      throw systemError(path, "write failed");
+    p += n;
+    bytes -= uint64_t(n);
+  }
+}
+
+void shardc::runtime::syncFile(int fd, const std::string &path) {
+  if (::fsync(fd) != 0)
+    throw systemError(path, "fsync failed");
+}
+
+void shardc::runtime::syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    throw systemError(dir, "cannot open directory");
+  FileHandle h(fd);
+  // Some file systems do not sync directories (EINVAL): nothing to do there.
+  if (::fsync(fd) != 0 && errno != EINVAL)
+    throw systemError(dir, "fsync failed");
+}
+
+std::string shardc::runtime::parentDirectory(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+void shardc::runtime::makeDirectories(const std::string &dir) {
+  if (dir.empty() || isDirectory(dir))
+    return;
+  std::string parent = parentDirectory(dir);
+  if (parent != dir && parent != "." && parent != "/")
+    makeDirectories(parent);
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    throw systemError(dir, "cannot create directory");
+  if (!isDirectory(dir))
+    throw std::runtime_error(dir + ": exists and is not a directory");
+}
+
+void shardc::runtime::removeTree(const std::string &path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0)
+    return;
+  if (S_ISDIR(st.st_mode)) {
+    for (const std::string &name : listDirectory(path))
+      removeTree(path + "/" + name);
+    if (::rmdir(path.c_str()) != 0 && errno != ENOENT)
+      throw systemError(path, "cannot remove directory");
+  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    throw systemError(path, "cannot remove");
+  }
+}
+
+bool shardc::runtime::pathExists(const std::string &path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool shardc::runtime::isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::vector<std::string>
+shardc::runtime::listDirectory(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    throw systemError(dir, "cannot list directory");
+  std::vector<std::string> names;
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..")
+      names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string shardc::runtime::readTextFile(const std::string &path) {
+  FileHandle h = openRegularForRead(path);
+  int64_t size = fileSize(h.fd(), path);
+  constexpr int64_t kLimit = int64_t(1) << 30;
+  if (size > kLimit)
+    throw std::runtime_error(path + ": " + std::to_string(size) +
+                             " bytes, more than the 1 GiB a text file may have");
+  std::string text(size_t(size), '\0');
+  readAt(h.fd(), path, 0, text.data(), uint64_t(size));
+  return text;
+}
+
+DurableFile::DurableFile(const std::string &path)
+    : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error(path + ": exists and is not a regular file; "
+                                    "refusing to replace it");
+  int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    throw systemError(tmp_, "cannot open for writing");
+  fd_ = FileHandle(fd);
+}
+
+DurableFile::~DurableFile() {
+  if (!committed_) {
+    fd_ = FileHandle();
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void DurableFile::write(const void *src, uint64_t bytes) {
+  writeAll(fd_.fd(), tmp_, src, bytes);
+}
+
+void DurableFile::commit() {
+  syncFile(fd_.fd(), tmp_);
+  if (::close(fd_.release()) != 0)
+    throw systemError(tmp_, "close failed");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw systemError(path_, "cannot rename the temporary file into place");
+  committed_ = true;
+  syncDirectory(parentDirectory(path_));
+}
+
+void shardc::runtime::writeFileDurably(const std::string &path,
+                                       const std::string &text) {
+  DurableFile f(path);
+  f.write(text.data(), text.size());
+  f.commit();
+}
