@@ -26,7 +26,11 @@ data and run:
                         rows r*mb .. (r+1)*mb-1 of each global micro-batch;
                         wrapping around the file; without it, seeded
                         synthetic tokens
-  --steps N             optimizer steps (default 10)
+  --steps N             optimizer steps in all (default 10); the lr schedule
+                        spans them, and a resumed run stops there
+  --run-steps N         stop after N steps of this invocation (and write a
+                        checkpoint with --checkpoint-dir), for allocations
+                        with a time limit: resume continues the same run
   --grad-accum N        micro-batches per step, gradients averaged (default 1)
   --seed N              seed of initialization and synthetic data (default 1337)
   --init-from FILE      initial weights from a safetensors file (Hugging Face
@@ -39,7 +43,23 @@ data and run:
   --dump-grads FILE     write the last step's gradients, averaged over its
                         micro-batches and before clipping (safetensors)
   --log FILE            JSON lines, one per step: step, loss, lr, grad_norm,
-                        ms, tok_per_s
+                        ms, tok_per_s (a resumed run keeps the lines before
+                        its checkpoint's step and appends)
+
+checkpoints (the whole training state; format in the README):
+  --checkpoint-dir DIR  write checkpoints under DIR: DIR/step-NNNNNNNN, each
+                        rank its shards, published atomically, and DIR/latest
+  --checkpoint-every N  every N steps, and after the last (default: after the
+                        last only)
+  --keep K              keep the newest K checkpoints (default 0: all)
+  --resume              continue from DIR/latest of --checkpoint-dir; --steps
+                        stays the total (a run resumed at step 10 with --steps
+                        20 runs 10 more); the mesh may differ from the one
+                        that wrote it (each rank reads the rows it needs)
+  --resume=DIR          continue from the checkpoint in DIR (a checkpoint
+                        directory, or one of its step-NNNNNNNN)
+  --resume=auto         as --resume if --checkpoint-dir holds a checkpoint,
+                        otherwise start fresh
 
 optimizer (compiled: %s; semantics of torch.optim.AdamW / SGD):
   --lr X                peak learning rate (default 0.001)
@@ -134,7 +154,19 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       o.dumpGrads = next();
     else if (flag == "--log")
       o.log = next();
-    else if (flag == "--lr")
+    else if (flag == "--checkpoint-dir")
+      o.checkpointDir = next();
+    else if (flag == "--checkpoint-every")
+      o.checkpointEvery = parseInt(flag, next());
+    else if (flag == "--run-steps")
+      o.runSteps = parseInt(flag, next());
+    else if (flag == "--keep")
+      o.keep = parseInt(flag, next());
+    else if (flag == "--resume") {
+      o.resume = inlineValue ? arg.substr(eq + 1) : "latest";
+      if (o.resume.empty())
+        throw std::runtime_error("--resume= expects a directory or auto");
+    } else if (flag == "--lr")
       o.lr = parseFloat(flag, next());
     else if (flag == "--beta1")
       o.beta1 = parseFloat(flag, next());
@@ -161,6 +193,13 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
     } else
       throw std::runtime_error("unknown option '" + arg + "' (see --help)");
   }
+  if (o.checkpointDir.empty() && (o.checkpointEvery > 0 || o.keep > 0 ||
+                                  o.resume == "latest" || o.resume == "auto"))
+    throw std::runtime_error(
+        std::string(o.resume == "latest" || o.resume == "auto"
+                        ? "--resume"
+                        : o.keep > 0 ? "--keep" : "--checkpoint-every") +
+        " needs --checkpoint-dir DIR");
   if (o.gradAccum < 1)
     throw std::runtime_error("--grad-accum must be at least 1");
   if (o.beta1 >= 1 || o.beta2 >= 1)

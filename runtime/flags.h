@@ -19,6 +19,14 @@ struct Options {
   bool noDecay1D = false, exportExternal = false;
   double clipGradNorm = 0.0;
   std::string schedule = "constant";
+  /// Checkpoints: written under checkpointDir every checkpointEvery steps
+  /// (0: at the end only), the newest `keep` kept (0: all). resume: "" (do
+  /// not), "latest" (from checkpointDir; an error if none), "auto" (from
+  /// checkpointDir if there is one), or a directory.
+  std::string checkpointDir, resume;
+  int64_t checkpointEvery = 0, keep = 0;
+  /// Steps this invocation runs at most (0: up to --steps).
+  int64_t runSteps = 0;
 };
 
 /// Whether --help or -h is among the arguments.

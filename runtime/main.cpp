@@ -9,7 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
 #include "runtime/backend.h"
+#include "runtime/checkpoint.h"
 #include "runtime/checkpoint_io.h"
+#include "runtime/files.h"
 #include "runtime/data.h"
 #include "runtime/flags.h"
 #include "runtime/mesh.h"
@@ -19,6 +21,7 @@
 #include "runtime/runtime.h"
 #include "runtime/schedule.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +33,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <unistd.h>
 
 using namespace shardc;
 using namespace shardc::runtime;
@@ -49,6 +53,24 @@ int64_t procStatusBytes(const char *key) {
       kib = std::atoll(line + n + 1);
   std::fclose(f);
   return kib < 0 ? -1 : kib * 1024;
+}
+
+/// Keeps the lines of a JSON-lines log whose "step" is below `step`.
+void truncateLog(const std::string &path, int64_t step) {
+  if (!pathExists(path))
+    return;
+  std::string text = readTextFile(path), kept;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    end = end == std::string::npos ? text.size() : end + 1;
+    std::string line = text.substr(at, end - at);
+    long long s = -1;
+    if (std::sscanf(line.c_str(), "{\"step\": %lld", &s) == 1 && s < step)
+      kept += line;
+    at = end;
+  }
+  writeFileDurably(path, kept);
 }
 
 double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
@@ -122,11 +144,6 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   const int64_t B = m.microBatch, T = m.seqLen, P = mesh.world;
   const int64_t G = B * P * o.gradAccum;
   const bool leader = mesh.rank == 0;
-  TokenData data = o.data.empty()
-                       ? TokenData::synthetic(o.seed, m.vocabSize,
-                                              (o.steps + 1) * G * T + 1)
-                       : TokenData::load(o.data, m.vocabSize);
-
   int64_t baselineRss = procStatusBytes("VmRSS");
   std::unique_ptr<Backend> backend =
       makeBackend(m.target, &mesh, m.constantsBytes);
@@ -145,9 +162,51 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     backend->copyToDevice(params, host.data(), m.paramBytes);
   }
 
+  // Checkpoints: the directory is made (and so checked) before the first
+  // step; a resume replaces the initial state with the checkpoint's.
+  Checkpointer checkpointer(m, mesh, *backend, mem.base);
+  if (leader && !o.checkpointDir.empty()) {
+    makeDirectories(o.checkpointDir);
+    if (access(o.checkpointDir.c_str(), W_OK) != 0)
+      throw std::runtime_error(o.checkpointDir +
+                               ": --checkpoint-dir is not writable");
+  }
+  TrainProgress progress;
+  if (!o.resume.empty()) {
+    bool fromDir = o.resume == "latest" || o.resume == "auto";
+    std::string where = fromDir ? o.checkpointDir : o.resume;
+    std::string found = mesh.broadcastString(leader ? findCheckpoint(where) : "");
+    if (!found.empty()) {
+      progress = checkpointer.load(found, o);
+      if (progress.step > o.steps)
+        throw std::runtime_error(found + ": the checkpoint is at step " +
+                                 std::to_string(progress.step) +
+                                 ", past --steps " + std::to_string(o.steps));
+    } else if (o.resume == "auto") {
+      if (leader)
+        std::printf("checkpoint: none in %s; starting fresh\n", where.c_str());
+    } else {
+      throw std::runtime_error(
+          where + ": no checkpoint to resume from" +
+          (fromDir ? " (--resume=auto starts fresh when there is none)" : ""));
+    }
+  }
+  const int64_t startStep = progress.step;
+  TokenData data =
+      o.data.empty()
+          ? TokenData::synthetic(o.seed, m.vocabSize,
+                                 (progress.dataRow +
+                                  (o.steps - startStep + 1) * G) * T + 1)
+          : TokenData::load(o.data, m.vocabSize);
+
   std::FILE *log = nullptr;
-  if (leader && !o.log.empty() && !(log = std::fopen(o.log.c_str(), "w")))
-    throw std::runtime_error(o.log + ": cannot open log file for writing");
+  if (leader && !o.log.empty()) {
+    // A resumed run's log: the lines before its step, then its own.
+    if (startStep > 0)
+      truncateLog(o.log, startStep);
+    if (!(log = std::fopen(o.log.c_str(), startStep > 0 ? "a" : "w")))
+      throw std::runtime_error(o.log + ": cannot open log file for writing");
+  }
 
   int64_t totalBytes = m.paramBytes + m.stateBytes + m.ioBytes + m.arenaBytes;
   if (leader)
@@ -172,11 +231,14 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   const char *profileEnv = std::getenv("SHARDC_PROFILE");
   bool profiling = profileEnv && *profileEnv && std::string(profileEnv) != "0";
   backend->setProfiling(profiling);
-  for (int64_t step = 0; step < o.steps; ++step) {
+  int64_t lastSaved = startStep;
+  const int64_t endStep =
+      o.runSteps > 0 ? std::min(o.steps, startStep + o.runSteps) : o.steps;
+  for (int64_t step = startStep; step < endStep; ++step) {
     auto start = std::chrono::steady_clock::now();
     double loss = 0;
     for (int64_t k = 0; k < o.gradAccum; ++k) {
-      data.batch(step, G, (k * P + mesh.rank) * B, B, T,
+      data.batch(/*step=*/0, G, progress.dataRow + (k * P + mesh.rank) * B, B, T,
                  mem.host<int32_t>(tokens), mem.host<int32_t>(targets));
       float *ctl = mem.host<float>(control);
       ctl[0] = k > 0 ? 1.0f : 0.0f; // keep the accumulator
@@ -223,7 +285,16 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
                    (long long)step, loss, lr, gradNorm, ms, tokPerS);
       std::fflush(log);
     }
+    progress.step = step + 1;
+    progress.dataRow += G;
+    if (!o.checkpointDir.empty() && o.checkpointEvery > 0 &&
+        progress.step % o.checkpointEvery == 0) {
+      checkpointer.save(o.checkpointDir, progress, o, o.keep);
+      lastSaved = progress.step;
+    }
   }
+  if (!o.checkpointDir.empty() && lastSaved != progress.step)
+    checkpointer.save(o.checkpointDir, progress, o, o.keep);
   if (log)
     std::fclose(log);
   if (profiling && leader)

@@ -63,3 +63,42 @@ MPI_Comm Mesh::subgroup(int64_t a, int64_t n) const {
   subgroups_.push_back({{a, n}, c});
   return c;
 }
+
+std::vector<std::string> Mesh::gatherStrings(const std::string &value) const {
+  if (world == 1)
+    return {value};
+  int n = int(value.size());
+  std::vector<int> sizes(rank == 0 ? world : 0), displs;
+  MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0,
+                       MPI_COMM_WORLD));
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int s : sizes) {
+      displs.push_back(total);
+      total += s;
+    }
+    all.resize(size_t(total));
+  }
+  MPI_CHECK(MPI_Gatherv(value.data(), n, MPI_CHAR, all.data(), sizes.data(),
+                        displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
+  std::vector<std::string> out;
+  for (size_t r = 0; r < sizes.size(); ++r)
+    out.push_back(all.substr(size_t(displs[r]), size_t(sizes[r])));
+  return out;
+}
+
+std::string Mesh::broadcastString(const std::string &value) const {
+  if (world == 1)
+    return value;
+  long long n = (long long)value.size();
+  MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+  std::string out = rank == 0 ? value : std::string(size_t(n), '\0');
+  MPI_CHECK(MPI_Bcast(out.data(), int(n), MPI_CHAR, 0, MPI_COMM_WORLD));
+  return out;
+}
+
+void Mesh::barrier() const {
+  if (world > 1)
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}

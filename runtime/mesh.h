@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace shardc::runtime {
@@ -39,6 +40,11 @@ public:
 
   /// Sum over all ranks.
   double sumAll(double value) const;
+  /// Every rank's `value` in rank order, on rank 0 (empty elsewhere).
+  std::vector<std::string> gatherStrings(const std::string &value) const;
+  /// Rank 0's `value`, on every rank.
+  std::string broadcastString(const std::string &value) const;
+  void barrier() const;
 
 private:
   mutable std::vector<std::pair<std::pair<int64_t, int64_t>, MPI_Comm>> subgroups_;
