@@ -6,6 +6,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -185,6 +186,19 @@ DurableFile::DurableFile(const std::string &path)
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw std::runtime_error(path + ": exists and is not a regular file; "
                                     "refusing to replace it");
+  // Temporaries of writers that were killed (kill -9 leaves no chance to
+  // clean up): their process is gone.
+  std::string dir = parentDirectory(path), base = path.substr(
+      path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1) + ".tmp.";
+  if (isDirectory(dir))
+    for (const std::string &name : listDirectory(dir))
+      if (name.rfind(base, 0) == 0) {
+        std::string pid = name.substr(base.size());
+        if (!pid.empty() && pid.find_first_not_of("0123456789") ==
+                                std::string::npos &&
+            ::kill(pid_t(std::stoll(pid)), 0) != 0 && errno == ESRCH)
+          ::unlink((dir + "/" + name).c_str());
+      }
   int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0)
     throw systemError(tmp_, "cannot open for writing");

@@ -112,6 +112,54 @@ TEST(Safetensors, TruncatedFileIsAnError) {
   }
 }
 
+TEST(Safetensors, ReadsAnElementRange) {
+  std::vector<float> a(1000);
+  for (size_t k = 0; k < a.size(); ++k)
+    a[k] = float(k) * 0.5f;
+  std::string path = tempPath("r.safetensors");
+  std::vector<uint64_t> offsets = writeSafetensors(
+      path, {{"a", {10, 100}, a.data()}, {"b", {1}, a.data()}});
+  SafetensorsFile f(path);
+  const SafetensorsEntry *e = f.find("a");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->begin, offsets[0]);
+  EXPECT_EQ(e->end - e->begin, 4000u);
+  std::vector<float> got(150);
+  f.readF32("a", 420, 150, got.data());
+  EXPECT_EQ(got, std::vector<float>(a.begin() + 420, a.begin() + 570));
+  EXPECT_NE(errorOf([&] { f.readF32("a", 900, 101, got.data()); })
+                .find("outside tensor 'a'"),
+            std::string::npos);
+}
+
+TEST(Files, DurableFileIsAllOrNothing) {
+  std::string path = tempPath("durable.txt");
+  writeFileDurably(path, "old");
+  {
+    DurableFile f(path);
+    f.write("new, never committed", 20);
+  } // an error before commit: the temporary goes, the old file stays
+  EXPECT_EQ(readTextFile(path), "old");
+  std::string dir = parentDirectory(path);
+  for (const std::string &name : listDirectory(dir))
+    EXPECT_EQ(name.find("durable.txt.tmp."), std::string::npos) << name;
+  writeFileDurably(path, "new");
+  EXPECT_EQ(readTextFile(path), "new");
+  // The temporary of a writer that was killed is removed by the next one.
+  std::string stale = path + ".tmp.999999999";
+  writeFileDurably(stale + "-not-a-pid", "x"); // not ours to remove
+  { std::ofstream(stale) << "partial"; }
+  writeFileDurably(path, "newer");
+  EXPECT_FALSE(pathExists(stale));
+  EXPECT_TRUE(pathExists(stale + "-not-a-pid"));
+  // Never onto a device node or a directory.
+  EXPECT_NE(errorOf([] { DurableFile f("/dev/null"); })
+                .find("not a regular file"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { readTextFile(dir); }).find("not a regular file"),
+            std::string::npos);
+}
+
 TEST(Init, CounterBasedNormalIsMeshInvariantAndCalibrated) {
   uint64_t key = streamKey(1337, "transformer.h.0.attn.c_attn.weight");
   // Indexed by the global element: the value of element k does not depend
