@@ -19,6 +19,7 @@
 namespace shardc::runtime {
 
 class Mesh;
+class Trace;
 
 class Backend {
 public:
@@ -47,6 +48,8 @@ public:
   /// are charged; printProfile prints kernels by total time.
   virtual void setProfiling(bool on) = 0;
   virtual void printProfile() const = 0;
+  /// Launches of the runs that follow go to `trace` (null: none).
+  virtual void setTrace(Trace *trace) = 0;
 };
 
 /// The CPU backend: host memory, OpenBLAS and OpenMP kernels, MPI

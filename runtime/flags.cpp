@@ -45,6 +45,10 @@ data and run:
   --log FILE            JSON lines, one per step: step, loss, lr, grad_norm,
                         ms, tok_per_s (a resumed run keeps the lines before
                         its checkpoint's step and appends)
+  --trace FILE          write a Chrome/Perfetto trace (JSON) of every kernel
+                        and collective launched, per stream, with the bytes
+                        of each collective; on a mesh, rank r > 0 writes
+                        FILE.rank<r> (cpu target: host timestamps)
 
 checkpoints (the whole training state; format in the README):
   --checkpoint-dir DIR  write checkpoints under DIR: DIR/step-NNNNNNNN, each
@@ -158,7 +162,14 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       o.checkpointDir = next();
     else if (flag == "--checkpoint-every")
       o.checkpointEvery = parseInt(flag, next());
-    else if (flag == "--run-steps")
+    else if (flag == "--trace") {
+      o.trace = next();
+      if (o.trace.empty())
+        throw std::runtime_error("--trace expects a file name");
+      if (m.target != "cpu" && !m.target.empty())
+        throw std::runtime_error("--trace: the " + m.target +
+                                 " backend does not record traces yet");
+    } else if (flag == "--run-steps")
       o.runSteps = parseInt(flag, next());
     else if (flag == "--keep")
       o.keep = parseInt(flag, next());

@@ -24,6 +24,8 @@ struct Options {
   /// not), "latest" (from checkpointDir; an error if none), "auto" (from
   /// checkpointDir if there is one), or a directory.
   std::string checkpointDir, resume;
+  /// Chrome trace output (rank r > 0 of a mesh writes FILE with .rank<r>).
+  std::string trace;
   int64_t checkpointEvery = 0, keep = 0;
   /// Steps this invocation runs at most (0: up to --steps).
   int64_t runSteps = 0;

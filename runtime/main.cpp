@@ -20,6 +20,7 @@
 #include "runtime/program.h"
 #include "runtime/runtime.h"
 #include "runtime/schedule.h"
+#include "runtime/trace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -125,7 +126,11 @@ struct Memory {
         throw std::runtime_error(std::string("compiled entry '") + name +
                                  "' is malformed: " + wrong);
     }
+    if (trace)
+      trace->beginRun(name, step);
     backend.run(program, base);
+    if (trace)
+      trace->endRun();
   }
 
   Backend &backend;
@@ -133,6 +138,9 @@ struct Memory {
   int64_t bytes[abi::kNumRegions] = {};
   std::vector<char> io;
   std::set<const int64_t *> checked;
+  /// Launches go to `trace`, labelled with the entry and `step`.
+  Trace *trace = nullptr;
+  int64_t step = 0;
 };
 
 int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
@@ -231,11 +239,21 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   const char *profileEnv = std::getenv("SHARDC_PROFILE");
   bool profiling = profileEnv && *profileEnv && std::string(profileEnv) != "0";
   backend->setProfiling(profiling);
+  // Every launch is timed for the exposed-communication line (and kept for
+  // --trace); a backend that cannot time them records none.
+  Trace trace;
+  trace.setKeepEvents(!o.trace.empty());
+  trace.setOrigin(std::stod(mesh.broadcastString(
+      std::to_string((long long)Trace::unixMicros()))));
+  backend->setTrace(&trace);
+  mem.trace = &trace;
+  double stepSeconds = 0;
   int64_t lastSaved = startStep;
   const int64_t endStep =
       o.runSteps > 0 ? std::min(o.steps, startStep + o.runSteps) : o.steps;
   for (int64_t step = startStep; step < endStep; ++step) {
     auto start = std::chrono::steady_clock::now();
+    mem.step = step;
     double loss = 0;
     for (int64_t k = 0; k < o.gradAccum; ++k) {
       data.batch(/*step=*/0, G, progress.dataRow + (k * P + mesh.rank) * B, B, T,
@@ -272,6 +290,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
                     std::chrono::steady_clock::now() - start)
                     .count();
     double tokPerS = double(G * T) / (ms / 1000.0);
+    stepSeconds += ms * 1e-3;
     if (leader)
       std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms | "
                 "%10.0f tok/s | mem %.1f MiB\n",
@@ -297,6 +316,24 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     checkpointer.save(o.checkpointDir, progress, o, o.keep);
   if (log)
     std::fclose(log);
+  if (leader && trace.commSeconds() > 0 && stepSeconds > 0) {
+    int64_t ran = endStep - startStep;
+    std::printf("communication: %.2f ms per step on rank 0, %.2f ms of it "
+                "exposed (not overlapped by compute): %.1f%% of the step "
+                "time\n",
+                1e3 * trace.commSeconds() / double(ran),
+                1e3 * trace.exposedCommSeconds() / double(ran),
+                100.0 * trace.exposedCommSeconds() / stepSeconds);
+  }
+  if (!o.trace.empty()) {
+    std::string path = mesh.rank == 0
+                           ? o.trace
+                           : o.trace + ".rank" + std::to_string(mesh.rank);
+    trace.writeJson(path, mesh.rank);
+    if (leader)
+      std::printf("trace written to %s%s\n", o.trace.c_str(),
+                  mesh.world > 1 ? " (rank r > 0: .rank<r>)" : "");
+  }
   if (profiling && leader)
     backend->printProfile();
   // The planned peak against the resident memory the run added (rank 0).

@@ -46,7 +46,13 @@ void shardc::runtime::runProgram(const int64_t *program,
                   (refs[k] & abi::kOffsetMask);
       const int64_t *ints = refs + nb;
       const double *floats = reinterpret_cast<const double *>(ints + ni);
-      target.kernels[id](target.ctx, bufs, ints, floats, stream);
+      if (target.trace) {
+        double begin = target.trace->now();
+        target.kernels[id](target.ctx, bufs, ints, floats, stream);
+        target.trace->add(id, stream, ints, begin, target.trace->now());
+      } else {
+        target.kernels[id](target.ctx, bufs, ints, floats, stream);
+      }
       p = ints + ni + nf;
       continue;
     }

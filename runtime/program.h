@@ -10,6 +10,7 @@
 #define SHARDC_RUNTIME_PROGRAM_H
 
 #include "runtime/abi/abi.h"
+#include "runtime/trace.h"
 
 #include <cstdint>
 
@@ -25,6 +26,9 @@ struct ProgramTarget {
   void *ctx;
   void (*recordEvent)(void *ctx, int64_t event, int64_t stream);
   void (*waitEvent)(void *ctx, int64_t event, int64_t stream);
+  /// When set, every launch is timed on the host and added (a backend
+  /// whose kernels run on the host: their time is the launch's).
+  Trace *trace = nullptr;
 };
 
 /// Runs `program` over the base addresses of the regions (abi::Region).

@@ -57,17 +57,19 @@ public:
            void *const regionBases[abi::kNumRegions]) override {
     ctx.startProfileInterval();
     ProgramTarget target{kCpuKernels, &ctx, &shardc_event_record,
-                         &shardc_event_wait};
+                         &shardc_event_wait, trace};
     runProgram(program, regionBases, target);
     ctx.resetEvents();
   }
 
   void setProfiling(bool on) override { ctx.profiling = on; }
   void printProfile() const override { ctx.printProfile(); }
+  void setTrace(Trace *t) override { trace = t; }
 
 private:
   Context ctx;
   std::vector<char *> regions;
+  Trace *trace = nullptr;
 };
 
 } // namespace
