@@ -48,6 +48,7 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createFSDPPrefetch(prefetch));
     if (options.gradSyncOnce)
       pm.addPass(createFSDPSyncOnce());
+    pm.addPass(createFSDPBucketGradients());
     pm.addPass(createFSDPShardOptimizer());
   }
 }

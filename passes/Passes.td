@@ -160,6 +160,22 @@ def FSDPPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
   ];
 }
 
+def FSDPBucketGradients : Pass<"fsdp-bucket-gradients", "mlir::ModuleOp"> {
+  let summary = "One reduce-scatter (and HSDP all-reduce) per FSDP group";
+  let description = [{
+    FSDP2's per-group gradient reduction, compiled: the reduce-scatters of
+    one FSDP group (`fsdp.group`, same grid axes and element type), with the
+    HSDP all-reduce that follows each, become one. Each gradient, padded to
+    P blocks on dim 0, is viewed as [P, n_i]; the views are concatenated on
+    dim 1 into [P, sum n_i], reduce-scattered once into [1, sum n_i]
+    (all-reduced once under HSDP), and sliced back into each parameter's
+    shard. The bucket goes where the group's last gradient is final; users
+    of an earlier gradient's shard move after it. The sums are the same
+    element by element, so the curves are unchanged. f32 groups only (the
+    pack and unpack kernels are f32).
+  }];
+}
+
 def FSDPSyncOnce : Pass<"fsdp-sync-once", "mlir::ModuleOp"> {
   let summary = "Reduce gradients once per step under gradient accumulation";
   let description = [{

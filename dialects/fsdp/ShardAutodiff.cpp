@@ -25,6 +25,9 @@ struct AllGatherVJP
         gather.getGridAxesAttr(), grads[0],
         shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
         gather.getGatherAxisAttr());
+    // The FSDP group of the gathered parameter, for bucketing.
+    if (Attribute group = op->getAttr("fsdp.group"))
+      scattered.getDefiningOp()->setAttr("fsdp.group", group);
     return {scattered};
   }
 };
