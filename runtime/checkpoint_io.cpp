@@ -1,5 +1,6 @@
 //===- checkpoint_io.cpp - weights in and out of the backend's memory -----===//
 #include "runtime/checkpoint_io.h"
+#include "runtime/hf_io.h"
 
 #include <algorithm>
 #include <cstring>
@@ -24,25 +25,38 @@ std::string withoutPrefix(const std::string &name) {
 void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
                                      Backend &backend, char *params,
                                      int64_t shardIndex) {
-  std::map<std::string, LoadedTensor> file = readSafetensors(path);
-  std::vector<float> shard;
+  HfCheckpoint file(path);
+  const std::string &where = file.where();
+  // Every parameter is found and its shape checked before any is read.
+  std::vector<std::pair<const SafetensorsFile *, std::string>> found;
   for (const TensorSlot &p : m.params) {
-    auto it = file.find(p.name);
-    if (it == file.end())
-      it = file.find(withoutPrefix(p.name));
-    if (it == file.end())
-      throw std::runtime_error(path + ": missing parameter '" + p.name + "'");
+    std::string key = p.name;
+    const SafetensorsFile *f = file.find(key);
+    if (!f)
+      f = file.find(key = withoutPrefix(p.name));
+    if (!f)
+      throw std::runtime_error(where + ": missing parameter '" + p.name + "'");
     const std::vector<int64_t> &full = p.sharded() ? p.globalShape : p.shape;
-    if (it->second.shape != full)
-      throw std::runtime_error(path + ": parameter '" + p.name +
-                               "' has shape " + shapeString(it->second.shape) +
+    const SafetensorsEntry &e = *f->find(key);
+    if (e.shape != full)
+      throw std::runtime_error(f->path() + ": parameter '" + p.name +
+                               "' has shape " + shapeString(e.shape) +
                                ", expected " + shapeString(full));
-    // This rank's rows; padding rows stay zero.
-    int64_t rows = p.shape[0], first = p.sharded() ? shardIndex * rows : 0;
-    int64_t count = std::max<int64_t>(0, std::min(rows, full[0] - first));
+    found.push_back({f, key});
+  }
+  // This rank's rows only; padding rows stay zero.
+  std::vector<float> shard;
+  for (size_t k = 0; k < m.params.size(); ++k) {
+    const TensorSlot &p = m.params[k];
+    const std::vector<int64_t> &full = p.sharded() ? p.globalShape : p.shape;
+    int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+    int64_t globalRows = full.empty() ? 1 : full[0];
+    int64_t first = p.sharded() ? shardIndex * rows : 0;
+    int64_t count = std::max<int64_t>(0, std::min(rows, globalRows - first));
     shard.assign(size_t(p.bytes / 4), 0.0f);
-    std::memcpy(shard.data(), it->second.data.data() + first * p.rowSize(),
-                count * p.rowSize() * 4);
+    if (count > 0)
+      found[k].first->readF32(found[k].second, first * p.rowSize(),
+                              count * p.rowSize(), shard.data());
     backend.copyToDevice(params + p.offset, shard.data(), p.bytes);
   }
 }

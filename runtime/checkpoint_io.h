@@ -12,9 +12,12 @@
 
 namespace shardc::runtime {
 
-/// Loads every parameter from a safetensors file (Hugging Face names, with
-/// or without the transformer./model. prefix) into the parameter region
-/// `params` of `backend`: this shard's rows, padding rows zero.
+/// Loads every parameter from a Hugging Face checkpoint (a safetensors
+/// file, a directory, or a model.safetensors.index.json: runtime/hf_io.h;
+/// names with or without the transformer./model. prefix) into the
+/// parameter region `params` of `backend`: this shard's rows only, read by
+/// range, padding rows zero. Every parameter is found and checked before
+/// any is read.
 void loadParameters(const Manifest &m, const std::string &path,
                     Backend &backend, char *params, int64_t shardIndex);
 

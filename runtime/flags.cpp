@@ -1,6 +1,7 @@
 //===- flags.cpp - the trainer's command line -----------------------------===//
 #include "runtime/flags.h"
 #include "runtime/abi/abi.h"
+#include "runtime/hf_io.h"
 
 #include <cerrno>
 #include <cmath>
@@ -33,9 +34,20 @@ data and run:
                         with a time limit: resume continues the same run
   --grad-accum N        micro-batches per step, gradients averaged (default 1)
   --seed N              seed of initialization and synthetic data (default 1337)
-  --init-from FILE      initial weights from a safetensors file (Hugging Face
-                        names, with or without the transformer./model. prefix)
+  --init-from PATH      initial weights, Hugging Face names (with or without
+                        the transformer./model. prefix): a safetensors file,
+                        a directory as save_pretrained writes it (holding
+                        model.safetensors, or model.safetensors.index.json
+                        and its files), or such an index; each rank reads
+                        only its rows
   --save-weights FILE   write the weights after the last step (safetensors)
+  --export-hf DIR       write the trained model as save_pretrained does:
+                        DIR/model.safetensors, or model-0000k-of-0000n files
+                        and model.safetensors.index.json, and config.json
+                        (models compiled from a config.json or a preset), so
+                        that transformers' from_pretrained(DIR) loads it
+  --max-shard-size S    with --export-hf: files of at most S (5GB, 500MB,
+                        2GiB or bytes; default 5GB)
   --export-onnx FILE    (models compiled from ONNX) write the model with the
                         weights after the last step as its initializers;
                         over 2 GB they go to FILE.data (ONNX external data)
@@ -169,7 +181,13 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       if (m.target != "cpu" && !m.target.empty())
         throw std::runtime_error("--trace: the " + m.target +
                                  " backend does not record traces yet");
-    } else if (flag == "--run-steps")
+    } else if (flag == "--export-hf") {
+      o.exportHf = next();
+      if (o.exportHf.empty())
+        throw std::runtime_error("--export-hf expects a directory");
+    } else if (flag == "--max-shard-size")
+      o.maxShardBytes = parseByteSize(flag, next());
+    else if (flag == "--run-steps")
       o.runSteps = parseInt(flag, next());
     else if (flag == "--keep")
       o.keep = parseInt(flag, next());

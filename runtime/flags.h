@@ -26,6 +26,9 @@ struct Options {
   std::string checkpointDir, resume;
   /// Chrome trace output (rank r > 0 of a mesh writes FILE with .rank<r>).
   std::string trace;
+  /// --export-hf DIR, split into files of at most maxShardBytes.
+  std::string exportHf;
+  int64_t maxShardBytes = 5000000000;
   int64_t checkpointEvery = 0, keep = 0;
   /// Steps this invocation runs at most (0: up to --steps).
   int64_t runSteps = 0;

@@ -14,6 +14,7 @@
 #include "runtime/files.h"
 #include "runtime/data.h"
 #include "runtime/flags.h"
+#include "runtime/hf_io.h"
 #include "runtime/mesh.h"
 #include "runtime/model.h"
 #include "runtime/onnx_export.h"
@@ -346,6 +347,14 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     saveTensors(m, mesh, *backend, o.saveWeights, params, "");
     if (leader)
       std::printf("saved weights to %s\n", o.saveWeights.c_str());
+  }
+  if (!o.exportHf.empty()) {
+    int64_t files = exportHf(m, mesh, *backend, params, o.exportHf,
+                             o.maxShardBytes);
+    if (leader)
+      std::printf("exported the trained model to %s (%lld safetensors "
+                  "file%s)\n",
+                  o.exportHf.c_str(), (long long)files, files == 1 ? "" : "s");
   }
   if (!o.exportOnnx.empty()) {
     std::vector<std::vector<float>> storage;

@@ -46,6 +46,7 @@ Manifest Manifest::parse(const char *text) {
     m.numLayers = model.value("num_layers", int64_t(0));
     m.initFile = model.value("init_file", std::string());
     m.graphFile = model.value("graph_file", std::string());
+    m.hfConfig = model.value("hf_config", std::string());
     for (const json &p : j.at("params"))
       m.params.push_back(parseSlot(p));
     for (const json &p : j.at("state"))

@@ -43,6 +43,8 @@ struct Manifest {
   /// ONNX models: the initial weights and the graph template, files next to
   /// the executable (empty otherwise).
   std::string initFile, graphFile;
+  /// Models from a config.json or a preset: that config.json's text.
+  std::string hfConfig;
   int64_t vocabSize = 0, microBatch = 0, seqLen = 0, numLayers = 0;
   /// Parameters; persistent training state (gradient accumulators
   /// "grad.<param>", optimizer states "exp_avg.<param>", ...); inputs and

@@ -236,6 +236,7 @@ OwningOpRef<ModuleOp> GraphBuilder::finish(Value lossValue) {
       b.getNamedAttr("micro_batch", b.getI64IntegerAttr(B)),
       b.getNamedAttr("seq_len", b.getI64IntegerAttr(T)),
       b.getNamedAttr("tied_embeddings", b.getBoolAttr(c.tieEmbeddings)),
+      b.getNamedAttr("hf_config", b.getStringAttr(c.json)),
   };
   (*module)->setAttr("nn.model", b.getDictionaryAttr(model));
   return module;

@@ -177,6 +177,7 @@ Expected<ModelConfig> shardc::meta::parseConfigJSON(StringRef text,
   Reader r(*obj, origin);
   ModelConfig c;
   c.source = origin.str();
+  c.json = text.str();
   std::optional<StringRef> type = obj->getString("model_type");
   if (!type)
     return error(origin + ": missing 'model_type' (gpt2 or llama)");

@@ -21,6 +21,8 @@ enum class Family { GPT2, Llama };
 struct ModelConfig {
   Family family = Family::GPT2;
   std::string source; // the preset name or the config file it came from
+  /// The config.json text it was read from (for --export-hf's config.json).
+  std::string json;
   int64_t vocabSize = 0;
   int64_t hiddenSize = 0;
   int64_t numLayers = 0;

@@ -1,0 +1,164 @@
+"""End-to-end: Hugging Face checkpoints in (--init-from) and out (--export-hf).
+
+in    Random weights for CONFIG (torch_models.random_params, independent of
+      shardc) are written as one safetensors file, and split into several
+      files with a model.safetensors.index.json as transformers'
+      save_pretrained writes them (half the tensors with, half without the
+      model prefix). --init-from FILE, DIR and DIR/index give the same first
+      loss, bit for bit, on 1 rank and on --mesh 2 (where each rank reads
+      only its rows); and --init-from FILE equals the PyTorch loss of those
+      weights on the first batch within 1e-5.
+out   --export-hf with a small --max-shard-size writes several files: read
+      back by the independent reader, every tensor equals --save-weights'
+      output exactly, the index maps each to the file holding it, its
+      total_size is the sum of the tensors' bytes, and config.json has the
+      model's model_type.
+errors  an index naming a missing file, or a tensor its file lacks: one-line
+      errors naming the file.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import torch_models as tm  # noqa: E402
+from harness import MPIRUN, read_log, run  # noqa: E402
+
+B, T = 4, 16
+
+
+def split_like_transformers(weights, dirname, parts):
+    """save_pretrained's sharded layout, written by hand."""
+    os.makedirs(dirname, exist_ok=True)
+    names = list(weights)
+    chunks = [names[k::parts] for k in range(parts)]
+    weight_map, total = {}, 0
+    for k, chunk in enumerate(chunks):
+        fname = f"model-{k + 1:05d}-of-{parts:05d}.safetensors"
+        tm.write_safetensors(os.path.join(dirname, fname), {n: weights[n] for n in chunk})
+        for n in chunk:
+            weight_map[n] = fname
+            total += weights[n].numel() * 4
+    with open(os.path.join(dirname, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["in", "out", "errors"])
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--shardc", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    w = args.workdir
+    shutil.rmtree(w, ignore_errors=True)
+    os.makedirs(w)
+    c = tm.load_config(args.config)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, c["vocab_size"], size=B * T * 8 + 1)
+    tok = os.path.join(w, "tokens.bin")
+    tm.write_tokens(tok, tokens)
+    exes = {}
+    for mesh in ("1", "2"):
+        exes[mesh] = os.path.join(w, f"train-{mesh}")
+        run([args.shardc, args.config, "--mesh", mesh, "--micro-batch",
+             str(B // int(mesh)), "--seq-len", str(T), "-o", exes[mesh]])
+
+    def train(mesh, *flags):
+        n = int(mesh)
+        return run((MPIRUN + ["-np", str(n)] if n > 1 else []) +
+                   [exes[mesh], "--data", tok, *flags])
+
+    weights = tm.random_params(c, seed=3)
+    single = os.path.join(w, "single.safetensors")
+    tm.write_safetensors(single, weights)
+
+    if args.mode == "in":
+        sharded = os.path.join(w, "sharded")
+        prefix = "transformer." if c["model_type"] == "gpt2" else "model."
+        renamed = {(n[len(prefix):] if i % 2 and n.startswith(prefix) else n): t
+                   for i, (n, t) in enumerate(weights.items())}
+        split_like_transformers(renamed, sharded, 3)
+        x, y = tm.batch(tokens, 0, B, T)
+        ref = float(tm.loss(c, weights, x, y))
+        for mesh in ("1", "2"):
+            losses = {}
+            for label, src in (("file", single), ("dir", sharded),
+                               ("index", os.path.join(sharded, "model.safetensors.index.json"))):
+                log = os.path.join(w, f"log-{mesh}-{label}.jsonl")
+                train(mesh, "--steps", "1", "--init-from", src, "--log", log)
+                losses[label] = read_log(log)[0]["loss"]
+            same = len(set(losses.values())) == 1
+            print(f"mesh {mesh}: first loss from file / dir / index: "
+                  f"{losses['file']!r} / {losses['dir']!r} / {losses['index']!r}"
+                  f" ({'identical' if same else 'DIFFER'}); PyTorch {ref:.7f}")
+            if not same:
+                sys.exit("the sharded checkpoint does not give the single file's loss")
+            if abs(losses["file"] - ref) > 1e-5 * abs(ref):
+                sys.exit(f"first loss {losses['file']} is not PyTorch's {ref}")
+    elif args.mode == "out":
+        saved = os.path.join(w, "saved.safetensors")
+        hf = os.path.join(w, "hf")
+        total = sum(t.numel() * 4 for t in weights.values())
+        limit = total // 3 + 1
+        train("2", "--steps", "2", "--init-from", single, "--save-weights", saved,
+              "--export-hf", hf, "--max-shard-size", str(limit))
+        index = json.load(open(os.path.join(hf, "model.safetensors.index.json")))
+        files = sorted(f for f in os.listdir(hf) if f.endswith(".safetensors"))
+        got = {}
+        for f in files:
+            part = tm.read_safetensors(os.path.join(hf, f))
+            for n in part:
+                if index["weight_map"].get(n) != f:
+                    sys.exit(f"{n} is in {f} but the index says {index['weight_map'].get(n)}")
+            got.update(part)
+        want = tm.read_safetensors(saved)
+        if sorted(got) != sorted(want) or sorted(index["weight_map"]) != sorted(want):
+            sys.exit(f"exported tensors {sorted(got)} != saved {sorted(want)}")
+        for n in want:
+            if not torch.equal(got[n], want[n]):
+                sys.exit(f"{n} differs between --export-hf and --save-weights")
+        size = sum(t.numel() * 4 for t in got.values())
+        if index["metadata"]["total_size"] != size:
+            sys.exit(f"total_size {index['metadata']['total_size']} != {size}")
+        config = json.load(open(os.path.join(hf, "config.json")))
+        if config.get("model_type") != c["model_type"]:
+            sys.exit(f"config.json: {config}")
+        print(f"export-hf (mesh 2, max shard {limit} bytes): {len(files)} files, "
+              f"{len(got)} tensors equal to --save-weights, index and total_size "
+              f"{size} right, config.json model_type {config['model_type']}")
+    else:
+        def expect(flags, needle, what):
+            r = subprocess.run([exes["1"], "--data", tok, *flags], capture_output=True,
+                               text=True)
+            msg = (r.stderr.strip().splitlines() or [""])[-1]
+            if r.returncode == 0 or needle not in msg:
+                sys.exit(f"{what}: expected '{needle}', got rc {r.returncode}: {r.stderr}")
+            print(f"{what}: {msg}")
+        bad = os.path.join(w, "missing")
+        split_like_transformers(weights, bad, 3)
+        os.remove(os.path.join(bad, "model-00002-of-00003.safetensors"))
+        expect(["--steps", "1", "--init-from", bad], "model-00002-of-00003.safetensors: missing",
+               "missing shard")
+        lie = os.path.join(w, "lie")
+        split_like_transformers(weights, lie, 2)
+        idx = os.path.join(lie, "model.safetensors.index.json")
+        j = json.load(open(idx))
+        name = next(iter(j["weight_map"]))
+        j["weight_map"][name] = ("model-00002-of-00002.safetensors"
+                                 if j["weight_map"][name].startswith("model-00001")
+                                 else "model-00001-of-00002.safetensors")
+        json.dump(j, open(idx, "w"))
+        expect(["--steps", "1", "--init-from", idx], f"has no tensor '{name}'",
+               "index maps a tensor to the wrong file")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
