@@ -1,5 +1,6 @@
 //===- context.cpp - streams and events of the CPU backend ----------------===//
 #include "runtime/runtime.h"
+#include "runtime/watchdog.h"
 
 #include <algorithm>
 #include <cstdarg>
@@ -27,6 +28,7 @@ static void checkStream(int64_t stream) {
 
 void Context::countLaunch(int64_t stream, const char *kernel) {
   checkStream(stream);
+  watchdog::leave(); // a collective that was in flight has completed
   ++launched[stream];
   if (!profiling || !kernel)
     return;

@@ -61,6 +61,10 @@ data and run:
                         and collective launched, per stream, with the bytes
                         of each collective; on a mesh, rank r > 0 writes
                         FILE.rank<r> (cpu target: host timestamps)
+  --collective-timeout S  on a mesh: a collective that has not completed
+                        after S seconds (a rank died, hangs or is stopped)
+                        ends the run with an error naming it (default 300;
+                        0: no limit)
 
 checkpoints (the whole training state; format in the README):
   --checkpoint-dir DIR  write checkpoints under DIR: DIR/step-NNNNNNNN, each
@@ -181,6 +185,8 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       if (m.target != "cpu" && !m.target.empty())
         throw std::runtime_error("--trace: the " + m.target +
                                  " backend does not record traces yet");
+    } else if (flag == "--collective-timeout") {
+      o.collectiveTimeout = parseFloat(flag, next());
     } else if (flag == "--export-hf") {
       o.exportHf = next();
       if (o.exportHf.empty())

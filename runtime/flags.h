@@ -29,6 +29,8 @@ struct Options {
   /// --export-hf DIR, split into files of at most maxShardBytes.
   std::string exportHf;
   int64_t maxShardBytes = 5000000000;
+  /// Seconds a collective may take before the run aborts (0: no limit).
+  double collectiveTimeout = 300;
   int64_t checkpointEvery = 0, keep = 0;
   /// Steps this invocation runs at most (0: up to --steps).
   int64_t runSteps = 0;

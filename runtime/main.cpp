@@ -22,6 +22,7 @@
 #include "runtime/runtime.h"
 #include "runtime/schedule.h"
 #include "runtime/trace.h"
+#include "runtime/watchdog.h"
 
 #include <algorithm>
 #include <chrono>
@@ -148,6 +149,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   if (m.params.empty())
     throw std::runtime_error("the compiled model has no parameters");
   Options o = parseOptions(argc, argv, m);
+  if (mesh.world > 1)
+    watchdog::start(mesh.rank, o.collectiveTimeout);
 
   // Rows of the global batch: per micro-batch, every rank's micro-batch.
   const int64_t B = m.microBatch, T = m.seqLen, P = mesh.world;

@@ -1,6 +1,7 @@
 //===- mesh.cpp - the device mesh over MPI --------------------------------===//
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
+#include "runtime/watchdog.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +48,7 @@ MPI_Comm Mesh::axis(int64_t a) const {
 }
 
 double Mesh::sumAll(double value) const {
+  watchdog::Scope inFlight("sum over all ranks", 8);
   double out = 0;
   MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
   return out;
@@ -67,6 +69,7 @@ MPI_Comm Mesh::subgroup(int64_t a, int64_t n) const {
 std::vector<std::string> Mesh::gatherStrings(const std::string &value) const {
   if (world == 1)
     return {value};
+  watchdog::Scope inFlight("gather to rank 0", int64_t(value.size()));
   int n = int(value.size());
   std::vector<int> sizes(rank == 0 ? world : 0), displs;
   MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0,
@@ -91,6 +94,7 @@ std::vector<std::string> Mesh::gatherStrings(const std::string &value) const {
 std::string Mesh::broadcastString(const std::string &value) const {
   if (world == 1)
     return value;
+  watchdog::Scope inFlight("broadcast from rank 0", int64_t(value.size()));
   long long n = (long long)value.size();
   MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
   std::string out = rank == 0 ? value : std::string(size_t(n), '\0');
@@ -99,6 +103,7 @@ std::string Mesh::broadcastString(const std::string &value) const {
 }
 
 void Mesh::barrier() const {
+  watchdog::Scope inFlight("barrier", 0);
   if (world > 1)
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }

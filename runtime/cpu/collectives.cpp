@@ -8,6 +8,7 @@
 #include "runtime/kernels.h"
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
+#include "runtime/watchdog.h"
 #include "runtime/cpu/fastmath.h"
 #include "runtime/cpu/kernel_util.h"
 
@@ -22,10 +23,13 @@ using shardc::runtime::cpu::abiRow;
 
 namespace {
 
-MPI_Comm comm(void *ctx, int64_t axis) {
+/// The communicator of `axis`; marks collective `what` of `bytes` in
+/// flight for the watchdog until the kernel's launched().
+MPI_Comm comm(void *ctx, int64_t axis, const char *what, int64_t bytes) {
   auto *c = static_cast<Context *>(ctx);
   if (!c || !c->mesh)
     fatal("a collective ran without a device mesh");
+  shardc::runtime::watchdog::enter(what, bytes);
   return c->mesh->axis(axis);
 }
 
@@ -67,7 +71,8 @@ void ringAllGather(const char *in, char *out, int64_t bytes, MPI_Comm c) {
 SHARDC_KERNEL(all_gather) {
   ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
                 i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype]),
-                comm(ctx, i[A::all_gather::axis]));
+                comm(ctx, i[A::all_gather::axis], "all_gather",
+                     i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype])));
   launched(ctx, stream);
 }
 
@@ -88,7 +93,8 @@ SHARDC_KERNEL(all_gather_group) {
     std::memcpy(pack + block, b[j], counts[j] * eb);
     block += counts[j] * eb;
   }
-  MPI_Comm c = comm(ctx, i[A::all_gather_group::axis]);
+  MPI_Comm c = comm(ctx, i[A::all_gather_group::axis], "all_gather_group",
+                    block);
   ringAllGather(pack, gathered, block, c);
   int size;
   MPI_Comm_size(c, &size);
@@ -109,7 +115,10 @@ SHARDC_KERNEL(reshard_chunk) {
   // This rank's chunk (its index on the axis modulo the group size) of a
   // gathered parameter.
   int rank;
-  MPI_Comm_rank(comm(ctx, i[A::reshard_chunk::axis]), &rank);
+  // No communication: the rank only.
+  MPI_Comm_rank(static_cast<Context *>(ctx)->mesh->axis(
+                    i[A::reshard_chunk::axis]),
+                &rank);
   int64_t bytes = i[A::reshard_chunk::bytes];
   std::memcpy(b[1],
               static_cast<const char *>(b[0]) +
@@ -121,6 +130,9 @@ SHARDC_KERNEL(reshard_chunk) {
 // chunk[n] -> full[N*n], within this rank's N consecutive ranks
 SHARDC_KERNEL(all_gather_subgroup) {
   // The ring within this rank's group of consecutive ranks.
+  int64_t n = i[A::all_gather_subgroup::n] *
+              elementBytes(i[A::all_gather_subgroup::dtype]);
+  shardc::runtime::watchdog::enter("all_gather_subgroup", n);
   MPI_Comm group = static_cast<Context *>(ctx)->mesh->subgroup(
       i[A::all_gather_subgroup::axis], i[A::all_gather_subgroup::N]);
   ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
@@ -140,7 +152,7 @@ SHARDC_KERNEL(reduce_scatter) {
   char *out = static_cast<char *>(b[1]), *scratch = static_cast<char *>(b[2]);
   int64_t n = i[A::reduce_scatter::n], dtype = i[A::reduce_scatter::dtype];
   int64_t bytes = n * elementBytes(dtype);
-  MPI_Comm c = comm(ctx, i[A::reduce_scatter::axis]);
+  MPI_Comm c = comm(ctx, i[A::reduce_scatter::axis], "reduce_scatter", bytes);
   int rank, size;
   MPI_Comm_rank(c, &rank);
   MPI_Comm_size(c, &size);
@@ -177,7 +189,8 @@ SHARDC_KERNEL(all_reduce) {
     fatal("all_reduce supports f32 data only");
   const void *in = b[0] == b[1] ? MPI_IN_PLACE : b[0];
   check(MPI_Allreduce(in, b[1], int(i[A::all_reduce::n]), MPI_FLOAT, MPI_SUM,
-                      comm(ctx, i[A::all_reduce::axis])),
+                      comm(ctx, i[A::all_reduce::axis], "all_reduce",
+                           4 * i[A::all_reduce::n])),
         "MPI_Allreduce");
   launched(ctx, stream);
 }

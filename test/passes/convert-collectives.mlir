@@ -13,5 +13,5 @@
 // CHECK-NEXT: rt.event_record %{{.*}} {event = [[E1:[0-9]+]] : i64, stream = 1 : i64}
 // CHECK: rt.event_wait %{{.*}} {event = [[E1]] : i64, stream = 0 : i64}
 // CHECK-NEXT: rt.kernel %{{.*}}, "slice"(%[[G]],
-// CHECK: rt.reduce_scatter %{{.*}} %{{.*}} -> %{{.*}} scratch %{{.*}} {axis = 1 : i64, count = 12 : i64, dtype = f32}
+// CHECK: rt.reduce_scatter %{{.*}} %{{.*}} -> %{{.*}} scratch %{{.*}} {axis = 1 : i64, count = 12 : i64, dtype = f32, group = -1 : i64}
 // CHECK: rt.all_reduce %{{.*}} %{{.*}} -> %{{.*}} {axis = 0 : i64, count = 12 : i64, dtype = f32}

@@ -18,10 +18,10 @@
 // TRUE: %[[R0:.*]] = shard.all_gather %{{.*}} {fsdp.group = 0 : i64, fsdp.regather}
 // TRUE: %[[RS0:.*]] = nn.slice %[[R0]]
 // TRUE: nn.linear %{{.*}}, %[[RS0]] {weight_in_out}
-// TRUE: shard.reduce_scatter %{{.*}} on @mesh grid_axes = [0] scatter_axis = 0 : tensor<8x6xf32> -> tensor<2x6xf32>
+// TRUE: shard.reduce_scatter %{{.*}} on @mesh grid_axes = [0] scatter_axis = 0 {{.*}}: tensor<8x6xf32> -> tensor<2x6xf32>
 // The padded table's gradient: zero rows appended, then reduce-scattered.
 // TRUE: nn.slice_grad %{{.*}} {dim = 0 : i64, start = 0 : i64} : (tensor<10x6xf32>) -> tensor<12x6xf32>
-// TRUE: shard.reduce_scatter %{{.*}} on @mesh grid_axes = [0] scatter_axis = 0 : tensor<12x6xf32> -> tensor<3x6xf32>
+// TRUE: shard.reduce_scatter %{{.*}} on @mesh grid_axes = [0] scatter_axis = 0 {{.*}}: tensor<12x6xf32> -> tensor<3x6xf32>
 // TRUE: nn.accumulate
 
 // reshard-after-forward=false: no gathers after the loss.
@@ -33,7 +33,7 @@
 // Under HSDP, reduce-scatter on the shard axis, then all-reduce on the
 // replicate axis.
 // HSDP-LABEL: func.func @micro_step
-// HSDP: %[[RS:.*]] = shard.reduce_scatter %{{.*}} on @mesh grid_axes = [1] scatter_axis = 0 : tensor<8x6xf32> -> tensor<2x6xf32>
+// HSDP: %[[RS:.*]] = shard.reduce_scatter %{{.*}} on @mesh grid_axes = [1] scatter_axis = 0 {{.*}}: tensor<8x6xf32> -> tensor<2x6xf32>
 // HSDP-NEXT: shard.all_reduce %[[RS]] on @mesh grid_axes = [0] : tensor<2x6xf32> -> tensor<2x6xf32>
 
 // reshard-after-forward=2: each rank keeps its half of a block's gathered

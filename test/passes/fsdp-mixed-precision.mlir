@@ -9,13 +9,13 @@
 // CHECK: %[[H:.*]] = nn.cast %{{.*}} {fsdp.group = -1 : i64} : tensor<3x6xf32> to tensor<3x6xbf16>
 // CHECK: %[[G:.*]] = shard.all_gather %[[H]] on @mesh grid_axes = [0] gather_axis = 0 {fsdp.group = -1 : i64} : tensor<3x6xbf16> -> tensor<12x6xbf16>
 // CHECK: nn.cast %[[G]] {fsdp.group = -1 : i64, grad_type = f32} : tensor<12x6xbf16> to tensor<12x6xf32>
-// CHECK: shard.reduce_scatter %{{.*}} on @mesh grid_axes = [0] scatter_axis = 0 : tensor<12x6xf32> -> tensor<3x6xf32>
+// CHECK: shard.reduce_scatter %{{.*}} on @mesh grid_axes = [0] scatter_axis = 0 {{.*}}: tensor<12x6xf32> -> tensor<3x6xf32>
 // CHECK: nn.accumulate {{.*}} : tensor<3x6xf32>, tensor<2xf32>
 
 // bf16 reduction: the gradient is cast to bf16, reduce-scattered, widened.
 // BF16-LABEL: func.func @micro_step
 // BF16: %[[D:.*]] = nn.cast %{{.*}} : tensor<12x6xf32> to tensor<12x6xbf16>
-// BF16-NEXT: %[[R:.*]] = shard.reduce_scatter %[[D]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<12x6xbf16> -> tensor<3x6xbf16>
+// BF16-NEXT: %[[R:.*]] = shard.reduce_scatter %[[D]] on @mesh grid_axes = [0] scatter_axis = 0 {{.*}}: tensor<12x6xbf16> -> tensor<3x6xbf16>
 // BF16-NEXT: nn.cast %[[R]] : tensor<3x6xbf16> to tensor<3x6xf32>
 
 // BAD: error: param-dtype and reduce-dtype must be f32 or bf16, got 'f8' and 'f32'

@@ -134,6 +134,7 @@ TEST(Safetensors, ReadsAnElementRange) {
 
 TEST(Files, DurableFileIsAllOrNothing) {
   std::string path = tempPath("durable.txt");
+  removeTree(path + ".tmp.999999999-not-a-pid"); // from an earlier run
   writeFileDurably(path, "old");
   {
     DurableFile f(path);
