@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace shardc;
 using namespace shardc::runtime;
@@ -82,6 +84,11 @@ checkpoints (the whole training state; format in the README):
                         otherwise start fresh
 
 optimizer (compiled: %s; semantics of torch.optim.AdamW / SGD):
+  --skip-nonfinite N    a step whose loss is not finite skips its update;
+                        after N such steps, or at once by default (0), the
+                        run stops with an error naming the step (a
+                        non-finite gradient norm with a finite loss always
+                        stops it: the update has been applied)
   --lr X                peak learning rate (default 0.001)
   --beta1 X             AdamW beta1 (default 0.9)
   --beta2 X             AdamW beta2 (default 0.999)
@@ -144,11 +151,18 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
     bool inlineValue = eq != std::string::npos && arg.rfind("--", 0) == 0;
     std::string flag = inlineValue ? arg.substr(0, eq) : arg;
     auto next = [&]() -> std::string {
+      std::string value;
       if (inlineValue)
-        return arg.substr(eq + 1);
-      if (k + 1 >= argc)
+        value = arg.substr(eq + 1);
+      else if (k + 1 >= argc)
         throw std::runtime_error(flag + " expects a value");
-      return argv[++k];
+      else
+        value = argv[++k];
+      // An empty file name would silently mean "none".
+      if (value.empty())
+        throw std::runtime_error(flag + " expects a value, got an empty "
+                                        "string");
+      return value;
     };
     if (flag == "--data")
       o.data = next();
@@ -185,6 +199,8 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       if (m.target != "cpu" && !m.target.empty())
         throw std::runtime_error("--trace: the " + m.target +
                                  " backend does not record traces yet");
+    } else if (flag == "--skip-nonfinite") {
+      o.skipNonfinite = parseInt(flag, next());
     } else if (flag == "--collective-timeout") {
       o.collectiveTimeout = parseFloat(flag, next());
     } else if (flag == "--export-hf") {
@@ -244,3 +260,70 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
   return o;
 }
 
+
+namespace {
+
+bool sameFile(const struct stat &a, const std::string &path) {
+  struct stat b;
+  return ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+} // namespace
+
+void shardc::runtime::checkOutputs(const Options &o) {
+  struct Output {
+    const char *flag;
+    const std::string &path;
+    bool directory;
+  };
+  const Output outputs[] = {{"--save-weights", o.saveWeights, false},
+                            {"--dump-grads", o.dumpGrads, false},
+                            {"--log", o.log, false},
+                            {"--export-onnx", o.exportOnnx, false},
+                            {"--trace", o.trace, false},
+                            {"--export-hf", o.exportHf, true},
+                            {"--checkpoint-dir", o.checkpointDir, true}};
+  const std::pair<const char *, const std::string &> inputs[] = {
+      {"--data", o.data}, {"--init-from", o.initFrom}};
+  for (const Output &out : outputs) {
+    if (out.path.empty())
+      continue;
+    std::string what = std::string(out.flag) + " " + out.path;
+    struct stat st;
+    if (::stat(out.path.c_str(), &st) == 0) {
+      if (out.directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+        throw std::runtime_error(
+            what + ": exists and is not a " +
+            (out.directory ? "directory" : "regular file") +
+            (out.directory ? ""
+                           : " (a device, FIFO or directory is never "
+                             "written over)"));
+      for (const auto &[flag, input] : inputs)
+        if (!input.empty() && sameFile(st, input))
+          throw std::runtime_error(what + ": is the " + flag +
+                                   " file of this run; writing it would "
+                                   "destroy the input");
+      if (::access(out.path.c_str(), W_OK) != 0)
+        throw std::runtime_error(what + ": not writable");
+      continue;
+    }
+    // A new file (or directory: created with its parents when written):
+    // the nearest existing ancestor must be a writable directory.
+    std::string dir = out.path;
+    while (true) {
+      size_t slash = dir.find_last_of('/');
+      dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+      if (::stat(dir.c_str(), &st) == 0 || dir == "." || dir == "/")
+        break;
+      if (!out.directory)
+        throw std::runtime_error(what + ": directory " + dir +
+                                 " does not exist");
+    }
+    if (!S_ISDIR(st.st_mode))
+      throw std::runtime_error(what + ": " + dir + " is not a directory");
+    if (::access(dir.c_str(), W_OK) != 0)
+      throw std::runtime_error(what + ": directory " + dir +
+                               " is not writable");
+  }
+}

@@ -31,6 +31,8 @@ struct Options {
   int64_t maxShardBytes = 5000000000;
   /// Seconds a collective may take before the run aborts (0: no limit).
   double collectiveTimeout = 300;
+  /// Steps with a non-finite loss that may be skipped before the run stops.
+  int64_t skipNonfinite = 0;
   int64_t checkpointEvery = 0, keep = 0;
   /// Steps this invocation runs at most (0: up to --steps).
   int64_t runSteps = 0;
@@ -42,6 +44,12 @@ bool wantsHelp(int argc, char **argv);
 void printUsage(const char *argv0, const Manifest &m);
 /// Parses the flags; throws std::runtime_error naming the flag at fault.
 Options parseOptions(int argc, char **argv, const Manifest &m);
+
+/// Checks the files the run will write before its first step: never a
+/// device node, a FIFO or a directory (where a file is written), never an
+/// input of the same run (--data, --init-from), in an existing writable
+/// directory. Throws std::runtime_error naming the flag and the path.
+void checkOutputs(const Options &o);
 
 } // namespace shardc::runtime
 

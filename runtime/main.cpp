@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <set>
@@ -149,6 +150,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   if (m.params.empty())
     throw std::runtime_error("the compiled model has no parameters");
   Options o = parseOptions(argc, argv, m);
+  if (mesh.rank == 0)
+    checkOutputs(o);
   if (mesh.world > 1)
     watchdog::start(mesh.rank, o.collectiveTimeout);
 
@@ -252,7 +255,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   backend->setTrace(&trace);
   mem.trace = &trace;
   double stepSeconds = 0;
-  int64_t lastSaved = startStep;
+  int64_t lastSaved = startStep, nonfinite = 0;
   const int64_t endStep =
       o.runSteps > 0 ? std::min(o.steps, startStep + o.runSteps) : o.steps;
   for (int64_t step = startStep; step < endStep; ++step) {
@@ -283,13 +286,37 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
       saveTensors(m, mesh, *backend, o.dumpGrads,
                   mem.region(abi::kRegionState), abi::kStateGrad);
     double lr = learningRate(o, step);
-    fillHyper(o, m, step, mem.host<float>(hyper));
-    *mem.host<float>(maxNorm) = float(o.clipGradNorm);
-    mem.put(hyper);
-    mem.put(maxNorm);
-    mem.run(shardc_program_opt_step, "opt_step");
-    mem.get(gradSq);
-    double gradNorm = std::sqrt(double(*mem.host<float>(gradSq)));
+    double gradNorm = std::nan("");
+    // Every rank has the same global loss, so every rank decides alike.
+    if (!std::isfinite(loss)) {
+      if (++nonfinite > o.skipNonfinite)
+        throw std::runtime_error(
+            "step " + std::to_string(step) + ": the loss is " +
+            (std::isnan(loss) ? "nan" : "infinite") + "; stopping" +
+            (o.skipNonfinite ? " after " + std::to_string(o.skipNonfinite) +
+                                   " skipped steps (--skip-nonfinite)"
+                             : " (--skip-nonfinite N skips up to N such "
+                               "steps' updates)"));
+      if (leader)
+        std::printf("step %4lld: loss is not finite: update skipped (%lld of "
+                    "%lld allowed by --skip-nonfinite)\n",
+                    (long long)step, (long long)nonfinite,
+                    (long long)o.skipNonfinite);
+    } else {
+      fillHyper(o, m, step, mem.host<float>(hyper));
+      *mem.host<float>(maxNorm) = float(o.clipGradNorm);
+      mem.put(hyper);
+      mem.put(maxNorm);
+      mem.run(shardc_program_opt_step, "opt_step");
+      mem.get(gradSq);
+      gradNorm = std::sqrt(double(*mem.host<float>(gradSq)));
+      if (!std::isfinite(gradNorm))
+        throw std::runtime_error(
+            "step " + std::to_string(step) +
+            ": the gradient norm is not finite although the loss is; the "
+            "update has made the weights non-finite, so the run stops "
+            "(lower --lr, or clip with --clip-grad-norm)");
+    }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
@@ -302,11 +329,24 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
                 tokPerS, mib(totalBytes));
     std::fflush(stdout);
     if (log) {
-      std::fprintf(log,
-                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
-                   "\"grad_norm\": %.9g, \"ms\": %.3f, \"tok_per_s\": %.1f}\n",
-                   (long long)step, loss, lr, gradNorm, ms, tokPerS);
-      std::fflush(log);
+      // JSON has no nan: a skipped step's grad_norm (or a non-finite
+      // loss) is null.
+      auto num = [](double v) {
+        char buf[32];
+        if (!std::isfinite(v))
+          return std::string("null");
+        std::snprintf(buf, sizeof(buf), "%.9g", v);
+        return std::string(buf);
+      };
+      int wrote = std::fprintf(
+          log,
+          "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
+          "\"grad_norm\": %s, \"ms\": %.3f, \"tok_per_s\": %.1f}\n",
+          (long long)step, num(loss).c_str(), lr, num(gradNorm).c_str(), ms,
+          tokPerS);
+      if (wrote < 0 || std::fflush(log) != 0)
+        throw std::runtime_error(o.log + ": --log: write failed: " +
+                                 std::strerror(errno));
     }
     progress.step = step + 1;
     progress.dataRow += G;
@@ -318,8 +358,9 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   }
   if (!o.checkpointDir.empty() && lastSaved != progress.step)
     checkpointer.save(o.checkpointDir, progress, o, o.keep);
-  if (log)
-    std::fclose(log);
+  if (log && std::fclose(log) != 0)
+    throw std::runtime_error(o.log + ": --log: write failed: " +
+                             std::strerror(errno));
   if (leader && trace.commSeconds() > 0 && stepSeconds > 0) {
     int64_t ran = endStep - startStep;
     std::printf("communication: %.2f ms per step on rank 0, %.2f ms of it "
@@ -457,10 +498,13 @@ int main(int argc, char **argv) {
     return rc;
   } catch (const std::exception &e) {
     std::fflush(stdout);
-    // Every rank meets the same errors (same flags, same files); rank 0
-    // reports. Abort the others so that no rank waits in a collective.
-    if (mesh.rank == 0 || mesh.world == 1)
+    // Each rank reports its own error, with its rank on a mesh; then the
+    // others are aborted so that no rank waits in a collective.
+    if (mesh.world == 1)
       std::fprintf(stderr, "error: %s\n", e.what());
+    else
+      std::fprintf(stderr, "error: rank %d: %s\n", mesh.rank, e.what());
+    std::fflush(stderr);
     if (mesh.world > 1)
       MPI_Abort(MPI_COMM_WORLD, 1);
     Mesh::finalize();
