@@ -68,6 +68,8 @@ Expected<Imported> importModel(mlir::MLIRContext &context,
   Expected<meta::ModelConfig> config = meta::loadModelConfig(opts.model);
   if (!config)
     return config.takeError();
+  for (const std::string &note : config->notes)
+    llvm::errs() << "shardc: note: " << config->source << ": " << note << "\n";
   int64_t seqLen =
       opts.seqLen ? opts.seqLen : std::min<int64_t>(config->maxPositions, 1024);
   auto built =

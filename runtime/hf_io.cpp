@@ -210,9 +210,14 @@ int64_t shardc::runtime::exportHf(const Manifest &m, const Mesh &mesh,
                                            "config.json is not JSON: ") +
                                e.what());
     }
-    if (!config.contains("architectures"))
-      config["architectures"] = {m.family == "gpt2" ? "GPT2LMHeadModel"
-                                                    : "LlamaForCausalLM"};
+    if (!config.contains("architectures")) {
+      std::string type = config.value("model_type", std::string());
+      const char *arch = type == "gpt2"      ? "GPT2LMHeadModel"
+                         : type == "mistral" ? "MistralForCausalLM"
+                         : type == "qwen2"   ? "Qwen2ForCausalLM"
+                                             : "LlamaForCausalLM";
+      config["architectures"] = {arch};
+    }
     writeFileDurably(dir + "/config.json", config.dump(2) + "\n");
   } else {
     std::printf("export-hf: no config.json written: the model was not "

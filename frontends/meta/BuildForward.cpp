@@ -91,9 +91,11 @@ public:
     shape[dim] = size;
     return nn::SliceOp::create(b, loc, type(shape), x, dim, start);
   }
-  Value attention(Value q, Value k, Value v) {
+  /// Causal attention; `scale` 0: the default 1/sqrt(head dim).
+  Value attention(Value q, Value k, Value v, double scale = 0) {
+    FloatAttr s = scale > 0 ? b.getF64FloatAttr(scale) : FloatAttr();
     return nn::AttentionOp::create(b, loc, q.getType(), q, k, v,
-                                   /*causal=*/true, /*scale=*/FloatAttr());
+                                   /*causal=*/true, s);
   }
   Value loss(Value logits, Value targets) {
     return nn::CrossEntropyOp::create(
@@ -156,7 +158,15 @@ Value GraphBuilder::gpt2() {
     Value q = splitHeads(slice(qkv, 2, 0, C), H);
     Value k = splitHeads(slice(qkv, 2, C, C), H);
     Value v = splitHeads(slice(qkv, 2, 2 * C, C), H);
-    Value a = mergeHeads(attention(q, k, v));
+    // GPT-2's scale_attn_weights and scale_attn_by_inverse_layer_idx.
+    // (0: the attention op's default, 1/sqrt(head dim)).
+    double scale = 0;
+    if (!c.scaleAttnWeights || c.scaleAttnByLayer) {
+      scale = c.scaleAttnWeights ? 1.0 / std::sqrt(double(c.headDim)) : 1.0;
+      if (c.scaleAttnByLayer)
+        scale /= double(l + 1);
+    }
+    Value a = mergeHeads(attention(q, k, v, scale));
     x = add(x, conv1d(a, p + ".attn.c_proj", C, residualStd()));
     h = layerNorm(x, p + ".ln_2");
     h = conv1d(h, p + ".mlp.c_fc", c.intermediateSize, 0.02);
@@ -182,13 +192,46 @@ Value GraphBuilder::llama() {
     return Value(nn::RMSNormOp::create(b, loc, x.getType(), x, w,
                                        llvm::APFloat(c.normEps)));
   };
-  auto proj = [&](Value x, const Twine &name, int64_t out, double std = 0.02) {
-    Value w = param(name, {out, shapeOf(x).back()}, "normal", std);
-    return linear(x, w, Value(), /*inOut=*/false);
+  // `name` is the projection's prefix (".weight", ".bias" appended).
+  auto proj = [&](Value x, const Twine &name, int64_t out, bool bias,
+                  double std = 0.02) {
+    Value w = param(name + ".weight", {out, shapeOf(x).back()}, "normal", std);
+    Value bv = bias ? param(name + ".bias", {out}, "zeros") : Value();
+    return linear(x, w, bv, /*inOut=*/false);
   };
+  // Scaled rope (llama3): cos and sin tables [T, D] of the scaled
+  // frequencies, computed here, as transformers' rotary embedding does:
+  // x * cos + rotate_half(x) * sin.
+  Value cosTable, sinTable;
+  if (!c.ropeInvFreq.empty()) {
+    std::vector<float> cosv(size_t(T * D)), sinv(size_t(T * D));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < D; ++i) {
+        // f32 as transformers computes the angles.
+        float angle = float(t) * float(c.ropeInvFreq[size_t(i % (D / 2))]);
+        cosv[size_t(t * D + i)] = std::cos(angle);
+        sinv[size_t(t * D + i)] = std::sin(angle);
+      }
+    auto table = [&](ArrayRef<float> values) {
+      auto t = type({T, D});
+      return Value(nn::ConstantOp::create(
+          b, loc, t, DenseElementsAttr::get(t, values)));
+    };
+    cosTable = table(cosv);
+    sinTable = table(sinv);
+  }
   auto rotary = [&](Value x) {
-    return Value(nn::RotaryOp::create(b, loc, x.getType(), x,
-                                      llvm::APFloat(c.ropeTheta)));
+    if (!cosTable)
+      return Value(nn::RotaryOp::create(b, loc, x.getType(), x,
+                                        llvm::APFloat(c.ropeTheta)));
+    Value x1 = slice(x, 3, 0, D / 2), x2 = slice(x, 3, D / 2, D / 2);
+    Value neg = nn::NegOp::create(b, loc, x2.getType(), x2);
+    Value rotated = nn::ConcatOp::create(b, loc, x.getType(),
+                                         ValueRange{neg, x1},
+                                         b.getI64IntegerAttr(3));
+    Value a = nn::MulOp::create(b, loc, x.getType(), x, cosTable);
+    Value r = nn::MulOp::create(b, loc, x.getType(), rotated, sinTable);
+    return add(a, r);
   };
 
   Value embed = param("model.embed_tokens.weight", {c.vocabSize, C});
@@ -197,17 +240,21 @@ Value GraphBuilder::llama() {
     std::string p = "model.layers." + std::to_string(l);
     beginBlock();
     Value h = rmsNorm(x, p + ".input_layernorm.weight");
-    Value q = rotary(splitHeads(proj(h, p + ".self_attn.q_proj.weight", H * D), H));
-    Value k = rotary(splitHeads(proj(h, p + ".self_attn.k_proj.weight", Hkv * D), Hkv));
-    Value v = splitHeads(proj(h, p + ".self_attn.v_proj.weight", Hkv * D), Hkv);
+    Value q = rotary(splitHeads(
+        proj(h, p + ".self_attn.q_proj", H * D, c.qkvBias), H));
+    Value k = rotary(splitHeads(
+        proj(h, p + ".self_attn.k_proj", Hkv * D, c.qkvBias), Hkv));
+    Value v = splitHeads(proj(h, p + ".self_attn.v_proj", Hkv * D, c.qkvBias),
+                         Hkv);
     Value a = mergeHeads(attention(q, k, v));
-    x = add(x, proj(a, p + ".self_attn.o_proj.weight", C, residualStd()));
+    x = add(x, proj(a, p + ".self_attn.o_proj", C, c.outputBias,
+                    residualStd()));
     h = rmsNorm(x, p + ".post_attention_layernorm.weight");
-    Value gate = proj(h, p + ".mlp.gate_proj.weight", I);
-    Value up = proj(h, p + ".mlp.up_proj.weight", I);
+    Value gate = proj(h, p + ".mlp.gate_proj", I, c.mlpBias);
+    Value up = proj(h, p + ".mlp.up_proj", I, c.mlpBias);
     Value act = nn::SiluOp::create(b, loc, gate.getType(), gate);
     Value m = nn::MulOp::create(b, loc, act.getType(), act, up);
-    x = add(x, proj(m, p + ".mlp.down_proj.weight", C, residualStd()));
+    x = add(x, proj(m, p + ".mlp.down_proj", C, c.mlpBias, residualStd()));
     endBlock(l);
   }
   x = rmsNorm(x, "model.norm.weight");
@@ -257,6 +304,11 @@ shardc::meta::buildForwardModule(MLIRContext &context, const ModelConfig &c,
     return llvm::createStringError(
         "--seq-len " + std::to_string(seqLen) + " exceeds the " +
         std::to_string(c.maxPositions) + " positions of " + c.source);
+  if (c.slidingWindow > 0 && seqLen > c.slidingWindow)
+    return llvm::createStringError(
+        c.source + ": sliding_window " + std::to_string(c.slidingWindow) +
+        " is shorter than the sequence of " + std::to_string(seqLen) +
+        " tokens: sliding-window attention is not implemented");
   GraphBuilder g(context, c, batch, seqLen);
   Value loss = c.family == Family::GPT2 ? g.gpt2() : g.llama();
   OwningOpRef<ModuleOp> module = g.finish(loss);

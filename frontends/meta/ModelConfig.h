@@ -36,6 +36,23 @@ struct ModelConfig {
   bool tieEmbeddings = true;
   /// GPT-2: "gelu_new" (tanh form) or "gelu" (erf form); Llama: "silu".
   std::string activation;
+  /// The config's model_type (gpt2, llama, mistral, qwen2).
+  std::string modelType;
+  /// Llama family: the rotary inverse frequencies when a rope scaling
+  /// (llama3) changes them from theta^(-2i/D); empty otherwise.
+  std::vector<double> ropeInvFreq;
+  /// llama3 rope scaling as read: factor, low_freq_factor,
+  /// high_freq_factor, original_max_position_embeddings (empty: none).
+  std::vector<double> ropeScaling;
+  /// Llama family: biases of the q, k, v projections, of o_proj, and of
+  /// the MLP's gate, up and down projections.
+  bool qkvBias = false, outputBias = false, mlpBias = false;
+  /// Mistral: attention within this many positions (0: none).
+  int64_t slidingWindow = 0;
+  /// GPT-2: scores scaled by 1/sqrt(head dim), and further by 1/(layer+1).
+  bool scaleAttnWeights = true, scaleAttnByLayer = false;
+  /// What the compiler says once about the config (dropout not applied).
+  std::vector<std::string> notes;
 };
 
 /// The preset names, in the order `--help` lists them.

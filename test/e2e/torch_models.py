@@ -109,10 +109,29 @@ def llama_param_shapes(c):
             p + "mlp.up_proj.weight": (I, C),
             p + "mlp.down_proj.weight": (C, I),
         })
+        qkv_bias, o_bias = llama_attention_biases(c)
+        if qkv_bias:
+            shapes.update({p + "self_attn.q_proj.bias": (H * D,),
+                           p + "self_attn.k_proj.bias": (G * D,),
+                           p + "self_attn.v_proj.bias": (G * D,)})
+        if o_bias:
+            shapes[p + "self_attn.o_proj.bias"] = (C,)
+        if c.get("mlp_bias", False):
+            shapes.update({p + "mlp.gate_proj.bias": (I,), p + "mlp.up_proj.bias": (I,),
+                           p + "mlp.down_proj.bias": (C,)})
     shapes["model.norm.weight"] = (C,)
     if not c.get("tie_word_embeddings", False):
         shapes["lm_head.weight"] = (V, C)
     return shapes
+
+
+def llama_attention_biases(c):
+    """(q/k/v bias, o_proj bias): Qwen2 has the first only; Llama's
+    attention_bias gives both."""
+    if c["model_type"] == "qwen2":
+        return True, False
+    b = c.get("attention_bias", False)
+    return b, b
 
 
 def param_shapes(c):
@@ -133,13 +152,16 @@ def random_params(c, seed, std=0.2):
 
 # --- forward passes ----------------------------------------------------------
 
-def causal_attention(q, k, v):
-    """q [B,H,T,D], k/v [B,G,T,D]: query head h reads kv head h // (H/G)."""
+def causal_attention(q, k, v, scale=None):
+    """q [B,H,T,D], k/v [B,G,T,D]: query head h reads kv head h // (H/G).
+    Scores are scaled by `scale` (default 1/sqrt(D))."""
     H, G = q.shape[1], k.shape[1]
     k = k.repeat_interleave(H // G, dim=1)
     v = v.repeat_interleave(H // G, dim=1)
     T = q.shape[2]
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    att = (q @ k.transpose(-2, -1)) * scale
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     att = att.masked_fill(~mask, float("-inf")).softmax(-1)
     return att @ v
@@ -157,7 +179,12 @@ def gpt2_loss(c, W, x, y):
         qkv = a @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]
         q, k, v = qkv.split(C, dim=-1)
         heads = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
-        a = causal_attention(heads(q), heads(k), heads(v))
+        # scale_attn_weights / scale_attn_by_inverse_layer_idx, as
+        # transformers' GPT2Attention applies them.
+        scale = 1.0 / math.sqrt(C // H) if c.get("scale_attn_weights", True) else 1.0
+        if c.get("scale_attn_by_inverse_layer_idx", False):
+            scale /= float(l + 1)
+        a = causal_attention(heads(q), heads(k), heads(v), scale)
         a = a.transpose(1, 2).reshape(B, T, C)
         h = h + a @ W[p + "attn.c_proj.weight"] + W[p + "attn.c_proj.bias"]
         m = F.layer_norm(h, (C,), W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
@@ -178,9 +205,35 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def apply_rotary(x, theta):
+def rope_inv_freq(c, D):
+    """transformers' rope init: default, or llama3 (_compute_llama3_parameters),
+    from rope_parameters (transformers 5) or rope_theta/rope_scaling (4)."""
+    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
+    theta = rope.get("rope_theta", c.get("rope_theta", 10000.0))
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    if kind == "default":
+        return inv_freq
+    assert kind == "llama3", kind
+    factor = rope["factor"]
+    low_freq_factor = rope["low_freq_factor"]
+    high_freq_factor = rope["high_freq_factor"]
+    old_context_len = rope["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (
+        high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
+def apply_rotary(x, theta, inv_freq=None):
     T, D = x.shape[2], x.shape[3]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2).float() / D))
+    if inv_freq is None:
+        inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2).float() / D))
     freqs = torch.outer(torch.arange(T).float(), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     return x * emb.cos() + rotate_half(x) * emb.sin()
@@ -192,19 +245,27 @@ def llama_loss(c, W, x, y):
     G = c.get("num_key_value_heads", H)
     D = c.get("head_dim", C // H)
     eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
+    inv_freq = rope_inv_freq(c, D)
+    rot = lambda t: apply_rotary(t, theta, inv_freq)
+
+    def lin(t, name):
+        """t @ W.T, plus the bias when the model has one."""
+        out = t @ W[name + ".weight"].t()
+        return out + W[name + ".bias"] if name + ".bias" in W else out
+
     h = W["model.embed_tokens.weight"][x]
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
         a = rms_norm(h, W[p + "input_layernorm.weight"], eps)
-        q = (a @ W[p + "self_attn.q_proj.weight"].t()).view(B, T, H, D).transpose(1, 2)
-        k = (a @ W[p + "self_attn.k_proj.weight"].t()).view(B, T, G, D).transpose(1, 2)
-        v = (a @ W[p + "self_attn.v_proj.weight"].t()).view(B, T, G, D).transpose(1, 2)
-        o = causal_attention(apply_rotary(q, theta), apply_rotary(k, theta), v)
+        q = lin(a, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
+        k = lin(a, p + "self_attn.k_proj").view(B, T, G, D).transpose(1, 2)
+        v = lin(a, p + "self_attn.v_proj").view(B, T, G, D).transpose(1, 2)
+        o = causal_attention(rot(q), rot(k), v)
         o = o.transpose(1, 2).reshape(B, T, H * D)
-        h = h + o @ W[p + "self_attn.o_proj.weight"].t()
+        h = h + lin(o, p + "self_attn.o_proj")
         m = rms_norm(h, W[p + "post_attention_layernorm.weight"], eps)
-        m = F.silu(m @ W[p + "mlp.gate_proj.weight"].t()) * (m @ W[p + "mlp.up_proj.weight"].t())
-        h = h + m @ W[p + "mlp.down_proj.weight"].t()
+        m = F.silu(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
+        h = h + lin(m, p + "mlp.down_proj")
     h = rms_norm(h, W["model.norm.weight"], eps)
     head = W.get("lm_head.weight", W["model.embed_tokens.weight"])
     logits = h @ head.t()
