@@ -64,6 +64,7 @@ public:
   llvm::Error unary(const onnx::NodeProto &n);  // Neg, Sqrt, ..., Sigmoid
   llvm::Error castNode(const onnx::NodeProto &n);
   llvm::Error where(const onnx::NodeProto &n);
+  llvm::Error folded(const onnx::NodeProto &n); // ops/Folded.cpp
   // ops/Linear.cpp
   llvm::Error matmul(const onnx::NodeProto &n);
   llvm::Error gemm(const onnx::NodeProto &n);

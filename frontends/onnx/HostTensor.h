@@ -65,6 +65,19 @@ HostTensor evalExpand(const HostTensor &x, const std::vector<int64_t> &shape);
 HostTensor evalTrilu(const HostTensor &x, bool upper, int64_t k);
 HostTensor evalCast(const HostTensor &x, int32_t onnxType);
 
+/// Attributes of the ops evalFolded evaluates.
+struct FoldAttrs {
+  bool axisFromInput = false;
+  int64_t exclusive = 0, reverse = 0, batchDims = 0;
+};
+
+/// Evaluates an op of ops/Folded.cpp (comparisons, logic, Cos, Sin, Max,
+/// Min, CumSum, GatherND) on known inputs (null: an omitted optional
+/// input); nullopt with `why` set when the inputs do not fit the op.
+std::optional<HostTensor> evalFolded(const std::string &op,
+                                     const std::vector<const HostTensor *> &in,
+                                     const FoldAttrs &attrs, std::string &why);
+
 } // namespace shardc::onnx_import
 
 #endif // SHARDC_FRONTENDS_ONNX_HOSTTENSOR_H

@@ -18,7 +18,8 @@ const std::vector<OpInfo> &registry() {
   static const std::vector<OpInfo> ops = [] {
     std::vector<OpInfo> all;
     for (llvm::ArrayRef<OpInfo> group :
-         {elementwiseOps(), linearOps(), normalizationOps(), shapeOps()})
+         {elementwiseOps(), linearOps(), normalizationOps(), shapeOps(),
+          foldedOps()})
       all.insert(all.end(), group.begin(), group.end());
     llvm::sort(all, [](const OpInfo &a, const OpInfo &b) {
       return a.opType < b.opType;

@@ -50,6 +50,7 @@ llvm::ArrayRef<OpInfo> elementwiseOps();
 llvm::ArrayRef<OpInfo> linearOps();
 llvm::ArrayRef<OpInfo> normalizationOps();
 llvm::ArrayRef<OpInfo> shapeOps();
+llvm::ArrayRef<OpInfo> foldedOps();
 
 } // namespace shardc::onnx_import
 

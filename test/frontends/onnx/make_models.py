@@ -41,3 +41,54 @@ dedup_nodes = [helper.make_node("Gather", ["wte", "ids"], ["x"]),
 save(helper.make_model(helper.make_graph(dedup_nodes, "dedup", [ids], [logits], inits),
                        opset_imports=[helper.make_opsetid("", 17)]),
      os.path.join(out, "dedup.onnx"))
+
+# What exporters write to build position tables from shapes: positions as
+# CumSum of ones, a rope-like Cos/Sin table, a causal mask through
+# LessOrEqual/Not/And/Where, Max/Min of shape values, GatherND on a
+# constant. Every input is known once the batch is fixed: all fold.
+T = 4
+ones = numpy_helper.from_array(np.ones(T, np.int64), "ones")
+zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+one = numpy_helper.from_array(np.array(1, np.int64), "one")
+axis0 = numpy_helper.from_array(np.array([0], np.int64), "axis0")
+axis1 = numpy_helper.from_array(np.array([1], np.int64), "axis1")
+freq = numpy_helper.from_array(rng.standard_normal((1, C)).astype(np.float32), "freq")
+table = numpy_helper.from_array(np.arange(2 * 3, dtype=np.float32).reshape(2, 3), "table")
+which = numpy_helper.from_array(np.array([[1, 2], [0, 0]], np.int64), "which")
+# Float initializers are trainable parameters; the tables' inputs are
+# Constant nodes, as exporters write them.
+fold_nodes = [
+    helper.make_node("Constant", [], ["freq"], value=freq),
+    helper.make_node("Constant", [], ["table"], value=table),
+    helper.make_node("Gather", ["wte", "ids"], ["x"]),
+    helper.make_node("CumSum", ["ones", "zero"], ["cum"]),
+    helper.make_node("Sub", ["cum", "one"], ["pos"]),
+    helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+    helper.make_node("Unsqueeze", ["posf", "axis1"], ["col"]),
+    helper.make_node("Mul", ["col", "freq"], ["angle"]),
+    helper.make_node("Cos", ["angle"], ["cos"]),
+    helper.make_node("Sin", ["angle"], ["sin"]),
+    helper.make_node("Max", ["cos", "sin"], ["hi"]),
+    helper.make_node("Min", ["cos", "sin"], ["lo"]),
+    helper.make_node("Sub", ["hi", "lo"], ["spread"]),
+    helper.make_node("Unsqueeze", ["pos", "axis0"], ["row"]),
+    helper.make_node("Unsqueeze", ["pos", "axis1"], ["colp"]),
+    helper.make_node("LessOrEqual", ["row", "colp"], ["causal"]),
+    helper.make_node("Greater", ["row", "zero"], ["notfirst"]),
+    helper.make_node("And", ["causal", "notfirst"], ["both"]),
+    helper.make_node("Not", ["both"], ["masked"]),
+    helper.make_node("GatherND", ["table", "which"], ["picked"]),
+    helper.make_node("Add", ["x", "spread"], ["h"]),
+    helper.make_node("MatMul", ["h", "head"], ["logits"]),
+]
+fold_graph = helper.make_graph(fold_nodes, "fold", [ids], [logits],
+                               inits[:2] + [ones, zero, one, axis0, axis1, which])
+save(helper.make_model(fold_graph, opset_imports=[helper.make_opsetid("", 17)]),
+     os.path.join(out, "fold.onnx"))
+# The same ops on a value computed at runtime: an error naming the input.
+runtime_nodes = [helper.make_node("Gather", ["wte", "ids"], ["x"]),
+                 helper.make_node("Cos", ["x"], ["cx"], name="cos_of_x"),
+                 helper.make_node("MatMul", ["cx", "head"], ["logits"])]
+save(helper.make_model(helper.make_graph(runtime_nodes, "rt", [ids], [logits], inits[:2]),
+                       opset_imports=[helper.make_opsetid("", 17)]),
+     os.path.join(out, "runtime_cos.onnx"))

@@ -1,0 +1,63 @@
+//===- Folded.cpp - ONNX ops evaluated at compile time only ---------------===//
+//
+// Comparisons (Less, LessOrEqual, Greater, GreaterOrEqual), logic (Not,
+// And, Or, Xor), trigonometry (Cos, Sin), Max, Min, CumSum and GatherND.
+// Exporters use them to build causal masks, rope tables and position ids
+// from shapes and constants: every input is known once the shapes are
+// static, and the importer evaluates them (HostTensor.cpp). On values
+// computed at runtime they are an error naming the input.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/GraphImporter.h"
+#include "frontends/onnx/OpRegistry.h"
+
+using namespace shardc;
+using namespace shardc::onnx_import;
+using llvm::Error;
+
+Error GraphImporter::folded(const onnx::NodeProto &n) {
+  for (int k = 0; k < n.input_size(); ++k)
+    if (!n.input(k).empty() && !isConst(n.input(k)))
+      return nodeError(n, "input '" + n.input(k) +
+                              "' is computed at runtime; shardc evaluates " +
+                              n.op_type() +
+                              " only when its inputs are known at compile "
+                              "time (masks, tables, positions)");
+  std::vector<const HostTensor *> inputs;
+  for (int k = 0; k < n.input_size(); ++k)
+    inputs.push_back(n.input(k).empty() ? nullptr : &constant(n.input(k)));
+  FoldAttrs attrs;
+  attrs.axisFromInput = n.op_type() == "CumSum";
+  attrs.exclusive = attrInt(n, "exclusive", 0);
+  attrs.reverse = attrInt(n, "reverse", 0);
+  attrs.batchDims = attrInt(n, "batch_dims", 0);
+  std::string why;
+  std::optional<HostTensor> r = evalFolded(n.op_type(), inputs, attrs, why);
+  if (!r)
+    return nodeError(n, why);
+  setConst(n.output(0), *r);
+  return Error::success();
+}
+
+llvm::ArrayRef<OpInfo> shardc::onnx_import::foldedOps() {
+  // Op type, opsets, inputs, outputs, handler.
+  // clang-format off
+  static const OpInfo ops[] = {
+      {"Less", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      {"LessOrEqual", {16, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      {"Greater", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      {"GreaterOrEqual", {16, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      {"Not", {1, 21}, {1, 1}, {1, 1}, &GraphImporter::folded},
+      {"And", {7, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      {"Or", {7, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      {"Xor", {7, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      {"Cos", {7, 21}, {1, 1}, {1, 1}, &GraphImporter::folded},
+      {"Sin", {7, 21}, {1, 1}, {1, 1}, &GraphImporter::folded},
+      {"Max", {13, 21}, {1, kVariadic}, {1, 1}, &GraphImporter::folded},
+      {"Min", {13, 21}, {1, kVariadic}, {1, 1}, &GraphImporter::folded},
+      {"CumSum", {14, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      {"GatherND", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+  };
+  // clang-format on
+  return ops;
+}
