@@ -603,7 +603,8 @@ LogicalResult StepBuilder::lower(Operation *op) {
         return success();
       })
       .Case<nn::SqrtOp, nn::ErfOp, nn::TanhOp, nn::SigmoidOp, nn::NegOp,
-            nn::ReciprocalOp, nn::ExpOp, nn::LogOp>([&](Operation *op) {
+            nn::ReciprocalOp, nn::ExpOp, nn::LogOp, nn::ReluOp,
+            nn::SoftplusOp>([&](Operation *op) {
         Value x = buf(op->getOperand(0));
         kernel(loc, K::unary, {x, define(op->getResult(0))},
                {tensorType(op->getResult(0)).getNumElements(),

@@ -213,6 +213,8 @@ SHARDC_MATH_VJP(SigmoidOp, "sigmoid")
 SHARDC_MATH_VJP(ReciprocalOp, "reciprocal")
 SHARDC_MATH_VJP(ExpOp, "exp")
 SHARDC_MATH_VJP(LogOp, "log")
+SHARDC_MATH_VJP(ReluOp, "relu")
+SHARDC_MATH_VJP(SoftplusOp, "softplus")
 #undef SHARDC_MATH_VJP
 
 SmallVector<Value> NegOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {

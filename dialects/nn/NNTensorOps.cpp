@@ -31,6 +31,8 @@ LogicalResult NegOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult ReciprocalOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult ExpOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult LogOp::verify() { return verifyStaticShapes(*this); }
+LogicalResult ReluOp::verify() { return verifyStaticShapes(*this); }
+LogicalResult SoftplusOp::verify() { return verifyStaticShapes(*this); }
 
 LogicalResult UnaryGradOp::verify() {
   if (abi::unaryFnCode(getFn().str()) < 0)

@@ -58,13 +58,16 @@ def NN_NegOp : NN_MathOp<"neg", "-x">;
 def NN_ReciprocalOp : NN_MathOp<"reciprocal", "1 / x">;
 def NN_ExpOp : NN_MathOp<"exp", "exp(x)">;
 def NN_LogOp : NN_MathOp<"log", "log(x)">;
+def NN_ReluOp : NN_MathOp<"relu", "max(x, 0)">;
+def NN_SoftplusOp : NN_MathOp<"softplus", "log(1 + exp(x)) (x above 20: x)">;
 
 def NN_UnaryGradOp : NN_Op<"unary_grad", [Pure,
     AllTypesMatch<["input", "output", "grad", "result"]>]> {
   let summary = "gradient of an elementwise math op";
   let description = [{
     `result = grad * f'(input)` for `f` the op named by `fn` (sqrt, erf,
-    tanh, sigmoid, neg, reciprocal, exp, log); `output` is `f(input)`, which
+    tanh, sigmoid, neg, reciprocal, exp, log, relu, softplus); `output` is
+    `f(input)`, which
     several derivatives are cheapest in.
 
     Example:

@@ -65,6 +65,7 @@ public:
   llvm::Error castNode(const onnx::NodeProto &n);
   llvm::Error where(const onnx::NodeProto &n);
   llvm::Error folded(const onnx::NodeProto &n); // ops/Folded.cpp
+  llvm::Error geluNode(const onnx::NodeProto &n);
   // ops/Linear.cpp
   llvm::Error matmul(const onnx::NodeProto &n);
   llvm::Error gemm(const onnx::NodeProto &n);
@@ -162,6 +163,11 @@ private:
                    double dflt) {
     const auto *a = attr(n, name);
     return a ? a->f() : dflt;
+  }
+  std::string attrString(const onnx::NodeProto &n, llvm::StringRef name,
+                         llvm::StringRef dflt) {
+    const auto *a = attr(n, name);
+    return a ? a->s() : dflt.str();
   }
   std::optional<std::vector<int64_t>> attrInts(const onnx::NodeProto &n,
                                                llvm::StringRef name) {

@@ -202,6 +202,10 @@ std::optional<HostTensor> shardc::onnx_import::evalUnary(const std::string &op,
       y = std::exp(x);
     else if (op == "Log")
       y = std::log(x);
+    else if (op == "Relu")
+      y = x > 0 ? x : 0.0f;
+    else if (op == "Softplus")
+      y = x > 20 ? double(x) : std::log1p(std::exp(double(x)));
     else
       return std::nullopt;
     r.f.push_back(double(float(y)));

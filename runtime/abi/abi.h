@@ -195,7 +195,8 @@ inline int64_t dtypeCode(std::string_view name) {
 /// The functions of the `unary` and `unary_grad` kernels, by code (their
 /// names are the nn ops' mnemonics).
 #define SHARDC_ABI_UNARY_FNS(X)                                                \
-  X(sqrt) X(erf) X(tanh) X(sigmoid) X(neg) X(reciprocal) X(exp) X(log)
+  X(sqrt) X(erf) X(tanh) X(sigmoid) X(neg) X(reciprocal) X(exp) X(log)        \
+  X(relu) X(softplus)
 
 enum class UnaryFn : int64_t {
 #define SHARDC_ABI_UNARY_ENUM(name) name,

@@ -33,7 +33,9 @@ constexpr int64_t kSqrt = code(shardc::abi::UnaryFn::sqrt),
                   kNeg = code(shardc::abi::UnaryFn::neg),
                   kReciprocal = code(shardc::abi::UnaryFn::reciprocal),
                   kExp = code(shardc::abi::UnaryFn::exp),
-                  kLog = code(shardc::abi::UnaryFn::log);
+                  kLog = code(shardc::abi::UnaryFn::log),
+                  kRelu = code(shardc::abi::UnaryFn::relu),
+                  kSoftplus = code(shardc::abi::UnaryFn::softplus);
 
 double apply(int64_t fn, double x) {
   switch (fn) {
@@ -53,6 +55,11 @@ double apply(int64_t fn, double x) {
     return std::exp(x);
   case kLog:
     return std::log(x);
+  case kRelu:
+    return x > 0 ? x : 0.0;
+  case kSoftplus:
+    // torch.nn.functional.softplus (beta 1, threshold 20).
+    return x > 20 ? x : std::log1p(std::exp(x));
   }
   fatal("unary: unknown function code %lld", (long long)fn);
 }
@@ -76,6 +83,10 @@ double derivative(int64_t fn, double x, double y) {
     return y;
   case kLog:
     return 1.0 / x;
+  case kRelu:
+    return x > 0 ? 1.0 : 0.0; // 0 at 0, as PyTorch
+  case kSoftplus:
+    return x > 20 ? 1.0 : 1.0 / (1.0 + std::exp(-x));
   }
   fatal("unary_grad: unknown function code %lld", (long long)fn);
 }

@@ -35,12 +35,12 @@ V, C, H, L, T = 61, 32, 4, 2, 16
 
 
 class EncoderLM(nn.Module):
-    def __init__(self):
+    def __init__(self, activation="gelu"):
         super().__init__()
         self.tok = nn.Embedding(V, C)
         self.pos = nn.Embedding(T, C)
         layer = nn.TransformerEncoderLayer(C, H, 4 * C, dropout=0.0, batch_first=True,
-                                           norm_first=True, activation="gelu")
+                                           norm_first=True, activation=activation)
         self.enc = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
         self.ln = nn.LayerNorm(C)
         self.head = nn.Linear(C, V)
@@ -107,7 +107,9 @@ class GPTLM(nn.Module):
         return self.head(self.ln(x))
 
 
-MODELS = {"encoder": EncoderLM, "gpt": GPTLM}
+MODELS = {"encoder": EncoderLM, "gpt": GPTLM,
+          # nn.TransformerEncoderLayer's default activation: ONNX Relu.
+          "encoder-relu": lambda: EncoderLM(activation="relu")}
 FUSED = ["attention", "gelu", "layer_norm"]
 DECOMPOSED = ["batch_matmul", "softmax", "erf", "sqrt", "pow", "sub", "div"]
 

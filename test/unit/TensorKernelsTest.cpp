@@ -167,7 +167,11 @@ double reference(int64_t fn, double x) {
   case F::neg: return -x;
   case F::reciprocal: return 1.0 / x;
   case F::exp: return std::exp(x);
-  default: return std::log(x);
+  case F::log: return std::log(x);
+  case F::relu: return x > 0 ? x : 0.0;
+  // torch.nn.functional.softplus: beta 1, linear above the threshold 20.
+  case F::softplus: return x > 20 ? x : std::log(1.0 + std::exp(x));
+  default: ADD_FAILURE() << "no reference for function code " << fn; return 0;
   }
 }
 
@@ -206,6 +210,35 @@ TEST(TensorKernels, UnaryGradMatchesFiniteDifferences) {
     SCOPED_TRACE("function code " + std::to_string(fn));
     // y is rounded to f32 and enters some derivatives (sqrt, tanh, ...).
     expectNear(dx, want, 1e-5);
+  }
+}
+
+TEST(TensorKernels, ReluAndSoftplusOnBothSides) {
+  // Negative, zero and positive inputs, and softplus past its threshold.
+  Vec x = {-3.0f, -0.5f, 0.0f, 0.25f, 2.0f, 19.5f, 25.0f}, y(x.size()),
+      dy(x.size(), 1.0f), dx(x.size());
+  const int64_t n = int64_t(x.size());
+  for (A::UnaryFn f : {A::UnaryFn::relu, A::UnaryFn::softplus}) {
+    int64_t fn = int64_t(f);
+    std::vector<void *> b = bufs(x, y);
+    std::vector<int64_t> args =
+        packInts(Id::unary, {{A::unary::n, n}, {A::unary::fn, fn}});
+    SHARDC_LAUNCH(unary, &ctx, b, args, nullptr, A::kComputeStream);
+    std::vector<double> want, slope;
+    for (float v : x) {
+      want.push_back(reference(fn, v));
+      // PyTorch's derivatives: relu 0 at 0; softplus sigmoid(x), 1 above 20.
+      slope.push_back(f == A::UnaryFn::relu ? (v > 0 ? 1.0 : 0.0)
+                      : v > 20              ? 1.0
+                                            : 1.0 / (1.0 + std::exp(-double(v))));
+    }
+    SCOPED_TRACE("function code " + std::to_string(fn));
+    expectNear(y, want, 1e-6);
+    std::vector<void *> g = bufs(x, y, dy, dx);
+    std::vector<int64_t> gargs = packInts(
+        Id::unary_grad, {{A::unary_grad::n, n}, {A::unary_grad::fn, fn}});
+    SHARDC_LAUNCH(unary_grad, &ctx, g, gargs, nullptr, A::kComputeStream);
+    expectNear(dx, slope, 1e-6);
   }
 }
 

@@ -71,8 +71,24 @@ Error GraphImporter::unary(const onnx::NodeProto &n) {
             : op == "Reciprocal" ? Value(nn::ReciprocalOp::create(b, loc, t, *x))
             : op == "Erf"        ? Value(nn::ErfOp::create(b, loc, t, *x))
             : op == "Tanh"       ? Value(nn::TanhOp::create(b, loc, t, *x))
+            : op == "Relu"       ? Value(nn::ReluOp::create(b, loc, t, *x))
+            : op == "Softplus"   ? Value(nn::SoftplusOp::create(b, loc, t, *x))
                                  : Value(nn::SigmoidOp::create(b, loc, t, *x));
   setValue(n.output(0), y);
+  return Error::success();
+}
+
+// Gelu (opset 20): approximate "none" (erf) or "tanh", as nn.gelu.
+Error GraphImporter::geluNode(const onnx::NodeProto &n) {
+  std::string approximate = attrString(n, "approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return nodeError(n, "approximate '" + approximate +
+                            "' is not one of none, tanh");
+  Expected<Value> x = floatValue(n, 0);
+  if (!x)
+    return x.takeError();
+  setValue(n.output(0),
+           nn::GeluOp::create(b, loc, x->getType(), *x, approximate));
   return Error::success();
 }
 
@@ -147,6 +163,9 @@ ArrayRef<OpInfo> shardc::onnx_import::elementwiseOps() {
       {"Erf", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
       {"Tanh", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
       {"Sigmoid", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Relu", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Softplus", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"Gelu", {20, 21}, {1, 1}, {1, 1}, &GraphImporter::geluNode},
       {"Cast", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::castNode},
       {"Where", {13, 21}, {3, 3}, {1, 1}, &GraphImporter::where},
   };
