@@ -179,6 +179,16 @@ Error DriverOptions::validate() {
   if (training.gradSync == "last" && training.meshShape.ranks() == 1)
     return fail("--grad-sync=last needs a mesh (--mesh): one rank reduces "
                 "nothing");
+  // Shapes far beyond any real run are refused before any size arithmetic
+  // can wrap (2^24 each; their products are bounded in the frontends).
+  constexpr int64_t kShapeLimit = int64_t(1) << 24;
+  if (model.microBatchGiven &&
+      (model.microBatch < 1 || model.microBatch > kShapeLimit))
+    return fail("--micro-batch must be between 1 and 2^24 (16777216), got " +
+                llvm::Twine(model.microBatch));
+  if (model.seqLen < 0 || model.seqLen > kShapeLimit)
+    return fail("--seq-len must be between 1 and 2^24 (16777216), got " +
+                llvm::Twine(model.seqLen));
   if (auto bad = model.bindings.find(""); bad != model.bindings.end())
     return fail("--bind expects NAME=FILE, got '" + bad->second + "'");
   if (!model.isOnnx() && (model.infer || !model.bindings.empty() ||

@@ -304,6 +304,14 @@ shardc::meta::buildForwardModule(MLIRContext &context, const ModelConfig &c,
     return llvm::createStringError(
         "--seq-len " + std::to_string(seqLen) + " exceeds the " +
         std::to_string(c.maxPositions) + " positions of " + c.source);
+  // The largest activation is the logits, [batch, seq-len, vocabulary] in
+  // f32; its bytes must stay exact in the planner's arithmetic.
+  double logitBytes = 4.0 * double(batch) * double(seqLen) * double(c.vocabSize);
+  if (logitBytes > 9007199254740992.0)
+    return llvm::createStringError(
+        "micro-batch x seq-len x vocabulary x 4 bytes (" +
+        std::to_string(batch) + " x " + std::to_string(seqLen) + " x " +
+        std::to_string(c.vocabSize) + " x 4) exceeds 2^53 bytes");
   if (c.slidingWindow > 0 && seqLen > c.slidingWindow)
     return llvm::createStringError(
         c.source + ": sliding_window " + std::to_string(c.slidingWindow) +
