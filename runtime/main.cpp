@@ -24,6 +24,9 @@
 #include "runtime/trace.h"
 #include "runtime/watchdog.h"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -57,6 +60,98 @@ int64_t procStatusBytes(const char *key) {
       kib = std::atoll(line + n + 1);
   std::fclose(f);
   return kib < 0 ? -1 : kib * 1024;
+}
+
+/// A hash of the compiled program: its manifest and launch tables.
+std::string programFingerprint(const Manifest &m) {
+  XXH3_state_t *state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, shardc_manifest, std::strlen(shardc_manifest));
+  int64_t regionBytes[abi::kNumRegions] = {m.paramBytes, m.stateBytes,
+                                           m.ioBytes, m.arenaBytes,
+                                           m.constantsBytes};
+  for (const int64_t *program :
+       {shardc_program_micro_step, shardc_program_micro_step_nosync,
+        shardc_program_opt_step})
+    if (program && validateProgram(program, regionBytes).empty())
+      XXH3_64bits_update(state, program,
+                         size_t(programWords(program)) * sizeof(int64_t));
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                (unsigned long long)XXH3_64bits_digest(state));
+  XXH3_freeState(state);
+  return buf;
+}
+
+/// The flags of a command line as (flag, value) pairs, in order.
+std::vector<std::pair<std::string, std::string>> flagList(int argc,
+                                                          char **argv) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int k = 1; k < argc; ++k) {
+    std::string a = argv[k];
+    size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos)
+      out.push_back({a.substr(0, eq), a.substr(eq + 1)});
+    else if (a.rfind("--", 0) == 0 && k + 1 < argc &&
+             std::string(argv[k + 1]).rfind("--", 0) != 0)
+      out.push_back({a, argv[++k]});
+    else
+      out.push_back({a, ""});
+  }
+  return out;
+}
+
+/// Every rank runs the same program with the same flags: otherwise their
+/// collectives would not match and they would wait for each other forever.
+/// Throws on every rank, naming the first difference.
+void checkRanksAgree(const Manifest &m, const Mesh &mesh, int argc,
+                     char **argv) {
+  std::string mine = programFingerprint(m);
+  for (const auto &[flag, value] : flagList(argc, argv))
+    mine += "\n" + flag + "\x1f" + value;
+  std::vector<std::string> all = mesh.gatherStrings(mine);
+  std::string verdict;
+  auto lines = [](const std::string &s) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    while (at <= s.size()) {
+      size_t nl = s.find('\n', at);
+      out.push_back(s.substr(at, nl == std::string::npos ? nl : nl - at));
+      if (nl == std::string::npos)
+        break;
+      at = nl + 1;
+    }
+    return out;
+  };
+  auto shown = [](const std::string &pair) {
+    size_t sep = pair.find('\x1f');
+    std::string flag = pair.substr(0, sep), value = pair.substr(sep + 1);
+    return value.empty() ? flag : flag + " " + value;
+  };
+  for (size_t r = 1; r < all.size() && verdict.empty(); ++r) {
+    if (all[r] == all[0])
+      continue;
+    std::vector<std::string> a = lines(all[0]), b = lines(all[r]);
+    if (a[0] != b[0]) {
+      verdict = "rank " + std::to_string(r) +
+                " runs another compiled program than rank 0 (fingerprint " +
+                b[0] + ", rank 0's " + a[0] +
+                "): launch the same executable on every rank";
+      break;
+    }
+    for (size_t k = 1; k < std::max(a.size(), b.size()); ++k) {
+      if (k < a.size() && k < b.size() && a[k] == b[k])
+        continue;
+      verdict = "rank " + std::to_string(r) + " was started with " +
+                (k < b.size() ? shown(b[k]) : "fewer flags") + ", rank 0 with " +
+                (k < a.size() ? shown(a[k]) : "fewer flags") +
+                ": every rank must be given the same flags";
+      break;
+    }
+  }
+  verdict = mesh.broadcastString(verdict);
+  if (!verdict.empty())
+    throw std::runtime_error(verdict);
 }
 
 /// Keeps the lines of a JSON-lines log whose "step" is below `step`.
@@ -150,6 +245,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   if (m.params.empty())
     throw std::runtime_error("the compiled model has no parameters");
   Options o = parseOptions(argc, argv, m);
+  if (mesh.world > 1)
+    checkRanksAgree(m, mesh, argc, argv);
   if (mesh.rank == 0)
     checkOutputs(o);
   if (mesh.world > 1)

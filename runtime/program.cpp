@@ -109,3 +109,10 @@ shardc::runtime::validateProgram(const int64_t *program,
     }
   }
 }
+
+int64_t shardc::runtime::programWords(const int64_t *program) {
+  const int64_t *p = program;
+  while (p[0] != abi::kOpEnd)
+    p += abi::recordWords(p);
+  return int64_t(p - program) + 1;
+}

@@ -37,6 +37,9 @@ struct ProgramTarget {
 void runProgram(const int64_t *program, void *const regions[abi::kNumRegions],
                 const ProgramTarget &target);
 
+/// The words of a valid program, its end record included.
+int64_t programWords(const int64_t *program);
+
 /// Checks a program once before it runs: opcodes, kernel ids, argument
 /// counts against the ABI, and buffer offsets against the region sizes.
 /// Returns an empty string or what is wrong.
