@@ -174,6 +174,24 @@ def kill(s, args):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         p.stdout.close()
+        # The whole job dies, as on a node failure: ranks that mpirun had
+        # started outside its process group are killed too, and the next
+        # trial starts only when none is left (an orphan still writing the
+        # log or the checkpoint would be another writer, which a run never
+        # has).
+        exe = s.exe(mesh)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            out = subprocess.run(["pgrep", "-f", exe + " --data"], capture_output=True,
+                                 text=True).stdout.split()
+            if not out:
+                break
+            for pid in out:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
         if os.path.isdir(ck) and any(x.startswith(".tmp-step") for x in os.listdir(ck)):
             mid_save += 1
         latest = open(os.path.join(ck, "latest")).read().strip() if os.path.exists(
