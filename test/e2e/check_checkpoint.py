@@ -213,8 +213,9 @@ def kill(s, args):
           f"published checkpoints seen: {', '.join(str(x) for x in published)}")
     print(f"kill mesh {mesh}: resumed to step {steps}: log and final weights bit-identical "
           f"to the uninterrupted run")
-    if mid_save < args.kills:
-        sys.exit(f"only {mid_save} kills landed during a save (want {args.kills})")
+    want = args.kills if args.min_mid_save is None else args.min_mid_save
+    if mid_save < want:
+        sys.exit(f"only {mid_save} kills landed during a save (want {want})")
     print("PASS")
 
 
@@ -310,6 +311,8 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-6)
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--max-delay", type=float, default=0.004)
+    ap.add_argument("--min-mid-save", type=int, default=None,
+                    help="kills that must land during a save (default --kills)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     s = Setup(args)
