@@ -61,31 +61,41 @@ void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
   }
 }
 
+std::vector<float> shardc::runtime::gatherParameter(const TensorSlot &p,
+                                                   const Mesh &mesh,
+                                                   Backend &backend,
+                                                   const char *src) {
+  std::vector<float> local(size_t(p.numel()));
+  backend.copyToHost(local.data(), src, p.numel() * 4);
+  if (!p.sharded())
+    return local;
+  int64_t elements = 1;
+  for (int64_t d : p.globalShape)
+    elements *= d;
+  // The root of each replica's shard communicator (rank 0 among them).
+  const bool root = mesh.shardIndex() == 0;
+  std::vector<float> full(root ? size_t(p.numel() * mesh.shards) : 0);
+  if (MPI_Gather(local.data(), int(p.numel()), MPI_FLOAT, full.data(),
+                 int(p.numel()), MPI_FLOAT, 0, mesh.shardComm()) != MPI_SUCCESS)
+    throw std::runtime_error("gathering '" + p.name + "' failed");
+  full.resize(root ? size_t(elements) : 0); // padding rows dropped
+  return full;
+}
+
 std::vector<NamedTensor>
 shardc::runtime::gatherTensors(const Manifest &m, const Mesh &mesh,
                                Backend &backend, const char *region,
                                const std::string &prefix,
                                std::vector<std::vector<float>> &storage) {
-  storage.assign(2 * m.params.size(), {});
+  storage.assign(m.params.size(), {});
   std::vector<NamedTensor> tensors;
   for (size_t k = 0; k < m.params.size(); ++k) {
     const TensorSlot &p = m.params[k];
     int64_t offset =
         prefix.empty() ? p.offset : m.stateSlot(prefix + p.name).offset;
-    std::vector<float> &local = storage[2 * k];
-    local.resize(size_t(p.numel()));
-    backend.copyToHost(local.data(), region + offset, p.numel() * 4);
-    if (!p.sharded()) {
-      tensors.push_back({p.name, p.shape, local.data()});
-      continue;
-    }
-    std::vector<float> &full = storage[2 * k + 1];
-    full.resize(size_t(p.numel() * mesh.shards));
-    int rc = MPI_Gather(local.data(), int(p.numel()), MPI_FLOAT, full.data(),
-                        int(p.numel()), MPI_FLOAT, 0, mesh.shardComm());
-    if (rc != MPI_SUCCESS)
-      throw std::runtime_error("gathering '" + p.name + "' failed");
-    tensors.push_back({p.name, p.globalShape, full.data()});
+    storage[k] = gatherParameter(p, mesh, backend, region + offset);
+    tensors.push_back(
+        {p.name, p.sharded() ? p.globalShape : p.shape, storage[k].data()});
   }
   return tensors;
 }

@@ -21,6 +21,14 @@ namespace shardc::runtime {
 void loadParameters(const Manifest &m, const std::string &path,
                     Backend &backend, char *params, int64_t shardIndex);
 
+/// Parameter `p`'s values at `src` in the backend's memory (this rank's
+/// shard of p.numel() f32), gathered over the shard axis onto its first
+/// rank (shard index 0 of each replica, rank 0 among them) with the padding
+/// rows dropped (empty on the other ranks); an unsharded parameter's own
+/// values on every rank.
+std::vector<float> gatherParameter(const TensorSlot &p, const Mesh &mesh,
+                                   Backend &backend, const char *src);
+
 /// One tensor per parameter, read from `region` at the slot of `prefix +
 /// name` (params: no prefix; gradients: abi::kStateGrad). Sharded tensors
 /// are gathered on the shard axis into `storage` (complete on rank 0).

@@ -1,5 +1,6 @@
 //===- hf_io.cpp - Hugging Face checkpoints in and out --------------------===//
 #include "runtime/hf_io.h"
+#include "runtime/checkpoint_io.h"
 #include "runtime/files.h"
 
 #include <nlohmann/json.hpp>
@@ -151,29 +152,13 @@ int64_t shardc::runtime::exportHf(const Manifest &m, const Mesh &mesh,
     names.push_back(n == 1 ? std::string(kSingle) : std::string(buf));
   }
   json weightMap = json::object();
-  std::vector<float> local;
   for (size_t k = 0; k < n; ++k) {
     // This file's tensors, gathered one by one onto rank 0.
     std::vector<std::vector<float>> full;
     std::vector<NamedTensor> tensors;
     for (const TensorSlot *p : plan[k]) {
-      local.resize(size_t(p->numel()));
-      backend.copyToHost(local.data(), params + p->offset, p->numel() * 4);
       std::vector<int64_t> shape = p->sharded() ? p->globalShape : p->shape;
-      int64_t elements = 1;
-      for (int64_t d : shape)
-        elements *= d;
-      if (!p->sharded()) {
-        full.push_back(local);
-      } else {
-        std::vector<float> all(leader ? size_t(p->numel() * mesh.shards) : 0);
-        if (MPI_Gather(local.data(), int(p->numel()), MPI_FLOAT, all.data(),
-                       int(p->numel()), MPI_FLOAT, 0,
-                       mesh.shardComm()) != MPI_SUCCESS)
-          throw std::runtime_error("gathering '" + p->name + "' failed");
-        all.resize(leader ? size_t(elements) : 0); // padding rows dropped
-        full.push_back(std::move(all));
-      }
+      full.push_back(gatherParameter(*p, mesh, backend, params + p->offset));
       tensors.push_back({p->name, shape, nullptr});
       weightMap[p->name] = names[k];
     }

@@ -43,7 +43,7 @@ const std::vector<std::pair<std::string, std::string>> &presets() {
   return table;
 }
 
-#define TRY_ASSIGN_EARLY(lhs, expr)                                            \
+#define TRY_ASSIGN(lhs, expr)                                            \
   do {                                                                         \
     auto value_ = (expr);                                                      \
     if (!value_)                                                               \
@@ -183,7 +183,7 @@ llvm::Error dropout(Reader &r, ModelConfig &c,
                     std::initializer_list<const char *> keys) {
   for (const char *key : keys) {
     double p;
-    TRY_ASSIGN_EARLY(p, r.nonNegative(key));
+    TRY_ASSIGN(p, r.nonNegative(key));
     if (p > 0)
       c.notes.push_back(std::string(key) + " " + std::to_string(p).substr(0, 6) +
                         ": shardc trains without dropout");
@@ -191,13 +191,6 @@ llvm::Error dropout(Reader &r, ModelConfig &c,
   return llvm::Error::success();
 }
 
-#define TRY_ASSIGN(lhs, expr)                                                  \
-  do {                                                                         \
-    auto value_ = (expr);                                                      \
-    if (!value_)                                                               \
-      return value_.takeError();                                               \
-    lhs = *value_;                                                             \
-  } while (false)
 
 llvm::Error readGPT2(Reader &r, ModelConfig &c) {
   c.family = Family::GPT2;
