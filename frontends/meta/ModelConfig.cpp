@@ -176,7 +176,8 @@ const std::initializer_list<const char *> kGenericKeys = {
     "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
     "exponential_decay_length_penalty", "suppress_tokens",
     "begin_suppress_tokens", "tf_legacy_loss", "use_bfloat16",
-    "cross_attention_hidden_size", "output_router_logits"};
+    "cross_attention_hidden_size", "output_router_logits",
+    "gradient_checkpointing", "output_past"};
 
 /// Dropout is not applied in training; a non-zero probability is said once.
 llvm::Error dropout(Reader &r, ModelConfig &c,
@@ -235,9 +236,13 @@ llvm::Error readRope(Reader &r, ModelConfig &c) {
       continue;
     if (!v->getAsObject())
       return error(r.origin + ": '" + key + "' must be an object");
-    if (scaling)
-      return error(r.origin + ": both 'rope_parameters' and 'rope_scaling' "
-                              "are given; keep one");
+    if (scaling) {
+      // The same object under both names says one thing.
+      if (llvm::json::Value(llvm::json::Object(*scaling)) == *v)
+        continue;
+      return error(r.origin + ": 'rope_parameters' and 'rope_scaling' "
+                              "differ; keep one");
+    }
     scaling = v->getAsObject();
     where = key;
   }
@@ -259,6 +264,14 @@ llvm::Error readRope(Reader &r, ModelConfig &c) {
         return error(s.origin + ": 'factor' with rope_type default");
     s.neutral({"factor"});
   } else if (type == "llama3") {
+    // transformers reads all four (a missing one is a KeyError there):
+    // no default is guessed here either.
+    for (const char *key : {"factor", "low_freq_factor", "high_freq_factor",
+                            "original_max_position_embeddings"}) {
+      const llvm::json::Value *v = scaling->get(key);
+      if (!v || v->kind() == llvm::json::Value::Null)
+        return error(s.origin + ": rope_type llama3 needs '" + key + "'");
+    }
     double factor, low, high;
     int64_t original;
     TRY_ASSIGN(factor, s.number("factor", 8.0));
@@ -285,7 +298,13 @@ llvm::Error readLlama(Reader &r, ModelConfig &c) {
   TRY_ASSIGN(c.numLayers,
              r.positive("num_hidden_layers", {}, Reader::kLayerLimit));
   TRY_ASSIGN(c.numHeads, r.positive("num_attention_heads"));
-  TRY_ASSIGN(c.numKVHeads, r.positive("num_key_value_heads", c.numHeads));
+  // Without the key, transformers' MistralConfig has 8 kv heads and
+  // Qwen2Config 32; with null, or in LlamaConfig, as many as attention heads.
+  int64_t kvDefault = r.obj.get("num_key_value_heads") ? c.numHeads
+                      : c.modelType == "mistral"        ? 8
+                      : c.modelType == "qwen2"          ? 32
+                                                        : c.numHeads;
+  TRY_ASSIGN(c.numKVHeads, r.positive("num_key_value_heads", kvDefault));
   TRY_ASSIGN(c.intermediateSize, r.positive("intermediate_size"));
   TRY_ASSIGN(c.maxPositions, r.positive("max_position_embeddings", int64_t(2048)));
   TRY_ASSIGN(c.normEps, r.number("rms_norm_eps", 1e-6));
@@ -304,19 +323,46 @@ llvm::Error readLlama(Reader &r, ModelConfig &c) {
     if (window)
       return error(r.origin + ": 'use_sliding_window' true is not "
                               "implemented");
-    r.neutral({"sliding_window", "max_window_layers", "layer_types"});
+    r.neutral({"sliding_window", "max_window_layers"});
   } else {
     bool bias;
     TRY_ASSIGN(bias, r.boolean("attention_bias", false));
-    c.qkvBias = c.outputBias = bias;
+    if (c.modelType == "llama")
+      c.qkvBias = c.outputBias = bias;
+    else if (bias)
+      return error(r.origin + ": 'attention_bias' true is not implemented "
+                              "for model_type " + c.modelType +
+                   " (transformers' " + c.modelType +
+                   " attention has no biases)");
   }
   TRY_ASSIGN(c.mlpBias, r.boolean("mlp_bias", false));
+  if (c.mlpBias && c.modelType != "llama")
+    return error(r.origin + ": 'mlp_bias' true is not implemented for "
+                            "model_type " + c.modelType +
+                 " (transformers' " + c.modelType + " MLP has no biases)");
   if (c.modelType == "mistral") {
+    // MistralConfig's default window is 4096 positions; null: none.
     r.used.insert("sliding_window");
-    if (const llvm::json::Value *v = r.obj.get("sliding_window"))
-      if (v->kind() != llvm::json::Value::Null) {
-        TRY_ASSIGN(c.slidingWindow, r.positive("sliding_window"));
-      }
+    const llvm::json::Value *v = r.obj.get("sliding_window");
+    if (!v)
+      c.slidingWindow = 4096;
+    else if (v->kind() != llvm::json::Value::Null)
+      TRY_ASSIGN(c.slidingWindow, r.positive("sliding_window"));
+  }
+  // transformers 5 (and late 4) write each layer's attention kind; only
+  // full causal attention is implemented.
+  r.used.insert("layer_types");
+  if (const llvm::json::Value *v = r.obj.get("layer_types");
+      v && v->kind() != llvm::json::Value::Null) {
+    const llvm::json::Array *kinds = v->getAsArray();
+    if (!kinds)
+      return error(r.origin + ": 'layer_types' must be a list");
+    for (const llvm::json::Value &kind : *kinds)
+      if (kind.getAsString() != std::optional<StringRef>("full_attention"))
+        return error(r.origin + ": 'layer_types' entry " +
+                     (kind.getAsString() ? "'" + kind.getAsString()->str() + "'"
+                                         : std::string("that is not a string")) +
+                     " is not implemented (full_attention)");
   }
   // pretraining_tp > 1 splits the projections' matmuls into slices: the
   // same math.
