@@ -18,7 +18,8 @@ out   --export-hf with a small --max-shard-size writes several files: read
 onnx  a model compiled from ONNX exports its tensors (one model.safetensors,
       equal to --save-weights) and says that no config.json was written.
 errors  an index naming a missing file, or a tensor its file lacks, a
-      missing parameter, a shape mismatch: one-line errors naming the file.
+      missing parameter, a shape mismatch: one-line errors naming the file;
+      --max-shard-size without --export-hf, or not a size: errors naming it.
 """
 import argparse
 import json
@@ -231,6 +232,11 @@ def main():
         expect(["--steps", "1", "--init-from", bent],
                f"bent.safetensors: parameter '{name2d}' has shape",
                "shape mismatch")
+        expect(["--steps", "1", "--max-shard-size", "10KB"],
+               "--max-shard-size needs --export-hf DIR", "max-shard-size alone")
+        expect(["--steps", "1", "--export-hf", os.path.join(w, "hf"), "--max-shard-size", "5XB"],
+               "--max-shard-size expects a size such as 5GB, 500MB or 1048576, got '5XB'",
+               "bad size")
     print("PASS")
 
 
