@@ -40,16 +40,19 @@ data and run:
                         the transformer./model. prefix): a safetensors file,
                         a directory as save_pretrained writes it (holding
                         model.safetensors, or model.safetensors.index.json
-                        and its files), or such an index; each rank reads
-                        only its rows
+                        and its files), or such an index; f32, f16 or bf16;
+                        each rank reads only its rows
   --save-weights FILE   write the weights after the last step (safetensors)
-  --export-hf DIR       write the trained model as save_pretrained does:
-                        DIR/model.safetensors, or model-0000k-of-0000n files
-                        and model.safetensors.index.json, and config.json
-                        (models compiled from a config.json or a preset), so
-                        that transformers' from_pretrained(DIR) loads it
+  --export-hf DIR       after the last step, write the model as
+                        save_pretrained does (f32): DIR/model.safetensors,
+                        or model-0000k-of-0000n.safetensors files and
+                        model.safetensors.index.json, and config.json
+                        (models compiled from a config.json or a preset;
+                        none for ONNX models), so that transformers'
+                        from_pretrained(DIR) loads it
   --max-shard-size S    with --export-hf: files of at most S (5GB, 500MB,
-                        2GiB or bytes; default 5GB)
+                        10KB in powers of 1000, 2GiB, or bytes; default
+                        5GB); a larger tensor gets a file of its own
   --export-onnx FILE    (models compiled from ONNX) write the model with the
                         weights after the last step as its initializers;
                         over 2 GB they go to FILE.data (ONNX external data)
@@ -145,6 +148,7 @@ bool shardc::runtime::wantsHelp(int argc, char **argv) {
 
 Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) {
   Options o;
+  bool shardSizeGiven = false;
   for (int k = 1; k < argc; ++k) {
     std::string arg = argv[k];
     size_t eq = arg.find('=');
@@ -207,8 +211,10 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       o.exportHf = next();
       if (o.exportHf.empty())
         throw std::runtime_error("--export-hf expects a directory");
-    } else if (flag == "--max-shard-size")
+    } else if (flag == "--max-shard-size") {
       o.maxShardBytes = parseByteSize(flag, next());
+      shardSizeGiven = true;
+    }
     else if (flag == "--run-steps")
       o.runSteps = parseInt(flag, next());
     else if (flag == "--keep")
@@ -251,6 +257,8 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
                         ? "--resume"
                         : o.keep > 0 ? "--keep" : "--checkpoint-every") +
         " needs --checkpoint-dir DIR");
+  if (shardSizeGiven && o.exportHf.empty())
+    throw std::runtime_error("--max-shard-size needs --export-hf DIR");
   if (o.gradAccum < 1)
     throw std::runtime_error("--grad-accum must be at least 1");
   if (o.beta1 >= 1 || o.beta2 >= 1)

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/JSON.h"
 
 #include <cmath>
 
@@ -20,6 +21,63 @@ using namespace shardc;
 using namespace shardc::meta;
 
 namespace {
+
+/// The config.json that --export-hf writes: the keys the source config had,
+/// with the values shardc used written out (so that transformers' defaults,
+/// where a key was missing, cannot differ from shardc's), `architectures`
+/// and `torch_dtype` (the exported tensors are f32).
+std::string exportedConfig(const ModelConfig &c) {
+  llvm::json::Object obj;
+  if (llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(c.json)) {
+    if (llvm::json::Object *o = parsed->getAsObject())
+      obj = std::move(*o);
+  } else {
+    llvm::consumeError(parsed.takeError());
+  }
+  obj["model_type"] = c.modelType;
+  obj["vocab_size"] = c.vocabSize;
+  obj["tie_word_embeddings"] = c.tieEmbeddings;
+  if (c.family == Family::GPT2) {
+    obj["architectures"] = llvm::json::Array{"GPT2LMHeadModel"};
+    obj["n_embd"] = c.hiddenSize;
+    obj["n_layer"] = c.numLayers;
+    obj["n_head"] = c.numHeads;
+    obj["n_positions"] = c.maxPositions;
+    obj["n_inner"] = c.intermediateSize;
+    obj["layer_norm_epsilon"] = c.normEps;
+    obj["activation_function"] = c.activation;
+    obj["scale_attn_weights"] = c.scaleAttnWeights;
+    obj["scale_attn_by_inverse_layer_idx"] = c.scaleAttnByLayer;
+  } else {
+    const char *arch = c.modelType == "mistral" ? "MistralForCausalLM"
+                       : c.modelType == "qwen2" ? "Qwen2ForCausalLM"
+                                                : "LlamaForCausalLM";
+    obj["architectures"] = llvm::json::Array{arch};
+    obj["hidden_size"] = c.hiddenSize;
+    obj["num_hidden_layers"] = c.numLayers;
+    obj["num_attention_heads"] = c.numHeads;
+    obj["num_key_value_heads"] = c.numKVHeads;
+    obj["head_dim"] = c.headDim;
+    obj["intermediate_size"] = c.intermediateSize;
+    obj["max_position_embeddings"] = c.maxPositions;
+    obj["rms_norm_eps"] = c.normEps;
+    obj["hidden_act"] = c.activation;
+    // transformers 5 keeps rope_theta inside rope_parameters.
+    if (!obj.get("rope_parameters"))
+      obj["rope_theta"] = c.ropeTheta;
+    if (c.modelType == "llama") {
+      obj["attention_bias"] = c.qkvBias;
+      obj["mlp_bias"] = c.mlpBias;
+    }
+    if (c.modelType == "mistral" && !c.slidingWindow)
+      obj["sliding_window"] = nullptr; // MistralConfig's default is 4096
+  }
+  obj["torch_dtype"] = "float32";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(obj));
+  return text;
+}
 
 /// Builds the body in a free-standing block whose arguments (the inputs and
 /// parameters) are added as the graph first uses them.
@@ -283,7 +341,7 @@ OwningOpRef<ModuleOp> GraphBuilder::finish(Value lossValue) {
       b.getNamedAttr("micro_batch", b.getI64IntegerAttr(B)),
       b.getNamedAttr("seq_len", b.getI64IntegerAttr(T)),
       b.getNamedAttr("tied_embeddings", b.getBoolAttr(c.tieEmbeddings)),
-      b.getNamedAttr("hf_config", b.getStringAttr(c.json)),
+      b.getNamedAttr("hf_config", b.getStringAttr(exportedConfig(c))),
   };
   (*module)->setAttr("nn.model", b.getDictionaryAttr(model));
   return module;

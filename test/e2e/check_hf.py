@@ -12,9 +12,14 @@ out   --export-hf with a small --max-shard-size writes several files: read
       back by the independent reader, every tensor equals --save-weights'
       output exactly, the index maps each to the file holding it, its
       total_size is the sum of the tensors' bytes, and config.json has the
-      model's model_type.
-errors  an index naming a missing file, or a tensor its file lacks: one-line
-      errors naming the file.
+      architecture and every value of CONFIG. Exported again into the same
+      directory with the default size: one model.safetensors, the earlier
+      split's files and index gone.
+onnx  a model compiled from ONNX exports its tensors (one model.safetensors,
+      equal to --save-weights) and says that no config.json was written.
+errors  an index naming a missing file, or a tensor its file lacks, a
+      missing parameter, a shape mismatch: one-line errors naming the file;
+      --max-shard-size without --export-hf, or not a size: errors naming it.
 """
 import argparse
 import json
@@ -49,9 +54,50 @@ def split_like_transformers(weights, dirname, parts):
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
 
 
+class TinyLM(torch.nn.Module):
+    """Embedding and head: the smallest language model ONNX can carry."""
+
+    def __init__(self, vocab=37, dim=16):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.head = torch.nn.Linear(dim, vocab)
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.embed(ids)))
+
+
+def check_onnx(args):
+    w = args.workdir
+    shutil.rmtree(w, ignore_errors=True)
+    os.makedirs(w)
+    torch.manual_seed(0)
+    model = TinyLM()
+    path = os.path.join(w, "tiny.onnx")
+    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.long),), path,
+                      opset_version=17, input_names=["input_ids"],
+                      output_names=["logits"], do_constant_folding=False)
+    tok = os.path.join(w, "tokens.bin")
+    tm.write_tokens(tok, np.random.default_rng(0).integers(0, 37, size=B * T * 4 + 1))
+    exe = os.path.join(w, "train")
+    run([args.shardc, path, "--micro-batch", str(B), "-o", exe])
+    saved, hf = os.path.join(w, "saved.safetensors"), os.path.join(w, "hf")
+    out = run([exe, "--data", tok, "--steps", "1", "--save-weights", saved,
+               "--export-hf", hf])
+    note = [line for line in out.splitlines() if "no config.json" in line]
+    files = sorted(os.listdir(hf))
+    got, want = (tm.read_safetensors(os.path.join(hf, "model.safetensors")),
+                 tm.read_safetensors(saved))
+    if not note or files != ["model.safetensors"]:
+        sys.exit(f"ONNX export-hf: {files}, output:\n{out}")
+    if sorted(got) != sorted(want) or any(not torch.equal(got[n], want[n]) for n in want):
+        sys.exit("ONNX export-hf differs from --save-weights")
+    print(f"onnx: {files}, {len(got)} tensors equal to --save-weights; {note[0]}")
+    print("PASS")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["in", "out", "errors"])
+    ap.add_argument("mode", choices=["in", "out", "onnx", "errors"])
     ap.add_argument("--config", required=True)
     ap.add_argument("--shardc", required=True)
     ap.add_argument("--workdir", required=True)
@@ -59,6 +105,8 @@ def main():
     w = args.workdir
     shutil.rmtree(w, ignore_errors=True)
     os.makedirs(w)
+    if args.mode == "onnx":
+        return check_onnx(args)
     c = tm.load_config(args.config)
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, c["vocab_size"], size=B * T * 8 + 1)
@@ -128,11 +176,26 @@ def main():
         if index["metadata"]["total_size"] != size:
             sys.exit(f"total_size {index['metadata']['total_size']} != {size}")
         config = json.load(open(os.path.join(hf, "config.json")))
-        if config.get("model_type") != c["model_type"]:
-            sys.exit(f"config.json: {config}")
+        source = json.load(open(args.config))
+        arch = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}[c["model_type"]]
+        wrong = {k: config.get(k) for k, v in source.items() if config.get(k) != v}
+        if config.get("architectures") != [arch] or wrong:
+            sys.exit(f"config.json: {config}; differs from {args.config} in {wrong}")
         print(f"export-hf (mesh 2, max shard {limit} bytes): {len(files)} files, "
               f"{len(got)} tensors equal to --save-weights, index and total_size "
-              f"{size} right, config.json model_type {config['model_type']}")
+              f"{size} right, config.json {arch} with the {len(source)} values "
+              f"of {os.path.basename(args.config)}")
+        # Again into the same directory, in one file: nothing of the split
+        # export may stay beside it (transformers would read it).
+        train("2", "--steps", "2", "--init-from", single, "--export-hf", hf)
+        left = sorted(os.listdir(hf))
+        if left != ["config.json", "model.safetensors"]:
+            sys.exit(f"after the one-file export {hf} holds {left}")
+        again = tm.read_safetensors(os.path.join(hf, "model.safetensors"))
+        if sorted(again) != sorted(want) or any(not torch.equal(again[n], want[n])
+                                                 for n in want):
+            sys.exit("the one-file export differs from --save-weights")
+        print(f"export-hf (default size) into the same directory: {left}")
     else:
         def expect(flags, needle, what):
             r = subprocess.run([exes["1"], "--data", tok, *flags], capture_output=True,
@@ -157,6 +220,23 @@ def main():
         json.dump(j, open(idx, "w"))
         expect(["--steps", "1", "--init-from", idx], f"has no tensor '{name}'",
                "index maps a tensor to the wrong file")
+        short = os.path.join(w, "short")
+        split_like_transformers({n: t for n, t in weights.items() if n != name}, short, 2)
+        expect(["--steps", "1", "--init-from", short],
+               f"model.safetensors.index.json: missing parameter '{name}'",
+               "missing parameter")
+        bent = os.path.join(w, "bent.safetensors")
+        name2d = next(n for n, t in weights.items() if t.dim() == 2 and t.shape[0] != t.shape[1])
+        tm.write_safetensors(bent, {n: (t.t().contiguous() if n == name2d else t)
+                                    for n, t in weights.items()})
+        expect(["--steps", "1", "--init-from", bent],
+               f"bent.safetensors: parameter '{name2d}' has shape",
+               "shape mismatch")
+        expect(["--steps", "1", "--max-shard-size", "10KB"],
+               "--max-shard-size needs --export-hf DIR", "max-shard-size alone")
+        expect(["--steps", "1", "--export-hf", os.path.join(w, "hf"), "--max-shard-size", "5XB"],
+               "--max-shard-size expects a size such as 5GB, 500MB or 1048576, got '5XB'",
+               "bad size")
     print("PASS")
 
 

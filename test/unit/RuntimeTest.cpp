@@ -1,6 +1,8 @@
 //===- RuntimeTest.cpp - loaders, checkpoints and initialization ----------===//
 #include "runtime/abi/abi.h"
 #include "runtime/data.h"
+#include "runtime/files.h"
+#include "runtime/hf_io.h"
 #include "runtime/model.h"
 #include "runtime/safetensors.h"
 
@@ -130,6 +132,78 @@ TEST(Safetensors, ReadsAnElementRange) {
   EXPECT_NE(errorOf([&] { f.readF32("a", 900, 101, got.data()); })
                 .find("outside tensor 'a'"),
             std::string::npos);
+}
+
+TEST(HfIo, ByteSizesAsTransformersReadsThem) {
+  EXPECT_EQ(parseByteSize("--max-shard-size", "5GB"), 5000000000);
+  EXPECT_EQ(parseByteSize("--max-shard-size", "500MB"), 500000000);
+  EXPECT_EQ(parseByteSize("--max-shard-size", "10KB"), 10000);
+  EXPECT_EQ(parseByteSize("--max-shard-size", "10kb"), 10000);
+  EXPECT_EQ(parseByteSize("--max-shard-size", "2GiB"), int64_t(2) << 30);
+  EXPECT_EQ(parseByteSize("--max-shard-size", "1048576"), 1048576);
+  for (const char *bad : {"", "GB", "0", "-5MB", "5XB", "5 GB", "1e30"})
+    EXPECT_NE(errorOf([&] { parseByteSize("--max-shard-size", bad); })
+                  .find("--max-shard-size expects a size"),
+              std::string::npos)
+        << "'" << bad << "'";
+}
+
+TEST(HfIo, CheckpointForms) {
+  std::vector<float> a = {1, 2, 3, 4}, b = {5, 6};
+  std::string dir = tempPath("hf_ckpt");
+  removeTree(dir);
+  makeDirectories(dir + "/one");
+  makeDirectories(dir + "/split");
+  writeSafetensors(dir + "/one/model.safetensors",
+                   {{"a", {2, 2}, a.data()}, {"b", {2}, b.data()}});
+  writeSafetensors(dir + "/split/model-00001-of-00002.safetensors",
+                   {{"a", {2, 2}, a.data()}});
+  writeSafetensors(dir + "/split/model-00002-of-00002.safetensors",
+                   {{"b", {2}, b.data()}});
+  std::string index = dir + "/split/model.safetensors.index.json";
+  auto writeIndex = [&](const std::string &map) {
+    writeFileDurably(index, "{\"metadata\": {\"total_size\": 24}, "
+                            "\"weight_map\": {" + map + "}}");
+  };
+  writeIndex("\"a\": \"model-00001-of-00002.safetensors\", "
+             "\"b\": \"model-00002-of-00002.safetensors\"");
+  for (const std::string &path :
+       {dir + "/one", dir + "/one/model.safetensors", dir + "/split", index}) {
+    HfCheckpoint ckpt(path);
+    const SafetensorsFile *fa = ckpt.find("a"), *fb = ckpt.find("b");
+    ASSERT_TRUE(fa && fb) << path;
+    EXPECT_EQ(ckpt.find("c"), nullptr);
+    std::vector<float> got(2);
+    fa->readF32("a", 2, 2, got.data());
+    EXPECT_EQ(got, (std::vector<float>{3, 4})) << path;
+    fb->readF32("b", 0, 2, got.data());
+    EXPECT_EQ(got, b) << path;
+  }
+  // The index maps b to the file without it; then to a missing file.
+  writeIndex("\"a\": \"model-00001-of-00002.safetensors\", "
+             "\"b\": \"model-00001-of-00002.safetensors\"");
+  EXPECT_NE(errorOf([&] { HfCheckpoint{dir + "/split"}; })
+                .find("model-00001-of-00002.safetensors: has no tensor 'b', "
+                      "which " + index + " maps to it"),
+            std::string::npos);
+  writeIndex("\"a\": \"model-00003-of-00002.safetensors\"");
+  EXPECT_NE(errorOf([&] { HfCheckpoint{index}; })
+                .find("model-00003-of-00002.safetensors: missing: " + index),
+            std::string::npos);
+  writeIndex("\"a\": \"../one/model.safetensors\"");
+  EXPECT_NE(errorOf([&] { HfCheckpoint{index}; }).find("is not a file name"),
+            std::string::npos);
+  writeFileDurably(index, "{\"metadata\": {}}");
+  EXPECT_NE(errorOf([&] { HfCheckpoint{index}; }).find("no \"weight_map\""),
+            std::string::npos);
+  writeFileDurably(index, "{\"weight_map\": ");
+  EXPECT_NE(errorOf([&] { HfCheckpoint{index}; }).find("not valid JSON"),
+            std::string::npos);
+  makeDirectories(dir + "/empty");
+  EXPECT_NE(errorOf([&] { HfCheckpoint{dir + "/empty"}; })
+                .find("a directory without model.safetensors"),
+            std::string::npos);
+  removeTree(dir);
 }
 
 TEST(Files, DurableFileIsAllOrNothing) {
