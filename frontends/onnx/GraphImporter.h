@@ -46,6 +46,11 @@ llvm::Expected<HostTensor> toHost(const onnx::TensorProto &t,
 struct Val {
   std::optional<HostTensor> constant;
   mlir::Value value;
+  /// An integer tensor computed at runtime (the token ids) that the graph
+  /// reshapes: the shape it has there, while `value` keeps the one it was
+  /// computed with. The target computes no integer tensors, so only an
+  /// index reader (Gather) may use it, and reshapes its float result.
+  std::optional<std::vector<int64_t>> view;
 };
 
 class GraphImporter {
@@ -64,6 +69,7 @@ public:
   llvm::Error unary(const onnx::NodeProto &n);  // Neg, Sqrt, ..., Sigmoid
   llvm::Error castNode(const onnx::NodeProto &n);
   llvm::Error where(const onnx::NodeProto &n);
+  llvm::Error isNan(const onnx::NodeProto &n);
   llvm::Error folded(const onnx::NodeProto &n); // ops/Folded.cpp
   llvm::Error geluNode(const onnx::NodeProto &n);
   // ops/Linear.cpp
@@ -122,6 +128,8 @@ private:
   }
   std::vector<int64_t> shape(const std::string &name) {
     Val &v = vals[name];
+    if (v.view)
+      return *v.view;
     return v.constant ? v.constant->shape
                       : std::vector<int64_t>(shapeOf(v.value).begin(),
                                              shapeOf(v.value).end());
@@ -257,6 +265,14 @@ private:
   std::set<std::string> paramNames, frozen;
   /// Parameters made from Identity nodes of parameters (see untie).
   std::set<std::string> untied;
+  /// Trained-looking initializers that are the transpose of a parameter:
+  /// copy -> parameter (see addInitializers).
+  std::map<std::string, std::string> tiedTransposes;
+  /// IsNaN of a runtime tensor: output -> input. The target has no bool
+  /// tensors, so it is computed only as Where(IsNaN(x), 0, x).
+  std::map<std::string, std::string> isNanOf;
+  /// The rule that chose the trained initializers, for the summary.
+  std::string trainedBy;
   /// Training: the token-id input and its [B, T] shape.
   std::string tokenInput;
   llvm::SmallVector<int64_t> tokenShape;

@@ -191,6 +191,13 @@ Error GraphImporter::reshapeLike(const onnx::NodeProto &n) {
     setConst(n.output(0), t);
     return Error::success();
   }
+  if (kind(n.input(0)) == Kind::Int) {
+    // Token ids: the same values seen with another shape (a view).
+    Val v = vals[n.input(0)];
+    v.view = out;
+    vals[n.output(0)] = v;
+    return Error::success();
+  }
   Expected<Value> x = floatValue(n, 0);
   if (!x)
     return x.takeError();
@@ -337,10 +344,12 @@ Error GraphImporter::gather(const onnx::NodeProto &n) {
   if (idx) {
     ids = materialize(*idx);
   } else {
-    Expected<Value> v = value(n.input(1));
-    if (!v)
-      return v.takeError();
-    ids = *v;
+    // Ids reshaped at runtime are read as they were computed; the rows
+    // looked up take the view's shape below.
+    auto it = vals.find(n.input(1));
+    if (it == vals.end() || !it->second.value)
+      return nodeError(n, "indices '" + n.input(1) + "' are not defined");
+    ids = it->second.value;
   }
   if (kindOf(ids) != Kind::Int)
     return nodeError(n, "indices must be integers");
@@ -359,10 +368,11 @@ Error GraphImporter::gather(const onnx::NodeProto &n) {
     table = nn::TransposeOp::create(b, loc, type(moved), table,
                                     b.getDenseI64ArrayAttr(perm));
   table = reshape(table, {ds[axis], rest});
-  SmallVector<int64_t> is(shapeOf(ids));
-  SmallVector<int64_t> rows(is);
+  SmallVector<int64_t> rows(shapeOf(ids));
   rows.push_back(rest);
   Value y = nn::EmbeddingOp::create(b, loc, type(rows), ids, table);
+  std::vector<int64_t> idShape = shape_(n, 1);
+  SmallVector<int64_t> is(idShape.begin(), idShape.end());
   // [indices..., moved dims...] back to [before axis, indices..., after axis].
   SmallVector<int64_t> expanded(is);
   expanded.append(moved.begin() + 1, moved.end());
