@@ -604,7 +604,7 @@ LogicalResult StepBuilder::lower(Operation *op) {
       })
       .Case<nn::SqrtOp, nn::ErfOp, nn::TanhOp, nn::SigmoidOp, nn::NegOp,
             nn::ReciprocalOp, nn::ExpOp, nn::LogOp, nn::ReluOp,
-            nn::SoftplusOp>([&](Operation *op) {
+            nn::SoftplusOp, nn::NanToZeroOp>([&](Operation *op) {
         Value x = buf(op->getOperand(0));
         kernel(loc, K::unary, {x, define(op->getResult(0))},
                {tensorType(op->getResult(0)).getNumElements(),

@@ -215,6 +215,7 @@ SHARDC_MATH_VJP(ExpOp, "exp")
 SHARDC_MATH_VJP(LogOp, "log")
 SHARDC_MATH_VJP(ReluOp, "relu")
 SHARDC_MATH_VJP(SoftplusOp, "softplus")
+SHARDC_MATH_VJP(NanToZeroOp, "nan_to_zero")
 #undef SHARDC_MATH_VJP
 
 SmallVector<Value> NegOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {

@@ -33,6 +33,7 @@ LogicalResult ExpOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult LogOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult ReluOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult SoftplusOp::verify() { return verifyStaticShapes(*this); }
+LogicalResult NanToZeroOp::verify() { return verifyStaticShapes(*this); }
 
 LogicalResult UnaryGradOp::verify() {
   if (abi::unaryFnCode(getFn().str()) < 0)

@@ -60,13 +60,17 @@ def NN_ExpOp : NN_MathOp<"exp", "exp(x)">;
 def NN_LogOp : NN_MathOp<"log", "log(x)">;
 def NN_ReluOp : NN_MathOp<"relu", "max(x, 0)">;
 def NN_SoftplusOp : NN_MathOp<"softplus", "log(1 + exp(x)) (x above 20: x)">;
+// ONNX Where(IsNaN(x), 0, x), which the dynamo exporter writes after the
+// softmax of scaled_dot_product_attention.
+def NN_NanToZeroOp : NN_MathOp<"nan_to_zero", "x, or 0 where x is NaN">;
 
 def NN_UnaryGradOp : NN_Op<"unary_grad", [Pure,
     AllTypesMatch<["input", "output", "grad", "result"]>]> {
   let summary = "gradient of an elementwise math op";
   let description = [{
     `result = grad * f'(input)` for `f` the op named by `fn` (sqrt, erf,
-    tanh, sigmoid, neg, reciprocal, exp, log, relu, softplus); `output` is
+    tanh, sigmoid, neg, reciprocal, exp, log, relu, softplus, nan_to_zero);
+    `output` is
     `f(input)`, which
     several derivatives are cheapest in.
 

@@ -196,7 +196,7 @@ inline int64_t dtypeCode(std::string_view name) {
 /// names are the nn ops' mnemonics).
 #define SHARDC_ABI_UNARY_FNS(X)                                                \
   X(sqrt) X(erf) X(tanh) X(sigmoid) X(neg) X(reciprocal) X(exp) X(log)        \
-  X(relu) X(softplus)
+  X(relu) X(softplus) X(nan_to_zero)
 
 enum class UnaryFn : int64_t {
 #define SHARDC_ABI_UNARY_ENUM(name) name,

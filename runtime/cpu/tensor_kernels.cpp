@@ -35,7 +35,8 @@ constexpr int64_t kSqrt = code(shardc::abi::UnaryFn::sqrt),
                   kExp = code(shardc::abi::UnaryFn::exp),
                   kLog = code(shardc::abi::UnaryFn::log),
                   kRelu = code(shardc::abi::UnaryFn::relu),
-                  kSoftplus = code(shardc::abi::UnaryFn::softplus);
+                  kSoftplus = code(shardc::abi::UnaryFn::softplus),
+                  kNanToZero = code(shardc::abi::UnaryFn::nan_to_zero);
 
 double apply(int64_t fn, double x) {
   switch (fn) {
@@ -60,6 +61,8 @@ double apply(int64_t fn, double x) {
   case kSoftplus:
     // torch.nn.functional.softplus (beta 1, threshold 20).
     return x > 20 ? x : std::log1p(std::exp(x));
+  case kNanToZero:
+    return std::isnan(x) ? 0.0 : x;
   }
   fatal("unary: unknown function code %lld", (long long)fn);
 }
@@ -87,6 +90,8 @@ double derivative(int64_t fn, double x, double y) {
     return x > 0 ? 1.0 : 0.0; // 0 at 0, as PyTorch
   case kSoftplus:
     return x > 20 ? 1.0 : 1.0 / (1.0 + std::exp(-x));
+  case kNanToZero:
+    return std::isnan(x) ? 0.0 : 1.0;
   }
   fatal("unary_grad: unknown function code %lld", (long long)fn);
 }

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -171,6 +172,7 @@ double reference(int64_t fn, double x) {
   case F::relu: return x > 0 ? x : 0.0;
   // torch.nn.functional.softplus: beta 1, linear above the threshold 20.
   case F::softplus: return x > 20 ? x : std::log(1.0 + std::exp(x));
+  case F::nan_to_zero: return std::isnan(x) ? 0.0 : x;
   default: ADD_FAILURE() << "no reference for function code " << fn; return 0;
   }
 }
@@ -240,6 +242,26 @@ TEST(TensorKernels, ReluAndSoftplusOnBothSides) {
     SHARDC_LAUNCH(unary_grad, &ctx, g, gargs, nullptr, A::kComputeStream);
     expectNear(dx, slope, 1e-6);
   }
+}
+
+TEST(TensorKernels, NanToZeroZeroesNaNsOnly) {
+  // torch.where(isnan(x), 0, x) and its gradient: 1 where x is a number.
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  Vec x = {nan, -2.0f, 0.0f, inf, -inf, 3.5f, -nan}, y(x.size()),
+      dy(x.size(), 2.0f), dx(x.size());
+  const int64_t n = int64_t(x.size()),
+                fn = int64_t(A::UnaryFn::nan_to_zero);
+  std::vector<void *> b = bufs(x, y);
+  std::vector<int64_t> args =
+      packInts(Id::unary, {{A::unary::n, n}, {A::unary::fn, fn}});
+  SHARDC_LAUNCH(unary, &ctx, b, args, nullptr, A::kComputeStream);
+  EXPECT_EQ(y, (Vec{0.0f, -2.0f, 0.0f, inf, -inf, 3.5f, 0.0f}));
+  std::vector<void *> g = bufs(x, y, dy, dx);
+  std::vector<int64_t> gargs = packInts(
+      Id::unary_grad, {{A::unary_grad::n, n}, {A::unary_grad::fn, fn}});
+  SHARDC_LAUNCH(unary_grad, &ctx, g, gargs, nullptr, A::kComputeStream);
+  EXPECT_EQ(dx, (Vec{0.0f, 2.0f, 2.0f, 2.0f, 2.0f, 2.0f, 0.0f}));
 }
 
 TEST(TensorKernels, BroadcastTo) {

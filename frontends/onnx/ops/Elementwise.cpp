@@ -119,7 +119,40 @@ Error GraphImporter::castNode(const onnx::NodeProto &n) {
   return Error::success();
 }
 
+Error GraphImporter::isNan(const onnx::NodeProto &n) {
+  if (isConst(n.input(0))) {
+    const HostTensor &x = constant(n.input(0));
+    HostTensor r;
+    r.kind = Kind::Bool;
+    r.shape = x.shape;
+    for (double v : x.f)
+      r.i.push_back(std::isnan(v));
+    if (x.kind != Kind::Float)
+      r.i.assign(x.numel(), 0);
+    setConst(n.output(0), std::move(r));
+    return Error::success();
+  }
+  if (kind(n.input(0)) != Kind::Float)
+    return nodeError(n, "the input must be a floating-point tensor");
+  isNanOf[n.output(0)] = n.input(0);
+  return Error::success();
+}
+
 Error GraphImporter::where(const onnx::NodeProto &n) {
+  // Where(IsNaN(x), 0, x): x with its NaNs zeroed (the dynamo exporter's
+  // scaled_dot_product_attention, after the softmax).
+  if (auto nan = isNanOf.find(n.input(0)); nan != isNanOf.end()) {
+    bool zero = isConst(n.input(1)) && constant(n.input(1)).kind == Kind::Float &&
+                llvm::all_of(constant(n.input(1)).f, [](double v) { return v == 0; });
+    if (n.input(2) != nan->second || !zero || shape_(n, 1).size() > shape_(n, 2).size())
+      return nodeError(n, "IsNaN of a tensor computed at runtime is supported only as "
+                          "Where(IsNaN(x), 0, x)");
+    Expected<Value> x = floatValue(n, 2);
+    if (!x)
+      return x.takeError();
+    setValue(n.output(0), nn::NanToZeroOp::create(b, loc, x->getType(), *x));
+    return Error::success();
+  }
   if (kind(n.input(0)) != Kind::Bool)
     return nodeError(n, "the condition must be bool");
   bool allConst = allInputsConst(n);
@@ -165,6 +198,7 @@ ArrayRef<OpInfo> shardc::onnx_import::elementwiseOps() {
       {"Sigmoid", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
       {"Relu", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
       {"Softplus", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"IsNaN", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::isNan},
       {"Gelu", {20, 21}, {1, 1}, {1, 1}, &GraphImporter::geluNode},
       {"Cast", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::castNode},
       {"Where", {13, 21}, {3, 3}, {1, 1}, &GraphImporter::where},

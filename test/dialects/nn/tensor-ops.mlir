@@ -9,6 +9,7 @@
 // CHECK: nn.erf
 // CHECK: nn.relu
 // CHECK: nn.softplus
+// CHECK: nn.nan_to_zero
 // CHECK: nn.unary_grad {{.*}} {fn = "relu"}
 // CHECK: nn.unary_grad {{.*}} {fn = "tanh"}
 // CHECK: nn.where
@@ -24,7 +25,8 @@ func.func @ops(%x: tensor<2x8xf32>, %c: tensor<2x8xi1>, %q: tensor<3x4x5xf32>) -
   %p = nn.pow %b, %two : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
   %e0 = nn.erf %p : tensor<2x8xf32>
   %r0 = nn.relu %e0 : tensor<2x8xf32>
-  %e = nn.softplus %r0 : tensor<2x8xf32>
+  %e1 = nn.softplus %r0 : tensor<2x8xf32>
+  %e = nn.nan_to_zero %e1 : tensor<2x8xf32>
   %g0 = nn.unary_grad %x, %e, %p {fn = "relu"} : tensor<2x8xf32>
   %g = nn.unary_grad %g0, %e, %p {fn = "tanh"} : tensor<2x8xf32>
   %w = nn.where %c, %g, %two : (tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
