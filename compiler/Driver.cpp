@@ -11,6 +11,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/Path.h"
@@ -55,6 +56,7 @@ Expected<Imported> importModel(mlir::MLIRContext &context,
     options.training = !opts.infer;
     options.loss = opts.loss;
     options.frozen = opts.frozen;
+    options.trainRegex = opts.train;
     options.bindings = opts.bindings;
     options.target = &target;
     auto imported = onnx_import::importModel(context, opts.model, options);
@@ -176,5 +178,11 @@ Error shardc::compile(const DriverOptions &options) {
          << (t.mesh != "1" ? ", mesh " + t.mesh : std::string())
          << (out.target != "cpu" ? ", target " + out.target : std::string())
          << ") -> " << path << "\n";
+  if (imported->onnx && !model.infer) {
+    errs() << "shardc: trains " << imported->onnx->trained.size() << " initializers: "
+           << llvm::join(imported->onnx->trained, ", ") << "\n";
+    if (!imported->onnx->tied.empty())
+      errs() << "shardc: tied: " << llvm::join(imported->onnx->tied, ", ") << "\n";
+  }
   return Error::success();
 }

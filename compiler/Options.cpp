@@ -95,6 +95,12 @@ void DriverOptions::bindOptions() {
       cl::value_desc("name,..."), cl::cat(category),
       cl::callback(
           [this](const std::string &name) { model.frozen.push_back(name); }));
+  bind(model.train, "train",
+       cl::desc("ONNX: train exactly the floating-point initializers whose "
+                "whole name matches this regex (default: the exporter's "
+                "parameter marks, else every finite one); --freeze still "
+                "applies"),
+       cl::value_desc("regex"));
   bind(training.recompute, "recompute",
        cl::desc("Activations recomputed in backward instead of kept: none, "
                 "or block (each transformer block's, activation "
@@ -192,8 +198,9 @@ Error DriverOptions::validate() {
   if (auto bad = model.bindings.find(""); bad != model.bindings.end())
     return fail("--bind expects NAME=FILE, got '" + bad->second + "'");
   if (!model.isOnnx() && (model.infer || !model.bindings.empty() ||
-                          !model.frozen.empty() || model.loss != "cross_entropy"))
-    return fail("--infer, --bind, --freeze and --loss apply to ONNX models");
+                          !model.frozen.empty() || !model.train.empty() ||
+                          model.loss != "cross_entropy"))
+    return fail("--infer, --bind, --freeze, --train and --loss apply to ONNX models");
   if (model.infer && (training.meshShape.ranks() != 1 ||
                       training.recompute != "none"))
     return fail("--infer compiles for one rank without recomputation");

@@ -34,6 +34,7 @@ struct ModelOptions {
   bool infer = false;
   std::map<std::string, std::string> bindings; ///< --bind NAME=FILE
   std::vector<std::string> frozen;             ///< --freeze
+  std::string train;                           ///< --train REGEX
   bool fusePatterns = true;
 
   bool isOnnx() const;

@@ -13,6 +13,7 @@
 #include "runtime/abi/abi.h"
 #include "frontends/onnx/Importer.h"
 #include "frontends/onnx/GraphImporter.h"
+#include "frontends/onnx/Parameters.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OpRegistry.h"
 #include "runtime/cpu/fastmath.h"
@@ -27,6 +28,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -243,10 +245,20 @@ Value GraphImporter::materialize(const HostTensor &t) {
 
 Expected<Value> GraphImporter::value(const std::string &name) {
   auto it = vals.find(name);
+  if (it == vals.end() && isNanOf.count(name))
+    return fail("value '" + name + "' is IsNaN of a tensor computed at runtime; "
+                "shardc computes it only as Where(IsNaN(x), 0, x)");
   if (it == vals.end())
     return fail("value '" + name + "' is used before any node defines it");
   if (!it->second.value)
     it->second.value = materialize(*it->second.constant);
+  if (it->second.view && *it->second.view != std::vector<int64_t>(
+                                                 shapeOf(it->second.value).begin(),
+                                                 shapeOf(it->second.value).end()))
+    return fail("value '" + name +
+                "' is an integer tensor reshaped at runtime; only Gather may "
+                "read it (the " + target().name + " target computes in " +
+                target().computeTypeList() + " only)");
   return it->second.value;
 }
 
@@ -254,26 +266,115 @@ Expected<Value> GraphImporter::value(const std::string &name) {
 // Graph inputs and initializers
 //===----------------------------------------------------------------------===//
 
+/// Which initializers are trained (README, "Which initializers are
+/// trained"):
+///  - with --train REGEX, the floating-point ones whose names it matches;
+///  - where the exporter marked the module's state (torch's dynamo
+///    exporter), its parameters, and what its optimizer folded from one
+///    parameter alone (a weight transposed once at export time);
+///  - in a file without marks, every floating-point initializer of more
+///    than one element whose values are all finite (masks filled with
+///    -inf stay constant);
+/// and never those --freeze names. A trained initializer that is the
+/// transpose of another, bit for bit (a tied head the exporter folded to a
+/// transposed copy), is computed from it instead of trained apart.
 Error GraphImporter::addInitializers() {
   frozen.insert(opts.frozen.begin(), opts.frozen.end());
+  ExporterMarks marks = readExporterMarks(graph);
+  std::optional<llvm::Regex> trainRe;
+  if (!opts.trainRegex.empty()) {
+    trainRe.emplace("^(" + opts.trainRegex + ")$");
+    std::string why;
+    if (!trainRe->isValid(why))
+      return fail("--train: invalid regex '" + opts.trainRegex + "': " + why);
+  }
+  std::vector<std::pair<std::string, HostTensor>> chosen;
   for (const onnx::TensorProto &t : graph.initializer()) {
     Expected<HostTensor> h = toHost(t, baseDir);
     if (!h)
       return h.takeError();
     bool trainable = opts.training && h->kind == Kind::Float && h->numel() > 1 &&
-                     h->isFinite() && !frozen.count(t.name());
+                     !frozen.count(t.name());
+    if (trainable && trainRe) {
+      trainable = trainRe->match(t.name());
+    } else if (trainable && marks.present) {
+      auto kind = marks.kind.find(t.name());
+      std::vector<std::string> sources = marks.foldedParameters(t.name());
+      if (sources.size() > 1)
+        return fail("initializer '" + t.name() + "' was folded at export time from " +
+                    llvm::Twine(sources.size()) + " parameters ('" + sources[0] +
+                    "', '" + sources[1] +
+                    "', ...), so it cannot be trained as they are; export "
+                    "with torch.onnx.export(..., optimize=False) or freeze it "
+                    "with --freeze");
+      trainable = (kind != marks.kind.end() && kind->second == "PARAMETER") ||
+                  sources.size() == 1;
+    } else if (trainable) {
+      trainable = h->isFinite();
+    }
     if (!trainable) {
       setConst(t.name(), std::move(*h));
       continue;
     }
-    Value arg = block->addArgument(type(h->shape), loc);
-    argAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("nn.param", b.getStringAttr(t.name())),
-         b.getNamedAttr("nn.init", b.getStringAttr("file"))}));
-    setValue(t.name(), arg);
-    paramNames.insert(t.name());
-    weights.push_back({t.name(), h->shape, std::vector<float>(h->f.begin(), h->f.end())});
+    chosen.emplace_back(t.name(), std::move(*h));
   }
+  // Transposed copies: a 2-D tensor with more than one distinct value that
+  // equals another's transpose bit for bit is that tensor, tied.
+  std::map<std::string, std::string> transposeOf;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const HostTensor &x = chosen[i].second;
+    if (x.shape.size() != 2 || transposeOf.count(chosen[i].first) ||
+        std::all_of(x.f.begin(), x.f.end(), [&](double v) { return v == x.f[0]; }))
+      continue;
+    for (size_t j = 0; j < chosen.size(); ++j) {
+      const HostTensor &y = chosen[j].second;
+      if (i == j || transposeOf.count(chosen[j].first) || y.shape.size() != 2 ||
+          y.shape[0] != x.shape[1] || y.shape[1] != x.shape[0])
+        continue;
+      int64_t r = x.shape[0], c = x.shape[1];
+      bool same = true;
+      for (int64_t a = 0; a < r && same; ++a)
+        for (int64_t b = 0; b < c && same; ++b)
+          same = x.f[a * c + b] == y.f[b * r + a];
+      if (!same)
+        continue;
+      // The copy is the one with the exporter's generated name, or the later.
+      auto generated = [](const std::string &n) {
+        return llvm::StringRef(n).starts_with("onnx::") ||
+               llvm::StringRef(n).starts_with("val_");
+      };
+      bool gi = generated(chosen[i].first), gj = generated(chosen[j].first);
+      bool xIsCopy = gi != gj ? gi : i > j;
+      if (xIsCopy)
+        transposeOf[chosen[i].first] = chosen[j].first;
+      else
+        transposeOf[chosen[j].first] = chosen[i].first;
+      break;
+    }
+  }
+  for (auto &[name, h] : chosen) {
+    if (transposeOf.count(name))
+      continue;
+    Value arg = block->addArgument(type(h.shape), loc);
+    argAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("nn.param", b.getStringAttr(name)),
+         b.getNamedAttr("nn.init", b.getStringAttr("file"))}));
+    setValue(name, arg);
+    paramNames.insert(name);
+    weights.push_back({name, h.shape, std::vector<float>(h.f.begin(), h.f.end())});
+  }
+  for (auto &[name, h] : chosen) {
+    auto it = transposeOf.find(name);
+    if (it == transposeOf.end())
+      continue;
+    Value source = vals[it->second].value;
+    setValue(name, nn::TransposeOp::create(b, loc, type(h.shape), source,
+                                           b.getDenseI64ArrayAttr({1, 0})));
+    tiedTransposes[name] = it->second;
+  }
+  trainedBy = trainRe          ? "--train"
+              : marks.present ? "the exporter's parameter marks"
+                              : "finite float initializers";
   // Names --freeze may give: initializers, and the outputs of Identity
   // nodes of initializers (see untie).
   std::set<std::string> copies;
@@ -417,10 +518,15 @@ Error GraphImporter::importNode(const onnx::NodeProto &n) {
                 " is not supported at this opset; shardc imports " + op +
                 " at opsets " + llvm::Twine(info->opsets.min) + " to " +
                 llvm::Twine(info->opsets.max));
-  for (int k = 0; k < n.input_size(); ++k)
-    if (!n.input(k).empty() && !vals.count(n.input(k)))
+  for (int k = 0; k < n.input_size(); ++k) {
+    if (isNanOf.count(n.input(k)) && (op != "Where" || k != 0))
+      return nodeError(n, "input '" + n.input(k) +
+                              "' is IsNaN of a tensor computed at runtime, which is "
+                              "supported only as Where(IsNaN(x), 0, x)");
+    if (!n.input(k).empty() && !vals.count(n.input(k)) && !isNanOf.count(n.input(k)))
       return nodeError(n,
                        "input '" + n.input(k) + "' is not defined before it");
+  }
   if (!info->inputs.contains(n.input_size()))
     return nodeError(n, "expects " + countText(info->inputs, "input") +
                             ", has " + llvm::Twine(n.input_size()));
@@ -579,6 +685,28 @@ Expected<ImportedModel> GraphImporter::run(llvm::StringRef path) {
                                        untied.count(n.output(0));
                               }),
                nodes->end());
+  // Tied transposed copies are Transpose nodes of their source.
+  auto *inits = g->mutable_initializer();
+  inits->erase(std::remove_if(inits->begin(), inits->end(),
+                              [&](const onnx::TensorProto &t) {
+                                return tiedTransposes.count(t.name()) > 0;
+                              }),
+               inits->end());
+  for (const auto &[copy, source] : tiedTransposes) {
+    onnx::NodeProto *n = g->add_node();
+    n->set_op_type("Transpose");
+    n->set_name("shardc_tied_" + copy);
+    n->add_input(source);
+    n->add_output(copy);
+    onnx::AttributeProto *perm = n->add_attribute();
+    perm->set_name("perm");
+    perm->set_type(onnx::AttributeProto::INTS);
+    perm->add_ints(1);
+    perm->add_ints(0);
+    // First: a node list must stay in topological order.
+    for (int k = g->node_size() - 1; k > 0; --k)
+      g->mutable_node()->SwapElements(k, k - 1);
+  }
   for (const InitialWeight &w : weights) {
     if (!untied.count(w.name))
       continue;
@@ -592,7 +720,12 @@ Expected<ImportedModel> GraphImporter::run(llvm::StringRef path) {
   imported.weights = std::move(weights);
   imported.summary = "onnx opset " + std::to_string(opset) + ", " +
                      std::to_string(graph.node_size()) + " nodes, " +
-                     std::to_string(imported.weights.size()) + " trainable initializers";
+                     std::to_string(imported.weights.size()) + " trained initializers (by " +
+                     trainedBy + ")";
+  for (const InitialWeight &w : imported.weights)
+    imported.trained.push_back(w.name);
+  for (const auto &[copy, source] : tiedTransposes)
+    imported.tied.push_back(copy + " = transpose of " + source);
   return imported;
 }
 

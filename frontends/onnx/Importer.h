@@ -38,6 +38,9 @@ struct ImportOptions {
   /// Initializers kept constant (not trained), besides the ones that are
   /// not finite, not floating point or scalars.
   std::vector<std::string> frozen;
+  /// --train: a regex; only the floating-point initializers whose whole
+  /// name it matches are trained (empty: the default rule).
+  std::string trainRegex;
   /// The target the model is compiled for: which element types its kernels
   /// compute and index in (null: the default target).
   const TargetDescription *target = nullptr;
@@ -58,6 +61,9 @@ struct ImportedModel {
   std::string graphTemplate;
   /// A one-line description for the driver's summary.
   std::string summary;
+  /// The names of the trained initializers, and the tied copies
+  /// ("copy = transpose of parameter"), for the compile log.
+  std::vector<std::string> trained, tied;
 };
 
 /// The op types the importer maps (its op registry's), sorted.

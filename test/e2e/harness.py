@@ -9,10 +9,16 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
 def run(cmd, timeout=600):
     """Runs cmd; on failure exits with its output. Returns its stdout."""
+    return run_full(cmd, timeout).stdout
+
+
+def run_full(cmd, timeout=600):
+    """Runs cmd; on failure exits with its output. Returns the finished
+    process (stdout and stderr)."""
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r.stdout
+    return r
 
 
 def read_log(path):

@@ -92,3 +92,36 @@ runtime_nodes = [helper.make_node("Gather", ["wte", "ids"], ["x"]),
 save(helper.make_model(helper.make_graph(runtime_nodes, "rt", [ids], [logits], inits[:2]),
                        opset_imports=[helper.make_opsetid("", 17)]),
      os.path.join(out, "runtime_cos.onnx"))
+
+# The dynamo exporter's scaled_dot_product_attention zeroes the softmax's
+# NaNs with Where(IsNaN(p), 0, p); any other use of IsNaN on a runtime
+# value is refused.
+nan_nodes = [helper.make_node("Gather", ["wte", "ids"], ["x"]),
+             helper.make_node("Softmax", ["x"], ["p"], axis=-1),
+             helper.make_node("IsNaN", ["p"], ["isnan"]),
+             helper.make_node("Constant", [], ["zerof"],
+                              value=numpy_helper.from_array(np.array(0, np.float32))),
+             helper.make_node("Where", ["isnan", "zerof", "p"], ["clean"]),
+             helper.make_node("MatMul", ["clean", "head"], ["logits"])]
+save(helper.make_model(helper.make_graph(nan_nodes, "nan", [ids], [logits], inits[:2]),
+                       opset_imports=[helper.make_opsetid("", 17)]),
+     os.path.join(out, "nan.onnx"))
+nan_nodes[4] = helper.make_node("Not", ["isnan"], ["clean"], name="not_nan")
+save(helper.make_model(helper.make_graph(nan_nodes, "nan", [ids], [logits], inits[:2]),
+                       opset_imports=[helper.make_opsetid("", 17)]),
+     os.path.join(out, "nan_bad.onnx"))
+
+# input_ids.view(-1, T) (transformers' GPT-2) before the embedding: a
+# runtime reshape of the token ids. The head is the embedding's transpose,
+# stored under a generated name, as TorchScript's constant folding writes a
+# tied head.
+view_shape = numpy_helper.from_array(np.array([-1, 4], np.int64), "view_shape")
+tied_head = numpy_helper.from_array(numpy_helper.to_array(inits[0]).T.copy(), "onnx::MatMul_9")
+view_nodes = [helper.make_node("Reshape", ["ids", "view_shape"], ["ids2"]),
+              helper.make_node("Gather", ["wte", "ids2"], ["x"]),
+              helper.make_node("LayerNormalization", ["x", "ln_w", "ln_b"], ["h"], axis=-1),
+              helper.make_node("MatMul", ["h", "onnx::MatMul_9"], ["logits"])]
+save(helper.make_model(helper.make_graph(view_nodes, "view", [ids], [logits],
+                                         [inits[0], tied_head, inits[2], inits[3], view_shape]),
+                       opset_imports=[helper.make_opsetid("", 17)]),
+     os.path.join(out, "view_tied.onnx"))
