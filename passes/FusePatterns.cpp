@@ -1,7 +1,9 @@
-//===- FusePatterns.cpp - decomposed GELU, layer norm, attention ----------===//
+//===- FusePatterns.cpp - decomposed GELU, SiLU, norms, attention ---------===//
 //
-// Exporters write GELU, layer norm and attention as chains of elementwise
-// ops, reductions and batched matmuls. Each pattern here recognises a chain
+// Exporters write GELU (erf and tanh forms), SiLU, layer norm, RMS norm and
+// attention (multi-head or grouped-query, causal by a -inf or a large finite
+// negative mask) as chains of elementwise ops, reductions and batched
+// matmuls. Each pattern here recognises a chain
 // that computes exactly what a fused nn op computes (the same function of
 // its inputs, constants equal to the fused op's up to the element type's
 // rounding) and replaces it by that op, whose kernels and VJP read the
@@ -106,18 +108,74 @@ Value asChannelVector(PatternRewriter &rewriter, Location loc, Value v) {
 }
 
 //===----------------------------------------------------------------------===//
-// GELU: x * (1 + erf(x / sqrt(2))) * 0.5, in any association and order
+// GELU: x * (1 + erf(x / sqrt(2))) * 0.5 or
+// x * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) * 0.5, in any association
+// and order
 //===----------------------------------------------------------------------===//
 
-/// `1 + erf(x / sqrt(2))` (or `erf(x * (1/sqrt(2)))`): returns x.
-Value matchErfTerm(Value a) {
+/// `x^3` as pow(x, 3) or x * x * x: returns x.
+Value matchCube(Value c) {
+  Operation *def = c.getDefiningOp();
+  if (!def || !def->hasOneUse())
+    return {};
+  if (auto pow = dyn_cast<nn::PowOp>(def))
+    return isScalar(pow.getRhs(), 3.0) ? pow.getLhs() : Value();
+  auto mul = dyn_cast<nn::MulOp>(def);
+  if (!mul)
+    return {};
+  for (int side = 0; side < 2; ++side) {
+    auto sq = mul->getOperand(side).getDefiningOp<nn::MulOp>();
+    Value x = mul->getOperand(1 - side);
+    if (sq && sq->hasOneUse() && sq.getLhs() == x && sq.getRhs() == x)
+      return x;
+  }
+  return {};
+}
+
+/// `sqrt(2/pi) * (x + 0.044715 x^3)`, the tanh form's argument, with the
+/// factor on either side of the sum or distributed over it: returns x.
+Value matchTanhArgument(Value a) {
+  auto mul = a.getDefiningOp<nn::MulOp>();
+  if (!mul || !mul->hasOneUse())
+    return {};
+  Value sum = otherOperand(mul, [](Value v) {
+    return isScalar(v, std::sqrt(2.0 / M_PI));
+  });
+  auto add = sum ? sum.getDefiningOp<nn::AddOp>() : nullptr;
+  if (!add || !add->hasOneUse())
+    return {};
+  for (int side = 0; side < 2; ++side) {
+    Value x = add->getOperand(side);
+    auto scaled = add->getOperand(1 - side).getDefiningOp<nn::MulOp>();
+    if (!scaled || !scaled->hasOneUse())
+      continue;
+    Value cube =
+        otherOperand(scaled, [](Value v) { return isScalar(v, 0.044715); });
+    if (cube && matchCube(cube) == x && x.getType() == mul.getType())
+      return x;
+  }
+  return {};
+}
+
+/// `1 + erf(x / sqrt(2))` (or `erf(x * (1/sqrt(2)))`), GELU "none", or
+/// `1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))`, GELU "tanh": returns x and
+/// sets `form`.
+Value matchGeluTerm(Value a, StringRef &form) {
   auto add = a.getDefiningOp<nn::AddOp>();
   if (!add || !add->hasOneUse())
     return {};
-  Value erfValue = otherOperand(add, [](Value v) { return isScalar(v, 1.0); });
-  auto erf = erfValue ? erfValue.getDefiningOp<nn::ErfOp>() : nullptr;
-  if (!erf || !erf->hasOneUse() || erf.getType() != add.getType())
+  Value fn = otherOperand(add, [](Value v) { return isScalar(v, 1.0); });
+  Operation *def = fn ? fn.getDefiningOp() : nullptr;
+  if (!def || !def->hasOneUse() || fn.getType() != add.getType())
     return {};
+  if (auto tanh = dyn_cast<nn::TanhOp>(def)) {
+    form = "tanh";
+    return matchTanhArgument(tanh.getInput());
+  }
+  auto erf = dyn_cast<nn::ErfOp>(def);
+  if (!erf)
+    return {};
+  form = "none";
   Operation *arg = erf.getInput().getDefiningOp();
   if (!arg || !arg->hasOneUse())
     return {};
@@ -128,7 +186,7 @@ Value matchErfTerm(Value a) {
   return {};
 }
 
-struct FuseErfGelu : OpRewritePattern<nn::MulOp> {
+struct FuseGelu : OpRewritePattern<nn::MulOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(nn::MulOp root,
@@ -148,10 +206,11 @@ struct FuseErfGelu : OpRewritePattern<nn::MulOp> {
           if (e == h)
             continue;
           Value x = factors[3 - h - e];
-          if (matchErfTerm(factors[e]) != x || x.getType() != root.getType())
+          StringRef form;
+          if (matchGeluTerm(factors[e], form) != x ||
+              x.getType() != root.getType())
             continue;
-          rewriter.replaceOpWithNewOp<nn::GeluOp>(root, x.getType(), x,
-                                                  "none");
+          rewriter.replaceOpWithNewOp<nn::GeluOp>(root, x.getType(), x, form);
           return success();
         }
       }
@@ -256,6 +315,114 @@ struct AbsorbLayerNormAffine : OpRewritePattern<Op> {
 };
 
 //===----------------------------------------------------------------------===//
+// SiLU: x * sigmoid(x)
+//===----------------------------------------------------------------------===//
+
+struct FuseSilu : OpRewritePattern<nn::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::MulOp root,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      auto sig = root->getOperand(side).getDefiningOp<nn::SigmoidOp>();
+      Value x = root->getOperand(1 - side);
+      if (!sig || !sig->hasOneUse() || sig.getInput() != x ||
+          x.getType() != root.getType())
+        continue;
+      rewriter.replaceOpWithNewOp<nn::SiluOp>(root, x.getType(), x);
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// RMS norm: x * (1 / sqrt(mean(x^2) + eps)), then * w
+//===----------------------------------------------------------------------===//
+
+/// `1 / sqrt(v)` as reciprocal(sqrt(v)) or 1 / sqrt(v): returns v.
+Value matchRsqrt(Value r) {
+  Operation *def = r.getDefiningOp();
+  if (!def || !def->hasOneUse())
+    return {};
+  Value root;
+  if (auto rec = dyn_cast<nn::ReciprocalOp>(def))
+    root = rec.getInput();
+  else if (auto div = dyn_cast<nn::DivOp>(def); div && isScalar(div.getLhs(), 1.0))
+    root = div.getRhs();
+  auto sqrt = root ? root.getDefiningOp<nn::SqrtOp>() : nullptr;
+  if (!sqrt || !sqrt->hasOneUse() || sqrt.getType() != r.getType())
+    return {};
+  return sqrt.getInput();
+}
+
+struct FuseRMSNorm : OpRewritePattern<nn::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::MulOp root,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value x = root->getOperand(1 - side);
+      Value v = matchRsqrt(root->getOperand(side));
+      auto add = v ? v.getDefiningOp<nn::AddOp>() : nullptr;
+      if (!add || !add->hasOneUse() || x.getType() != root.getType())
+        continue;
+      std::optional<double> eps;
+      Value ms = otherOperand(add, [&](Value o) {
+        eps = scalarValue(o);
+        return eps.has_value();
+      });
+      if (!ms || ms.getType() != add.getType() || *eps < 0)
+        continue;
+      // mean(x^2): the division, its sum and the square each read once.
+      Value sq = matchLastDimMean(ms);
+      Operation *sqDef = sq ? sq.getDefiningOp() : nullptr;
+      auto mean = ms.getDefiningOp<nn::DivOp>();
+      if (!sqDef || !sqDef->hasOneUse() || !mean->hasOneUse() ||
+          !mean.getLhs().hasOneUse())
+        continue;
+      bool squaresX = false;
+      if (auto pow = dyn_cast<nn::PowOp>(sqDef))
+        squaresX = pow.getLhs() == x && isScalar(pow.getRhs(), 2.0);
+      else if (auto mul = dyn_cast<nn::MulOp>(sqDef))
+        squaresX = mul.getLhs() == x && mul.getRhs() == x;
+      if (!squaresX)
+        continue;
+      RankedTensorType xt = typeOf(x);
+      auto channel =
+          RankedTensorType::get({xt.getShape().back()}, xt.getElementType());
+      Value ones = nn::FillOp::create(rewriter, root.getLoc(), channel,
+                                      rewriter.getF64FloatAttr(1.0));
+      rewriter.replaceOpWithNewOp<nn::RMSNormOp>(
+          root, xt, x, ones, rewriter.getF64FloatAttr(*eps));
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// rms_norm(x, ones) * w -> rms_norm(x, w), for a per-channel w.
+struct AbsorbRMSNormWeight : OpRewritePattern<nn::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      auto norm = op->getOperand(side).getDefiningOp<nn::RMSNormOp>();
+      Value w = op->getOperand(1 - side);
+      if (!norm || !norm->hasOneUse() || splatValue(norm.getWeight()) != 1.0 ||
+          op.getType() != norm.getType() || !isChannelVector(w, norm.getType()))
+        continue;
+      rewriter.replaceOpWithNewOp<nn::RMSNormOp>(
+          op, norm.getType(), norm.getInput(),
+          asChannelVector(rewriter, op.getLoc(), w), norm.getEpsAttr());
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Attention: softmax(q k^T * scale + causal mask) v
 //===----------------------------------------------------------------------===//
 
@@ -288,8 +455,18 @@ Value peelScale(Value v, double &scale, bool singleUse) {
 
 enum class MaskKind { None, Causal };
 
+/// A masked score: -inf, or a finite value at most -1e30 (Hugging Face
+/// fills with float32's lowest). Added to any score below 1e29 in
+/// magnitude, a finite one still gives exp(s - max) = 0 exactly in the
+/// softmax, since every causal row keeps its diagonal unmasked.
+bool isMaskedScore(const APFloat &v) {
+  return v.isNegative() &&
+         (v.isInfinity() || (v.isFinite() && v.convertToDouble() <= -1e30));
+}
+
 /// An additive mask that is zero everywhere (no mask), or zero on and below
-/// the diagonal of its last two dimensions [T, S] and -inf above (causal).
+/// the diagonal of its last two dimensions [T, S] and masked above (causal;
+/// see isMaskedScore).
 std::optional<MaskKind> classifyMask(Value mask, int64_t t, int64_t s) {
   auto c = mask.getDefiningOp<nn::ConstantOp>();
   if (!c) {
@@ -310,7 +487,7 @@ std::optional<MaskKind> classifyMask(Value mask, int64_t t, int64_t s) {
   for (const APFloat &v : dense.getValues<APFloat>()) {
     int64_t i = (e / s) % t, j = e % s;
     ++e;
-    bool ok = j <= i ? v.isZero() : v.isInfinity() && v.isNegative();
+    bool ok = j <= i ? v.isZero() : isMaskedScore(v);
     if (!ok)
       return std::nullopt;
   }
@@ -339,6 +516,54 @@ Value untranspose(PatternRewriter &rewriter, Location loc, Value kT) {
       rewriter.getDenseI64ArrayAttr(perm));
 }
 
+/// `kT` [B, H, D, S] written as a transpose of the heads flattened:
+/// reshape([B*H, D, S] <- transpose(0, 2, 1) <- reshape([B*H, S, D] <- k)),
+/// as the dynamo exporter writes k^T. Returns k as [B, H, S, D] (a reshape
+/// of the source), or null.
+Value unflattenTranspose(PatternRewriter &rewriter, Location loc, Value kT) {
+  RankedTensorType t = typeOf(kT);
+  if (t.getRank() != 4)
+    return {};
+  auto outer = kT.getDefiningOp<nn::ReshapeOp>();
+  auto tr = outer ? outer.getInput().getDefiningOp<nn::TransposeOp>() : nullptr;
+  auto inner = tr ? tr.getInput().getDefiningOp<nn::ReshapeOp>() : nullptr;
+  if (!inner || !llvm::equal(tr.getPermutation(), ArrayRef<int64_t>{0, 2, 1}))
+    return {};
+  int64_t b = t.getDimSize(0), h = t.getDimSize(1), d = t.getDimSize(2),
+          s = t.getDimSize(3);
+  if (typeOf(inner).getShape() != ArrayRef<int64_t>{b * h, s, d})
+    return {};
+  // The source must hold [..., S, D] rows in the same order.
+  ArrayRef<int64_t> src = typeOf(inner.getInput()).getShape();
+  if (src.size() < 2 || src.take_back(2) != ArrayRef<int64_t>{s, d})
+    return {};
+  auto heads = RankedTensorType::get({b, h, s, d}, t.getElementType());
+  return nn::ReshapeOp::create(rewriter, loc, heads, inner.getInput());
+}
+
+/// Grouped-query attention as exporters write repeat_kv: `k` [B, H, S, D] =
+/// reshape(broadcast_to([B, G, R, S, D] <- reshape([B, G, 1, S, D] <- k0)))
+/// with H = G R. Returns k0 [B, G, S, D], or null.
+Value ungroup(Value k) {
+  auto flat = k.getDefiningOp<nn::ReshapeOp>();
+  auto bc = flat ? flat.getInput().getDefiningOp<nn::BroadcastToOp>() : nullptr;
+  auto unsq = bc ? bc.getInput().getDefiningOp<nn::ReshapeOp>() : nullptr;
+  if (!unsq)
+    return {};
+  ArrayRef<int64_t> ks = typeOf(k).getShape(), bs = typeOf(bc).getShape(),
+                    us = typeOf(unsq).getShape();
+  Value k0 = unsq.getInput();
+  ArrayRef<int64_t> k0s = typeOf(k0).getShape();
+  if (ks.size() != 4 || bs.size() != 5 || us.size() != 5 || k0s.size() != 4)
+    return {};
+  int64_t g = bs[1], r = bs[2];
+  bool ok = bs[0] == ks[0] && g * r == ks[1] && bs[3] == ks[2] &&
+            bs[4] == ks[3] && us[0] == bs[0] && us[1] == g && us[2] == 1 &&
+            us[3] == bs[3] && us[4] == bs[4] && k0s[0] == ks[0] &&
+            k0s[1] == g && k0s[2] == ks[2] && k0s[3] == ks[3];
+  return ok ? k0 : Value();
+}
+
 /// `v` as [B, H, T, D]: rank 4 as it is, rank 3 [N, T, D] as [N, 1, T, D].
 Value asHeads(PatternRewriter &rewriter, Location loc, Value v) {
   RankedTensorType t = typeOf(v);
@@ -357,7 +582,13 @@ struct FuseAttention : OpRewritePattern<nn::BatchMatmulOp> {
                                 PatternRewriter &rewriter) const override {
     if (out.getTransposeA() || out.getTransposeB())
       return failure();
-    auto softmax = out.getLhs().getDefiningOp<nn::SoftmaxOp>();
+    // The probabilities, through the dynamo exporter's NaN guard: a causal
+    // or unmasked row of finite scores has no NaN, so it is the identity.
+    Value probs = out.getLhs();
+    if (auto guard = probs.getDefiningOp<nn::NanToZeroOp>();
+        guard && guard->hasOneUse())
+      probs = guard.getInput();
+    auto softmax = probs.getDefiningOp<nn::SoftmaxOp>();
     RankedTensorType st = softmax ? typeOf(softmax) : RankedTensorType();
     if (!softmax || !softmax->hasOneUse() ||
         (softmax.getAxis() != -1 && softmax.getAxis() != st.getRank() - 1))
@@ -412,7 +643,19 @@ struct FuseAttention : OpRewritePattern<nn::BatchMatmulOp> {
       return failure();
 
     Location loc = out.getLoc();
-    Value k = qk.getTransposeB() ? kRaw : untranspose(rewriter, loc, kRaw);
+    Value k;
+    if (qk.getTransposeB())
+      k = kRaw;
+    else if (!(k = unflattenTranspose(rewriter, loc, kRaw)))
+      k = untranspose(rewriter, loc, kRaw);
+    // Grouped-query attention: the op reads the G key/value heads itself.
+    if (r == 4) {
+      Value k0 = ungroup(k), v0 = ungroup(v);
+      if (k0 && v0 && k0.getType() == v0.getType()) {
+        k = k0;
+        v = v0;
+      }
+    }
     Value q4 = asHeads(rewriter, loc, q), k4 = asHeads(rewriter, loc, k),
           v4 = asHeads(rewriter, loc, v);
     auto attn = nn::AttentionOp::create(
@@ -431,8 +674,9 @@ struct NNFusePatternsPass
     : public shardc::impl::NNFusePatternsBase<NNFusePatternsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseErfGelu, FuseLayerNorm, AbsorbLayerNormAffine<nn::MulOp>,
-                 AbsorbLayerNormAffine<nn::AddOp>, FuseAttention>(&getContext());
+    patterns.add<FuseGelu, FuseSilu, FuseLayerNorm, FuseRMSNorm,
+                 AbsorbLayerNormAffine<nn::MulOp>, AbsorbLayerNormAffine<nn::AddOp>,
+                 AbsorbRMSNormWeight, FuseAttention>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

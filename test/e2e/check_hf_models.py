@@ -35,7 +35,8 @@ import harness  # noqa: E402
 FORMS = ["ts", "dynamo", "pretrained", "sharded"]
 FUSED = ["attention", "gelu", "layer_norm", "rms_norm", "silu", "rotary"]
 DECOMPOSED = ["batch_matmul", "softmax", "erf", "tanh", "sqrt", "pow", "sub", "div",
-              "reciprocal", "sigmoid", "where", "nan_to_zero", "concat", "slice"]
+              "reciprocal", "sigmoid", "where", "nan_to_zero", "broadcast_to", "neg",
+              "concat", "slice"]
 
 
 def read_safetensors(path):

@@ -232,3 +232,194 @@ func.func @attention_variants_kept(%q: tensor<2x2x4xf32>, %k: tensor<2x2x4xf32>,
   %o3 = nn.batch_matmul %p3, %v : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
   return %o, %o2, %p2, %o3 : tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<2x2x2xf32>, tensor<2x2x4xf32>
 }
+
+// -----
+
+// tanh-GELU as transformers' NewGELUActivation exports it:
+// (x * 0.5) * (1 + tanh(0.797884583 * (x + 0.044715 * x^3))).
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK-NEXT: %[[Y:.*]] = nn.gelu %arg0 {approximate = "tanh"} : tensor<2x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_tanh(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = nn.constant dense<5.000000e-01> : tensor<f32> -> tensor<f32>
+  %h = nn.mul %x, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %three = nn.constant dense<3.000000e+00> : tensor<f32> -> tensor<f32>
+  %c3 = nn.pow %x, %three : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %k = nn.constant dense<4.471500e-02> : tensor<f32> -> tensor<f32>
+  %kc = nn.mul %c3, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %in = nn.add %x, %kc : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %a = nn.constant dense<0.797884583> : tensor<f32> -> tensor<f32>
+  %t0 = nn.mul %in, %a : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %t = nn.tanh %t0 : tensor<2x8xf32>
+  %one = nn.constant dense<1.000000e+00> : tensor<f32> -> tensor<f32>
+  %t1 = nn.add %t, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %y = nn.mul %h, %t1 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Not tanh-GELU: another cubic coefficient (0.0447); x * x * x is a cube.
+// CHECK-LABEL: func.func @gelu_tanh_variants
+// CHECK: nn.tanh
+// CHECK: nn.gelu %arg0 {approximate = "tanh"}
+func.func @gelu_tanh_variants(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %half = nn.constant dense<5.000000e-01> : tensor<f32> -> tensor<f32>
+  %a = nn.constant dense<0.797884583> : tensor<f32> -> tensor<f32>
+  %one = nn.constant dense<1.000000e+00> : tensor<f32> -> tensor<f32>
+  %three = nn.constant dense<3.000000e+00> : tensor<f32> -> tensor<f32>
+  %bad = nn.constant dense<4.470000e-02> : tensor<f32> -> tensor<f32>
+  %k = nn.constant dense<4.471500e-02> : tensor<f32> -> tensor<f32>
+  %h = nn.mul %x, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %c3 = nn.pow %x, %three : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %kc = nn.mul %c3, %bad : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %in = nn.add %x, %kc : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %t0 = nn.mul %in, %a : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %t = nn.tanh %t0 : tensor<8xf32>
+  %t1 = nn.add %t, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %y = nn.mul %h, %t1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %h2 = nn.mul %half, %x : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %sq = nn.mul %x, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %cube = nn.mul %sq, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %kc2 = nn.mul %k, %cube : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %in2 = nn.add %kc2, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %u0 = nn.mul %a, %in2 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %u = nn.tanh %u0 : tensor<8xf32>
+  %u1 = nn.add %one, %u : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %y2 = nn.mul %u1, %h2 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %y, %y2 : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// SiLU: x * sigmoid(x) in either order; a sigmoid of another value, or one
+// read twice, stays.
+// CHECK-LABEL: func.func @silu
+// CHECK: %[[A:.*]] = nn.silu %arg0 : tensor<8xf32>
+// CHECK: nn.sigmoid %arg1
+// CHECK: nn.mul
+// CHECK: return %[[A]]
+func.func @silu(%x: tensor<8xf32>, %z: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %s = nn.sigmoid %x : tensor<8xf32>
+  %a = nn.mul %s, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %sz = nn.sigmoid %z : tensor<8xf32>
+  %b = nn.mul %x, %sz : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %a, %b : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// RMS norm as LlamaRMSNorm exports: TorchScript's x * (1 / sqrt(mean(x^2) +
+// eps)), then * w; the dynamo exporter's reciprocal(sqrt(...)).
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: %[[A:.*]] = nn.rms_norm %arg0, %arg1 {eps = 9.9999999747524271E-7 : f64} : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+// CHECK: %[[B:.*]] = nn.rms_norm %[[A]], %arg1 {eps = 9.9999999747524271E-7 : f64}
+// CHECK-NOT: nn.sqrt
+// CHECK: return %[[B]]
+func.func @rms_norm(%x: tensor<2x4x16xf32>, %w: tensor<16xf32>) -> tensor<2x4x16xf32> {
+  %two = nn.constant dense<2.000000e+00> : tensor<f32> -> tensor<f32>
+  %n = nn.fill {value = 1.600000e+01 : f64} : tensor<f32>
+  %eps = nn.constant dense<9.99999997E-7> : tensor<f32> -> tensor<f32>
+  %one = nn.constant dense<1.000000e+00> : tensor<f32> -> tensor<f32>
+  %p = nn.pow %x, %two : (tensor<2x4x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %s = nn.sum_to %p : (tensor<2x4x16xf32>) -> tensor<2x4x1xf32>
+  %m = nn.div %s, %n : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %a = nn.add %m, %eps : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %r = nn.sqrt %a : tensor<2x4x1xf32>
+  %i = nn.div %one, %r : (tensor<f32>, tensor<2x4x1xf32>) -> tensor<2x4x1xf32>
+  %y = nn.mul %x, %i : (tensor<2x4x16xf32>, tensor<2x4x1xf32>) -> tensor<2x4x16xf32>
+  %yw = nn.mul %w, %y : (tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %p2 = nn.mul %yw, %yw : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %s2 = nn.sum_to %p2 : (tensor<2x4x16xf32>) -> tensor<2x4x1xf32>
+  %m2 = nn.div %s2, %n : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %a2 = nn.add %eps, %m2 : (tensor<f32>, tensor<2x4x1xf32>) -> tensor<2x4x1xf32>
+  %r2 = nn.sqrt %a2 : tensor<2x4x1xf32>
+  %i2 = nn.reciprocal %r2 : tensor<2x4x1xf32>
+  %y2 = nn.mul %i2, %yw : (tensor<2x4x1xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %yw2 = nn.mul %y2, %w : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  return %yw2 : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Not RMS norm: the mean over the wrong size (15); the root of another
+// value's squares.
+// CHECK-LABEL: func.func @rms_norm_variants_kept
+// CHECK-NOT: nn.rms_norm
+// CHECK: return
+func.func @rms_norm_variants_kept(%x: tensor<4x16xf32>, %z: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %two = nn.constant dense<2.000000e+00> : tensor<f32> -> tensor<f32>
+  %n = nn.fill {value = 1.500000e+01 : f64} : tensor<f32>
+  %n16 = nn.fill {value = 1.600000e+01 : f64} : tensor<f32>
+  %eps = nn.constant dense<9.99999997E-7> : tensor<f32> -> tensor<f32>
+  %p = nn.pow %x, %two : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  %s = nn.sum_to %p : (tensor<4x16xf32>) -> tensor<4x1xf32>
+  %m = nn.div %s, %n : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %a = nn.add %m, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %r = nn.sqrt %a : tensor<4x1xf32>
+  %i = nn.reciprocal %r : tensor<4x1xf32>
+  %y = nn.mul %x, %i : (tensor<4x16xf32>, tensor<4x1xf32>) -> tensor<4x16xf32>
+  %pz = nn.pow %z, %two : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  %sz = nn.sum_to %pz : (tensor<4x16xf32>) -> tensor<4x1xf32>
+  %mz = nn.div %sz, %n16 : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %az = nn.add %mz, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %rz = nn.sqrt %az : tensor<4x1xf32>
+  %iz = nn.reciprocal %rz : tensor<4x1xf32>
+  %y2 = nn.mul %x, %iz : (tensor<4x16xf32>, tensor<4x1xf32>) -> tensor<4x16xf32>
+  return %y, %y2 : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Hugging Face attention as the dynamo exporter writes it: grouped-query
+// (4 query heads over 2 key/value heads through repeat_kv's reshape,
+// broadcast and reshape), k^T as a transpose of the flattened heads, q and
+// k each scaled by D^-1/4, the causal mask filled with float32's lowest
+// value, and the NaN guard after the softmax. One nn.attention reads the
+// two key/value heads; the scale is the product of the two constants.
+// CHECK-LABEL: func.func @attention_hf_gqa
+// CHECK: %[[A:.*]] = nn.attention %arg0, %arg1, %arg2 {causal, scale = {{.*}} : f64} : (tensor<1x4x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>) -> tensor<1x4x3x8xf32>
+// CHECK-NOT: nn.softmax
+// CHECK: return %[[A]]
+func.func @attention_hf_gqa(%q: tensor<1x4x3x8xf32>, %k: tensor<1x2x3x8xf32>, %v: tensor<1x2x3x8xf32>) -> tensor<1x4x3x8xf32> {
+  %k1 = nn.reshape %k : (tensor<1x2x3x8xf32>) -> tensor<1x2x1x3x8xf32>
+  %k2 = nn.broadcast_to %k1 : (tensor<1x2x1x3x8xf32>) -> tensor<1x2x2x3x8xf32>
+  %v1 = nn.reshape %v : (tensor<1x2x3x8xf32>) -> tensor<1x2x1x3x8xf32>
+  %v2 = nn.broadcast_to %v1 : (tensor<1x2x1x3x8xf32>) -> tensor<1x2x2x3x8xf32>
+  %v3 = nn.reshape %v2 : (tensor<1x2x2x3x8xf32>) -> tensor<1x4x3x8xf32>
+  %kf = nn.reshape %k2 : (tensor<1x2x2x3x8xf32>) -> tensor<4x3x8xf32>
+  %kft = nn.transpose %kf {permutation = array<i64: 0, 2, 1>} : (tensor<4x3x8xf32>) -> tensor<4x8x3xf32>
+  %kt = nn.reshape %kft : (tensor<4x8x3xf32>) -> tensor<1x4x8x3xf32>
+  %c = nn.constant dense<0.594603539> : tensor<f32> -> tensor<f32>
+  %qs = nn.mul %q, %c : (tensor<1x4x3x8xf32>, tensor<f32>) -> tensor<1x4x3x8xf32>
+  %ks = nn.mul %kt, %c : (tensor<1x4x8x3xf32>, tensor<f32>) -> tensor<1x4x8x3xf32>
+  %s = nn.batch_matmul %qs, %ks : (tensor<1x4x3x8xf32>, tensor<1x4x8x3xf32>) -> tensor<1x4x3x3xf32>
+  %mask = nn.constant dense<[[[[0.0, 0xFF7FFFFF, 0xFF7FFFFF], [0.0, 0.0, 0xFF7FFFFF], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32> -> tensor<1x1x3x3xf32>
+  %sm = nn.add %s, %mask : (tensor<1x4x3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %p = nn.softmax %sm {axis = 3 : i64} : tensor<1x4x3x3xf32>
+  %pc = nn.nan_to_zero %p : tensor<1x4x3x3xf32>
+  %o = nn.batch_matmul %pc, %v3 : (tensor<1x4x3x3xf32>, tensor<1x4x3x8xf32>) -> tensor<1x4x3x8xf32>
+  return %o : tensor<1x4x3x8xf32>
+}
+
+// -----
+
+// Not attention: a finite mask too small to zero a probability exactly
+// (-1e4); the NaN guard's result also returned.
+// CHECK-LABEL: func.func @attention_finite_mask_kept
+// CHECK-NOT: nn.attention
+// CHECK: return
+func.func @attention_finite_mask_kept(%q: tensor<2x2x4xf32>, %k: tensor<2x2x4xf32>, %v: tensor<2x2x4xf32>) -> (tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<2x2x2xf32>) {
+  %mask = nn.constant dense<[[0.0, -1.0e4], [0.0, 0.0]]> : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s = nn.batch_matmul %q, %k {transpose_b} : (tensor<2x2x4xf32>, tensor<2x2x4xf32>) -> tensor<2x2x2xf32>
+  %sm = nn.add %s, %mask : (tensor<2x2x2xf32>, tensor<2x2xf32>) -> tensor<2x2x2xf32>
+  %p = nn.softmax %sm : tensor<2x2x2xf32>
+  %o = nn.batch_matmul %p, %v : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %mask2 = nn.constant dense<[[0.0, 0xFF7FFFFF], [0.0, 0.0]]> : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s2 = nn.batch_matmul %q, %k {transpose_b} : (tensor<2x2x4xf32>, tensor<2x2x4xf32>) -> tensor<2x2x2xf32>
+  %sm2 = nn.add %s2, %mask2 : (tensor<2x2x2xf32>, tensor<2x2xf32>) -> tensor<2x2x2xf32>
+  %p2 = nn.softmax %sm2 : tensor<2x2x2xf32>
+  %pc2 = nn.nan_to_zero %p2 : tensor<2x2x2xf32>
+  %o2 = nn.batch_matmul %pc2, %v : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %o, %o2, %pc2 : tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<2x2x2xf32>
+}
