@@ -36,6 +36,8 @@ llvm::Error fail(const llvm::Twine &message);
 
 /// The name of an ONNX element type ("FLOAT"), or "type N".
 std::string typeName(int32_t t);
+/// A shape as errors print it: [2, 16, 4].
+std::string shapeText(llvm::ArrayRef<int64_t> shape);
 
 /// A TensorProto's values; external data is read from `baseDir`.
 llvm::Expected<HostTensor> toHost(const onnx::TensorProto &t,
@@ -273,6 +275,14 @@ private:
   std::map<std::string, std::string> isNanOf;
   /// The rule that chose the trained initializers, for the summary.
   std::string trainedBy;
+  /// An input whose static batch in the file (the size) --micro-batch
+  /// replaced: constants computed from the exported batch (Reshape
+  /// targets) then no longer fit, which batchAdvice explains.
+  std::optional<std::pair<std::string, int64_t>> rebatched;
+  /// For an error on shapes: the file's static batch, the one asked for and
+  /// the advice to export with a dynamic batch axis; empty when the batch
+  /// is the file's.
+  std::string batchAdvice() const;
   /// Training: the token-id input and its [B, T] shape.
   std::string tokenInput;
   llvm::SmallVector<int64_t> tokenShape;

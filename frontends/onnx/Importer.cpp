@@ -52,6 +52,25 @@ Error shardc::onnx_import::fail(const llvm::Twine &message) {
 // Tensors from protobuf
 //===----------------------------------------------------------------------===//
 
+std::string shardc::onnx_import::shapeText(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [k, d] : llvm::enumerate(shape))
+    s += (k ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+std::string GraphImporter::batchAdvice() const {
+  if (!rebatched)
+    return "";
+  return "; input '" + rebatched->first + "' has a static batch of " +
+         std::to_string(rebatched->second) + " in the file and --micro-batch " +
+         "asks for " + std::to_string(tokenShape.empty() ? 0 : tokenShape[0]) +
+         ": the exporter baked the batch into this shape, so export with a "
+         "dynamic batch axis (torch.onnx.export(..., dynamic_axes={'" +
+         rebatched->first + "': {0: 'batch'}})) or compile with --micro-batch " +
+         std::to_string(rebatched->second);
+}
+
 std::string shardc::onnx_import::typeName(int32_t t) {
   const std::string *name = nullptr;
   if (onnx::TensorProto_DataType_IsValid(t))
@@ -439,8 +458,11 @@ Error GraphImporter::addInputs() {
     SmallVector<int64_t> dims;
     for (auto [k, d] : llvm::enumerate(tt.shape().dim())) {
       int64_t size = d.has_dim_value() ? d.dim_value() : -1;
-      if (k == 0 && opts.microBatch > 0)
+      if (k == 0 && opts.microBatch > 0) {
+        if (size > 0 && size != opts.microBatch)
+          rebatched = {name, size};
         size = opts.microBatch;
+      }
       else if (k == 1 && size < 0 && opts.seqLen > 0)
         size = opts.seqLen;
       if (size < 0)

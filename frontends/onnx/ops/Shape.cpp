@@ -148,8 +148,9 @@ Error GraphImporter::reshapeLike(const onnx::NodeProto &n) {
     for (int64_t d : out)
       outNumel *= d;
     if (outNumel != numel)
-      return nodeError(n, "cannot reshape " + llvm::Twine(numel) +
-                              " elements to the shape given");
+      return nodeError(n, "cannot reshape " + shapeText(in) + " (" +
+                              llvm::Twine(numel) + " elements) to " +
+                              shapeText(*s) + batchAdvice());
   } else {
     std::vector<int64_t> axes;
     if (hasInput(n, 1)) {
