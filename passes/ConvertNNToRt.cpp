@@ -278,6 +278,14 @@ LogicalResult StepBuilder::lower(Operation *op) {
                {r.getTheta().convertToDouble()});
         return success();
       })
+      .Case([&](nn::RotaryTableOp r) {
+        SmallVector<int64_t> ints(tensorType(r.getInput()).getShape());
+        ints.push_back(r.getInverse() ? 1 : 0);
+        Value x = buf(r.getInput()), c = buf(r.getCos()), s = buf(r.getSin());
+        kernel(loc, K::rotary_table, {x, c, s, define(r.getResult())}, ints,
+               {});
+        return success();
+      })
       .Case([&](nn::AttentionOp a) {
         ArrayRef<int64_t> q = tensorType(a.getQuery()).getShape();
         ArrayRef<int64_t> k = tensorType(a.getKey()).getShape();

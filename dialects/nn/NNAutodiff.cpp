@@ -111,6 +111,13 @@ SmallVector<Value> RotaryOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
                            /*inverse=*/!getInverse())};
 }
 
+SmallVector<Value> RotaryTableOp::buildVJP(OpBuilder &b,
+                                           ArrayRef<Value> grads) {
+  Value dx = RotaryTableOp::create(b, getLoc(), getType(), grads[0], getCos(),
+                                   getSin(), /*inverse=*/!getInverse());
+  return {dx, Value(), Value()};
+}
+
 SmallVector<Value> AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
   auto g = AttentionGradOp::create(
       b, getLoc(),

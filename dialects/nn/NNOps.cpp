@@ -155,6 +155,31 @@ LogicalResult RotaryOp::verify() {
   return success();
 }
 
+LogicalResult RotaryTableOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  RankedTensorType x = tensorType(getInput());
+  if (x.getRank() != 4)
+    return emitOpError("expects an input of rank 4 [batch, heads, seq, "
+                       "head_dim], got ")
+           << x;
+  if (x.getDimSize(3) % 2 != 0)
+    return emitOpError("head dimension ")
+           << x.getDimSize(3) << " must be even for rotary embedding";
+  if (getResult().getType() != x)
+    return emitOpError("result type must be the input's, ") << x;
+  SmallVector<int64_t> table = {x.getDimSize(2), x.getDimSize(3) / 2};
+  for (Value t : {getCos(), getSin()}) {
+    RankedTensorType tt = tensorType(t);
+    if (tt.getShape() != ArrayRef<int64_t>(table) ||
+        tt.getElementType() != x.getElementType())
+      return emitOpError("cos and sin tables must be [seq, head_dim / 2] = [")
+             << table[0] << ", " << table[1] << "] of " << x.getElementType()
+             << ", got " << tt;
+  }
+  return success();
+}
+
 double AttentionOp::getScaleOrDefault() {
   if (std::optional<llvm::APFloat> s = getScale())
     return s->convertToDouble();

@@ -216,6 +216,31 @@ def NN_RotaryOp : NN_Op<"rotary", [Pure, SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
+def NN_RotaryTableOp : NN_Op<"rotary_table", [Pure,
+    DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
+  let summary = "rotary position embedding with given cos and sin tables";
+  let description = [{
+    The rotate-half rotation of `x` [B, H, T, D] by the angles whose cos and
+    sin tables [T, D/2] are given (an exporter's constants, or scaled
+    frequencies): for `k < D/2`,
+    `y[k] = x[k] cos[t, k] - x[k + D/2] sin[t, k]` and
+    `y[k + D/2] = x[k + D/2] cos[t, k] + x[k] sin[t, k]`, which is
+    `x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`. With `inverse`, the
+    rotation by the opposite angles (sin negated: the transpose, used for
+    the gradient). The tables get no gradient.
+
+    Example:
+    ```mlir
+    %y = nn.rotary_table %q, %cos, %sin : (tensor<2x4x16x8xf32>, tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<2x4x16x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$cos,
+                   NN_FloatTensor:$sin, UnitAttr:$inverse);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def NN_AttentionOp : NN_Op<"attention", [Pure, DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
   let summary = "scaled dot-product attention, multi-head or grouped-query";
   let description = [{

@@ -257,21 +257,20 @@ Value GraphBuilder::llama() {
     Value bv = bias ? param(name + ".bias", {out}, "zeros") : Value();
     return linear(x, w, bv, /*inOut=*/false);
   };
-  // Scaled rope (llama3): cos and sin tables [T, D] of the scaled
-  // frequencies, computed here, as transformers' rotary embedding does:
-  // x * cos + rotate_half(x) * sin.
+  // Scaled rope (llama3): cos and sin tables [T, D/2] of the scaled
+  // frequencies, computed here in f32 as transformers' rotary embedding
+  // computes the angles, for nn.rotary_table.
   Value cosTable, sinTable;
   if (!c.ropeInvFreq.empty()) {
-    std::vector<float> cosv(size_t(T * D)), sinv(size_t(T * D));
+    std::vector<float> cosv(size_t(T * D / 2)), sinv(size_t(T * D / 2));
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < D; ++i) {
-        // f32 as transformers computes the angles.
-        float angle = float(t) * float(c.ropeInvFreq[size_t(i % (D / 2))]);
-        cosv[size_t(t * D + i)] = std::cos(angle);
-        sinv[size_t(t * D + i)] = std::sin(angle);
+      for (int64_t i = 0; i < D / 2; ++i) {
+        float angle = float(t) * float(c.ropeInvFreq[size_t(i)]);
+        cosv[size_t(t * D / 2 + i)] = std::cos(angle);
+        sinv[size_t(t * D / 2 + i)] = std::sin(angle);
       }
     auto table = [&](ArrayRef<float> values) {
-      auto t = type({T, D});
+      auto t = type({T, D / 2});
       return Value(nn::ConstantOp::create(
           b, loc, t, DenseElementsAttr::get(t, values)));
     };
@@ -279,17 +278,11 @@ Value GraphBuilder::llama() {
     sinTable = table(sinv);
   }
   auto rotary = [&](Value x) {
-    if (!cosTable)
-      return Value(nn::RotaryOp::create(b, loc, x.getType(), x,
-                                        llvm::APFloat(c.ropeTheta)));
-    Value x1 = slice(x, 3, 0, D / 2), x2 = slice(x, 3, D / 2, D / 2);
-    Value neg = nn::NegOp::create(b, loc, x2.getType(), x2);
-    Value rotated = nn::ConcatOp::create(b, loc, x.getType(),
-                                         ValueRange{neg, x1},
-                                         b.getI64IntegerAttr(3));
-    Value a = nn::MulOp::create(b, loc, x.getType(), x, cosTable);
-    Value r = nn::MulOp::create(b, loc, x.getType(), rotated, sinTable);
-    return add(a, r);
+    if (cosTable)
+      return Value(nn::RotaryTableOp::create(b, loc, x.getType(), x, cosTable,
+                                             sinTable, /*inverse=*/false));
+    return Value(nn::RotaryOp::create(b, loc, x.getType(), x,
+                                      llvm::APFloat(c.ropeTheta)));
   };
 
   Value embed = param("model.embed_tokens.weight", {c.vocabSize, C});

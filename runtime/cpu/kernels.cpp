@@ -155,6 +155,26 @@ SHARDC_KERNEL(silu) {
   launched(ctx, stream);
 }
 
+/// y = x * cat(cos, cos) + rotate_half(x) * cat(sin, sin) over rows
+/// x[BH, T, D] with tables [T, D/2] (sin negated with negateSin).
+static void rotate(const float *x, float *y, const float *cosT,
+                   const float *sinT, int64_t BH, int64_t T, int64_t D,
+                   bool negateSin) {
+  const int64_t half = D / 2;
+  for (int64_t bh = 0; bh < BH; ++bh)
+    for (int64_t t = 0; t < T; ++t) {
+      const float *xr = x + (bh * T + t) * D;
+      float *yr = y + (bh * T + t) * D;
+      for (int64_t k = 0; k < half; ++k) {
+        float c = cosT[t * half + k],
+              s = negateSin ? -sinT[t * half + k] : sinT[t * half + k];
+        float a = xr[k], bb = xr[k + half];
+        yr[k] = a * c - bb * s;
+        yr[k + half] = bb * c + a * s;
+      }
+    }
+}
+
 // x[B,H,T,D] -> y[B,H,T,D]: the halves of D rotated by position t (by -t
 // with inverse)
 SHARDC_KERNEL(rotary) {
@@ -175,17 +195,16 @@ SHARDC_KERNEL(rotary) {
       sinT[t * half + k] = inverse ? -std::sin(angle) : std::sin(angle);
     }
   }
-  for (int64_t bh = 0; bh < B * H; ++bh)
-    for (int64_t t = 0; t < T; ++t) {
-      const float *xr = x + (bh * T + t) * D;
-      float *yr = y + (bh * T + t) * D;
-      for (int64_t k = 0; k < half; ++k) {
-        float c = cosT[t * half + k], s = sinT[t * half + k];
-        float a = xr[k], bb = xr[k + half];
-        yr[k] = a * c - bb * s;
-        yr[k + half] = bb * c + a * s;
-      }
-    }
+  rotate(x, y, cosT.data(), sinT.data(), B * H, T, D, /*negateSin=*/false);
+  launched(ctx, stream);
+}
+
+// x[B,H,T,D], cos[T,D/2], sin[T,D/2] -> y[B,H,T,D]: the halves of D rotated
+// by the tables' angles (their opposites with inverse)
+SHARDC_KERNEL(rotary_table) {
+  namespace R = A::rotary_table;
+  int64_t B = i[R::B], H = i[R::H], T = i[R::T], D = i[R::D];
+  rotate(F(b[0]), F(b[3]), F(b[1]), F(b[2]), B * H, T, D, i[R::inverse] != 0);
   launched(ctx, stream);
 }
 

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
 
 FORMS = ["ts", "dynamo", "pretrained", "sharded"]
-FUSED = ["attention", "gelu", "layer_norm", "rms_norm", "silu", "rotary"]
+FUSED = ["attention", "gelu", "layer_norm", "rms_norm", "silu", "rotary", "rotary_table"]
 DECOMPOSED = ["batch_matmul", "softmax", "erf", "tanh", "sqrt", "pow", "sub", "div",
               "reciprocal", "sigmoid", "where", "nan_to_zero", "broadcast_to", "neg",
               "concat", "slice"]

@@ -167,6 +167,9 @@ func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.p
   %smg = nn.softmax_grad %x, %x : tensor<2x4x8xf32>
   // CHECK: "rotary"({{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 1, 4, 4, 8, 1>}
   %ri = nn.rotary %q {inverse} : tensor<1x4x4x8xf32>
+  // CHECK: "rotary_table"({{.*}}, {{.*}}, {{.*}}, {{.*}}) {floats = array<f64>, ints = array<i64: 1, 4, 4, 8, 1>}
+  %tab = nn.constant dense<0.5> : tensor<4x4xf32> -> tensor<4x4xf32>
+  %rti = nn.rotary_table %q, %tab, %tab {inverse} : (tensor<1x4x4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4x8xf32>
   // CHECK: "attention_grad"({{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 1, 4, 2, 4, 4, 8, 1>}
   %dq, %dk, %dv = nn.attention_grad %q, %kv, %kv, %q {causal, scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   // CHECK: "slice_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 24, 8, 8, 1>}

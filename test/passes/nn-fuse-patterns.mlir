@@ -423,3 +423,36 @@ func.func @attention_finite_mask_kept(%q: tensor<2x2x4xf32>, %k: tensor<2x2x4xf3
   %o2 = nn.batch_matmul %pc2, %v : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
   return %o, %o2, %pc2 : tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<2x2x2xf32>
 }
+
+// -----
+
+// Rotary embedding as Llama exports write it: q * cos + cat(-q[..., 4:],
+// q[..., :4]) * sin with [1, 1, T, D] tables whose halves are equal (cos and
+// sin of cat(freqs, freqs)). The tables become [T, D/2] constants. A table
+// with unequal halves is not a rotation: kept.
+// CHECK-LABEL: func.func @rotary_tables
+// CHECK-DAG: %[[C:.*]] = nn.constant dense<{{\[}}[1.000000e+00, 5.000000e-01], [2.500000e-01, 1.250000e-01]]> : tensor<2x2xf32>
+// CHECK-DAG: %[[S:.*]] = nn.constant dense<{{\[}}[0.000000e+00, 7.500000e-01], [5.000000e-01, 2.000000e+00]]> : tensor<2x2xf32>
+// CHECK: %[[Y:.*]] = nn.rotary_table %arg0, %[[C]], %[[S]] : (tensor<1x3x2x4xf32>, tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<1x3x2x4xf32>
+// CHECK: nn.concat
+// CHECK: return %[[Y]],
+func.func @rotary_tables(%q: tensor<1x3x2x4xf32>) -> (tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>) {
+  %cos = nn.constant dense<[[[[1.0, 0.5, 1.0, 0.5], [0.25, 0.125, 0.25, 0.125]]]]> : tensor<1x1x2x4xf32> -> tensor<1x1x2x4xf32>
+  %sin = nn.constant dense<[[[[0.0, 0.75, 0.0, 0.75], [0.5, 2.0, 0.5, 2.0]]]]> : tensor<1x1x2x4xf32> -> tensor<1x1x2x4xf32>
+  %a = nn.mul %q, %cos : (tensor<1x3x2x4xf32>, tensor<1x1x2x4xf32>) -> tensor<1x3x2x4xf32>
+  %lo = nn.slice %q {dim = 3 : i64, start = 0 : i64} : (tensor<1x3x2x4xf32>) -> tensor<1x3x2x2xf32>
+  %hi = nn.slice %q {dim = 3 : i64, start = 2 : i64} : (tensor<1x3x2x4xf32>) -> tensor<1x3x2x2xf32>
+  %n = nn.neg %hi : tensor<1x3x2x2xf32>
+  %r = nn.concat %n, %lo {dim = 3 : i64} : (tensor<1x3x2x2xf32>, tensor<1x3x2x2xf32>) -> tensor<1x3x2x4xf32>
+  %b = nn.mul %r, %sin : (tensor<1x3x2x4xf32>, tensor<1x1x2x4xf32>) -> tensor<1x3x2x4xf32>
+  %y = nn.add %a, %b : (tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>) -> tensor<1x3x2x4xf32>
+  %bad = nn.constant dense<[[[[1.0, 0.5, 1.0, 0.6], [0.25, 0.125, 0.25, 0.125]]]]> : tensor<1x1x2x4xf32> -> tensor<1x1x2x4xf32>
+  %a2 = nn.mul %q, %bad : (tensor<1x3x2x4xf32>, tensor<1x1x2x4xf32>) -> tensor<1x3x2x4xf32>
+  %lo2 = nn.slice %q {dim = 3 : i64, start = 0 : i64} : (tensor<1x3x2x4xf32>) -> tensor<1x3x2x2xf32>
+  %hi2 = nn.slice %q {dim = 3 : i64, start = 2 : i64} : (tensor<1x3x2x4xf32>) -> tensor<1x3x2x2xf32>
+  %n2 = nn.neg %hi2 : tensor<1x3x2x2xf32>
+  %r2 = nn.concat %n2, %lo2 {dim = 3 : i64} : (tensor<1x3x2x2xf32>, tensor<1x3x2x2xf32>) -> tensor<1x3x2x4xf32>
+  %b2 = nn.mul %sin, %r2 : (tensor<1x1x2x4xf32>, tensor<1x3x2x4xf32>) -> tensor<1x3x2x4xf32>
+  %y2 = nn.add %b2, %a2 : (tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>) -> tensor<1x3x2x4xf32>
+  return %y, %y2 : tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>
+}

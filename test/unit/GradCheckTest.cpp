@@ -247,6 +247,14 @@ func.func @forward(%t: tensor<1x2x3xi32> {nn.input = "targets"}, %x: tensor<1x2x
   %l = nn.cross_entropy %y, %t : (tensor<1x2x3x6xf32>, tensor<1x2x3xi32>) -> tensor<f32>
   return %l : tensor<f32>
 })"},
+    {"rotary_table", R"(
+func.func @forward(%t: tensor<1x2x3xi32> {nn.input = "targets"}, %x: tensor<1x2x3x6xf32> {nn.param = "x"}) -> tensor<f32> {
+  %c = nn.constant dense<[[1.0, 0.5, -0.25], [0.75, -1.5, 0.125], [0.3, 0.9, -0.6]]> : tensor<3x3xf32> -> tensor<3x3xf32>
+  %s = nn.constant dense<[[0.0, 0.8, 0.4], [-0.7, 0.2, 1.1], [0.6, -0.3, 0.5]]> : tensor<3x3xf32> -> tensor<3x3xf32>
+  %y = nn.rotary_table %x, %c, %s : (tensor<1x2x3x6xf32>, tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<1x2x3x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<1x2x3x6xf32>, tensor<1x2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
     {"attention_gqa_causal", R"(
 func.func @forward(%t: tensor<1x4x3xi32> {nn.input = "targets"}, %q: tensor<1x4x3x4xf32> {nn.param = "q"},
                    %k: tensor<1x2x3x4xf32> {nn.param = "k"}, %v: tensor<1x2x3x4xf32> {nn.param = "v"}) -> tensor<f32> {

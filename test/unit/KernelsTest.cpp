@@ -189,6 +189,33 @@ TEST(Kernels, Rotary) {
   expectNear(y, want, 1e-5);
 }
 
+TEST(Kernels, RotaryTable) {
+  // Any tables (not only a theta's): y = x cat(c, c) + rotate_half(x)
+  // cat(s, s) in double; with inverse, sin negated.
+  const int64_t B = 2, H = 3, T = 5, D = 8, half = D / 2;
+  Vec x = randomVec(B * H * T * D, 18), c = randomVec(T * half, 19),
+      s = randomVec(T * half, 20), y(x.size());
+  namespace R = A::rotary_table;
+  for (int inverse = 0; inverse < 2; ++inverse) {
+    std::vector<void *> b = bufs(x, c, s, y);
+    std::vector<int64_t> ints = packInts(
+        Id::rotary_table,
+        {{R::B, B}, {R::H, H}, {R::T, T}, {R::D, D}, {R::inverse, inverse}});
+    SHARDC_LAUNCH(rotary_table, &ctx, b, ints, nullptr, A::kComputeStream);
+    std::vector<double> want(x.size());
+    for (int64_t bh = 0; bh < B * H; ++bh)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+          const float *row = &x[(bh * T + t) * D];
+          double rot = d < half ? -row[d + half] : row[d - half];
+          double sn = (inverse ? -1.0 : 1.0) * s[t * half + d % half];
+          want[(bh * T + t) * D + d] = row[d] * double(c[t * half + d % half]) + rot * sn;
+        }
+    SCOPED_TRACE(inverse ? "inverse" : "forward");
+    expectNear(y, want, 1e-5);
+  }
+}
+
 void checkAttention(int64_t H, int64_t G, bool causal) {
   const int64_t B = 2, T = 6, D = 4;
   Vec q = randomVec(B * H * T * D, 15), k = randomVec(B * G * T * D, 16),

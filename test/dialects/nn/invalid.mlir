@@ -112,6 +112,14 @@ func.func @rotary_odd(%x: tensor<1x2x4x7xf32>) {
 
 // -----
 
+func.func @rotary_table_shape(%x: tensor<1x2x4x8xf32>, %c: tensor<4x8xf32>) {
+  // expected-error @+1 {{cos and sin tables must be [seq, head_dim / 2] = [4, 4] of 'f32', got 'tensor<4x8xf32>'}}
+  %y = nn.rotary_table %x, %c, %c : (tensor<1x2x4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @rotary_rank(%x: tensor<2x4x8xf32>) {
   // expected-error @+1 {{expects an input of rank 4 [batch, heads, seq, head_dim]}}
   %y = nn.rotary %x : tensor<2x4x8xf32>

@@ -47,7 +47,10 @@ func.func @norms(%x: tensor<2x8x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>)
 // CHECK-LABEL: func.func @attention
 func.func @attention(%q: tensor<2x8x16x8xf32>, %k: tensor<2x2x16x8xf32>, %v: tensor<2x2x16x8xf32>) -> tensor<2x8x16x8xf32> {
   // CHECK: nn.rotary %{{.*}} {theta = 5.000000e+05 : f64} : tensor<2x8x16x8xf32>
-  %qr = nn.rotary %q {theta = 500000.0 : f64} : tensor<2x8x16x8xf32>
+  %qr0 = nn.rotary %q {theta = 500000.0 : f64} : tensor<2x8x16x8xf32>
+  // CHECK: nn.rotary_table %{{.*}}, %{{.*}}, %{{.*}} {inverse} : (tensor<2x8x16x8xf32>, tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<2x8x16x8xf32>
+  %tab = nn.constant dense<0.25> : tensor<16x4xf32> -> tensor<16x4xf32>
+  %qr = nn.rotary_table %qr0, %tab, %tab {inverse} : (tensor<2x8x16x8xf32>, tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<2x8x16x8xf32>
   // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal} : (tensor<2x8x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>) -> tensor<2x8x16x8xf32>
   %o = nn.attention %qr, %k, %v {causal} : (tensor<2x8x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>) -> tensor<2x8x16x8xf32>
   // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f64}
