@@ -12,6 +12,7 @@
 #include "compiler/Options.h"
 #include "frontends/meta/ModelConfig.h"
 #include "frontends/onnx/Importer.h"
+#include "runtime/text.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -43,11 +44,20 @@ int main(int argc, char **argv) {
       outs() << op << "\n";
     return 0;
   }
-  Error error = options.validate();
-  if (!error)
-    error = shardc::compile(options);
-  if (error) {
-    WithColor::error(errs(), "shardc") << toString(std::move(error)) << "\n";
+  // Errors quote names from the input files: printed printable, one line.
+  try {
+    Error error = options.validate();
+    if (!error)
+      error = shardc::compile(options);
+    if (error) {
+      WithColor::error(errs(), "shardc")
+          << shardc::runtime::printable(toString(std::move(error))) << "\n";
+      return 1;
+    }
+  } catch (...) {
+    WithColor::error(errs(), "shardc")
+        << shardc::runtime::describeCurrentException(shardc::compileActivity())
+        << "\n";
     return 1;
   }
   return 0;
