@@ -6,6 +6,7 @@
 #include "compiler/Target.h"
 #include "frontends/meta/ModelConfig.h"
 #include "frontends/onnx/Importer.h"
+#include "runtime/text.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -21,10 +22,14 @@
 
 using namespace llvm;
 using namespace shardc;
+using shardc::runtime::printable;
 
 namespace {
 
 Error fail(const Twine &message) { return createStringError(message); }
+
+std::string activity = "starting";
+void doing(const Twine &what) { activity = what.str(); }
 
 /// Writes text produced by `print` to `path` ("-": stdout).
 template <typename Fn> Error writeText(const std::string &path, Fn print) {
@@ -59,6 +64,7 @@ Expected<Imported> importModel(mlir::MLIRContext &context,
     options.trainRegex = opts.train;
     options.bindings = opts.bindings;
     options.target = &target;
+    options.allowExternalDataOutside = opts.allowExternalDataOutside;
     auto imported = onnx_import::importModel(context, opts.model, options);
     if (!imported)
       return imported.takeError();
@@ -71,7 +77,8 @@ Expected<Imported> importModel(mlir::MLIRContext &context,
   if (!config)
     return config.takeError();
   for (const std::string &note : config->notes)
-    llvm::errs() << "shardc: note: " << config->source << ": " << note << "\n";
+    llvm::errs() << "shardc: note: " << printable(config->source) << ": "
+                 << printable(note) << "\n";
   int64_t seqLen =
       opts.seqLen ? opts.seqLen : std::min<int64_t>(config->maxPositions, 1024);
   auto built =
@@ -113,6 +120,8 @@ Error writeSideFiles(mlir::ModuleOp module, const onnx_import::ImportedModel &m,
 
 } // namespace
 
+const std::string &shardc::compileActivity() { return activity; }
+
 Error shardc::compile(const DriverOptions &options) {
   mlir::DialectRegistry registry;
   registerAllDialects(registry);
@@ -121,6 +130,7 @@ Error shardc::compile(const DriverOptions &options) {
 
   const ModelOptions &model = options.model;
   const OutputOptions &out = options.output;
+  doing("importing " + model.model);
   Expected<Imported> imported = importModel(context, model, *out.targetDesc);
   if (!imported)
     return imported.takeError();
@@ -133,6 +143,7 @@ Error shardc::compile(const DriverOptions &options) {
     return writeText(path, [&](raw_ostream &os) { module->print(os); });
 
   // One pass manager up to the stage --emit asks for.
+  doing("compiling " + model.model);
   PipelineOptions pipeline = options.pipeline();
   mlir::PassManager pm(&context);
   buildTrainingPipeline(pm, pipeline);
@@ -148,6 +159,7 @@ Error shardc::compile(const DriverOptions &options) {
     return writeText(path, [&](raw_ostream &os) { module->print(os); });
 
   // rt -> launch tables (LLVM globals) -> LLVM IR -> object -> executable.
+  doing("lowering " + model.model + " to LLVM");
   mlir::PassManager llvmPM(&context);
   buildRtToLLVMPipeline(llvmPM);
   if (failed(llvmPM.run(module)))
@@ -163,6 +175,7 @@ Error shardc::compile(const DriverOptions &options) {
   if (out.emit == Emit::Obj)
     return emitObjectFile(*llvmModule, path, error) ? Error::success()
                                                     : fail(error);
+  doing("linking " + path);
   SmallString<128> objectPath;
   if (std::error_code ec =
           sys::fs::createTemporaryFile("shardc-step", "o", objectPath))
@@ -172,17 +185,25 @@ Error shardc::compile(const DriverOptions &options) {
       !linkExecutable(objectPath, path, *out.targetDesc, error))
     return fail(error);
   const TrainingOptions &t = options.training;
-  errs() << "shardc: compiled " << model.model << " (" << imported->description
-         << ", " << (model.infer ? "inference" : t.optimizer)
+  errs() << "shardc: compiled " << printable(model.model) << " ("
+         << printable(imported->description) << ", "
+         << (model.infer ? "inference" : t.optimizer)
          << (t.recompute == "block" ? ", recompute block" : "")
          << (t.mesh != "1" ? ", mesh " + t.mesh : std::string())
          << (out.target != "cpu" ? ", target " + out.target : std::string())
-         << ") -> " << path << "\n";
+         << ") -> " << printable(path) << "\n";
+  // Tensor names come from the model file: printable, one line each.
+  auto names = [](const std::vector<std::string> &list) {
+    std::string text;
+    for (const std::string &name : list)
+      text += (text.empty() ? "" : ", ") + printable(name);
+    return text;
+  };
   if (imported->onnx && !model.infer) {
-    errs() << "shardc: trains " << imported->onnx->trained.size() << " initializers: "
-           << llvm::join(imported->onnx->trained, ", ") << "\n";
+    errs() << "shardc: trains " << imported->onnx->trained.size()
+           << " initializers: " << names(imported->onnx->trained) << "\n";
     if (!imported->onnx->tied.empty())
-      errs() << "shardc: tied: " << llvm::join(imported->onnx->tied, ", ") << "\n";
+      errs() << "shardc: tied: " << names(imported->onnx->tied) << "\n";
   }
   return Error::success();
 }

@@ -13,6 +13,10 @@ namespace shardc {
 /// it. Errors name the file, op or flag at fault.
 llvm::Error compile(const DriverOptions &options);
 
+/// What compile() is doing now ("importing model.onnx", "linking train"),
+/// for the message of a failure that is not an llvm::Error (out of memory).
+const std::string &compileActivity();
+
 } // namespace shardc
 
 #endif // SHARDC_COMPILER_DRIVER_H

@@ -82,6 +82,10 @@ void DriverOptions::bindOptions() {
         if (name.empty() || file.empty())
           model.bindings[""] = spec;
       }));
+  bind(model.allowExternalDataOutside, "allow-external-data-outside",
+       cl::desc("ONNX: read external data files outside the model's folder "
+                "(after symlinks; by default a location that resolves "
+                "elsewhere is an error); regular files only either way"));
   bind(model.fusePatterns, "fuse-patterns",
        cl::desc("Rewrite decomposed GELU, layer norm and attention (as "
                 "exporters write them) into the fused ops; =false keeps the "
@@ -199,8 +203,10 @@ Error DriverOptions::validate() {
     return fail("--bind expects NAME=FILE, got '" + bad->second + "'");
   if (!model.isOnnx() && (model.infer || !model.bindings.empty() ||
                           !model.frozen.empty() || !model.train.empty() ||
-                          model.loss != "cross_entropy"))
-    return fail("--infer, --bind, --freeze, --train and --loss apply to ONNX models");
+                          model.loss != "cross_entropy" ||
+                          model.allowExternalDataOutside))
+    return fail("--infer, --bind, --freeze, --train, --loss and "
+                "--allow-external-data-outside apply to ONNX models");
   if (model.infer && (training.meshShape.ranks() != 1 ||
                       training.recompute != "none"))
     return fail("--infer compiles for one rank without recomputation");

@@ -36,6 +36,9 @@ struct ModelOptions {
   std::vector<std::string> frozen;             ///< --freeze
   std::string train;                           ///< --train REGEX
   bool fusePatterns = true;
+  /// --allow-external-data-outside: external data files may lie outside
+  /// the model's folder (after symlinks); still regular files only.
+  bool allowExternalDataOutside = false;
 
   bool isOnnx() const;
 };

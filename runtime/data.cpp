@@ -2,7 +2,9 @@
 #include "runtime/data.h"
 #include "runtime/model.h"
 
-#include <fstream>
+#include "runtime/files.h"
+
+#include <climits>
 #include <stdexcept>
 
 using namespace shardc::runtime;
@@ -11,16 +13,23 @@ static constexpr int32_t kMagic = 20240520;
 static constexpr int kHeaderInts = 256;
 
 TokenData TokenData::load(const std::string &path, int64_t vocabSize) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    throw std::runtime_error(path + ": cannot open token file");
-  int64_t fileSize = int64_t(in.tellg());
-  in.seekg(0);
+  // A regular file (a FIFO or a device would block or never end), at most
+  // what the header's int32 token count can declare.
+  constexpr uint64_t kMaxBytes = sizeof(int32_t) * kHeaderInts + 2 * uint64_t(INT32_MAX);
+  std::string error;
+  uint64_t size = 0;
+  FileHandle file = openInputFile(path, kMaxBytes,
+                                  "the " + formatBytes(kMaxBytes) +
+                                      " of an llm.c token file (2^31-1 tokens)",
+                                  error, &size);
+  if (!file)
+    throw std::runtime_error(error);
+  int64_t fileSize = int64_t(size);
   int32_t header[kHeaderInts];
-  if (fileSize < int64_t(sizeof(header)) ||
-      !in.read(reinterpret_cast<char *>(header), sizeof(header)))
+  if (fileSize < int64_t(sizeof(header)))
     throw std::runtime_error(path + ": bad header: file is shorter than the "
                                     "1024-byte token file header");
+  readAt(file.fd(), path, 0, header, sizeof(header));
   if (header[0] != kMagic)
     throw std::runtime_error(path + ": bad header: magic " +
                              std::to_string(header[0]) + ", expected " +
@@ -35,7 +44,7 @@ TokenData TokenData::load(const std::string &path, int64_t vocabSize) {
         " tokens but the file holds " +
         std::to_string((fileSize - int64_t(sizeof(header))) / 2));
   std::vector<uint16_t> raw(count);
-  in.read(reinterpret_cast<char *>(raw.data()), 2 * count);
+  readAt(file.fd(), path, sizeof(header), raw.data(), uint64_t(2 * count));
   TokenData d;
   d.tokens.assign(raw.begin(), raw.end());
   for (int64_t k = 0; k < count; ++k)

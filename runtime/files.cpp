@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -36,20 +38,113 @@ FileHandle::~FileHandle() {
     ::close(fd_);
 }
 
-FileHandle shardc::runtime::openRegularForRead(const std::string &path) {
+/// What a file that is not regular is, for messages.
+static const char *fileKind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a plain file";
+}
+
+std::string shardc::runtime::formatBytes(uint64_t bytes) {
+  const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " bytes";
+  double v = double(bytes);
+  int u = -1;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, v == double(uint64_t(v)) ? "%.0f %s" : "%.1f %s",
+                v, units[u]);
+  return text;
+}
+
+FileHandle shardc::runtime::openInputFile(const std::string &path,
+                                          uint64_t maxBytes,
+                                          const std::string &limitText,
+                                          std::string &error,
+                                          uint64_t *size) noexcept {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
   // below as not a regular file.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    throw systemError(path, "cannot open");
+  if (fd < 0) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    return FileHandle();
+  }
   FileHandle h(fd);
   struct stat st;
-  if (::fstat(fd, &st) != 0)
-    throw systemError(path, "cannot stat");
-  if (!S_ISREG(st.st_mode))
-    throw std::runtime_error(path + ": not a regular file");
+  if (::fstat(fd, &st) != 0) {
+    error = path + ": cannot stat: " + std::strerror(errno);
+    return FileHandle();
+  }
+  if (!S_ISREG(st.st_mode)) {
+    error = path + ": not a regular file (" + fileKind(st.st_mode) + ")";
+    return FileHandle();
+  }
+  if (uint64_t(st.st_size) > maxBytes) {
+    error = path + ": " + std::to_string(uint64_t(st.st_size)) +
+            " bytes exceeds " + limitText;
+    return FileHandle();
+  }
   int flags = ::fcntl(fd, F_GETFL);
   ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  if (size)
+    *size = uint64_t(st.st_size);
+  return h;
+}
+
+bool shardc::runtime::readAtNoThrow(int fd, const std::string &path,
+                                    uint64_t offset, void *dst, uint64_t bytes,
+                                    std::string &error) noexcept {
+  char *p = static_cast<char *>(dst);
+  while (bytes > 0) {
+    size_t chunk = size_t(std::min<uint64_t>(bytes, uint64_t(1) << 30));
+    ssize_t n = ::pread(fd, p, chunk, off_t(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      error = path + ": read failed: " + std::strerror(errno);
+      return false;
+    }
+    if (n == 0) {
+      error = path + ": truncated: ends before byte " +
+              std::to_string(offset + bytes);
+      return false;
+    }
+    p += n;
+    offset += uint64_t(n);
+    bytes -= uint64_t(n);
+  }
+  return true;
+}
+
+bool shardc::runtime::readInputFile(const std::string &path, uint64_t maxBytes,
+                                    const std::string &limitText,
+                                    std::string &out,
+                                    std::string &error) noexcept {
+  uint64_t size = 0;
+  FileHandle h = openInputFile(path, maxBytes, limitText, error, &size);
+  if (!h)
+    return false;
+  out.assign(size_t(size), '\0');
+  return readAtNoThrow(h.fd(), path, 0, out.data(), size, error);
+}
+
+FileHandle shardc::runtime::openRegularForRead(const std::string &path) {
+  std::string error;
+  FileHandle h = openInputFile(path, UINT64_MAX, "", error);
+  if (!h)
+    throw std::runtime_error(error);
   return h;
 }
 
@@ -62,21 +157,9 @@ int64_t shardc::runtime::fileSize(int fd, const std::string &path) {
 
 void shardc::runtime::readAt(int fd, const std::string &path, uint64_t offset,
                              void *dst, uint64_t bytes) {
-  char *p = static_cast<char *>(dst);
-  while (bytes > 0) {
-    size_t chunk = size_t(std::min<uint64_t>(bytes, uint64_t(1) << 30));
-    ssize_t n = ::pread(fd, p, chunk, off_t(offset));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      throw systemError(path, "read failed");
-    if (n == 0)
-      throw std::runtime_error(path + ": truncated: ends before byte " +
-                               std::to_string(offset + bytes));
-    p += n;
-    offset += uint64_t(n);
-    bytes -= uint64_t(n);
-  }
+  std::string error;
+  if (!readAtNoThrow(fd, path, offset, dst, bytes, error))
+    throw std::runtime_error(error);
 }
 
 void shardc::runtime::writeAll(int fd, const std::string &path,
@@ -169,14 +252,12 @@ shardc::runtime::listDirectory(const std::string &dir) {
 }
 
 std::string shardc::runtime::readTextFile(const std::string &path) {
-  FileHandle h = openRegularForRead(path);
-  int64_t size = fileSize(h.fd(), path);
-  constexpr int64_t kLimit = int64_t(1) << 30;
-  if (size > kLimit)
-    throw std::runtime_error(path + ": " + std::to_string(size) +
-                             " bytes, more than the 1 GiB a text file may have");
-  std::string text(size_t(size), '\0');
-  readAt(h.fd(), path, 0, text.data(), uint64_t(size));
+  std::string text, error;
+  if (!readInputFile(path, kMaxTextFileBytes,
+                     "the " + formatBytes(kMaxTextFileBytes) +
+                         " a text file may have",
+                     text, error))
+    throw std::runtime_error(error);
   return text;
 }
 

@@ -11,6 +11,7 @@
 #define SHARDC_RUNTIME_FILES_H
 
 #include <cstdint>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,26 @@ private:
 
 /// Opens a regular file for reading (not a FIFO, device or directory).
 FileHandle openRegularForRead(const std::string &path);
+
+/// The one check for every input file, compiler and trainer alike: opens
+/// `path` (after symlinks) when it is a regular file of at most `maxBytes`
+/// bytes. A FIFO is refused without waiting for a writer, a device or a
+/// directory without reading it. Throws nothing: on failure the handle is
+/// invalid and `error` is one line naming the path (and, for the size,
+/// `maxBytes` as `limitText` describes it, e.g. "the 2 GiB protobuf limit").
+FileHandle openInputFile(const std::string &path, uint64_t maxBytes,
+                         const std::string &limitText, std::string &error,
+                         uint64_t *size = nullptr) noexcept;
+/// The whole of such a file into `out`; false with `error` set otherwise.
+bool readInputFile(const std::string &path, uint64_t maxBytes,
+                   const std::string &limitText, std::string &out,
+                   std::string &error) noexcept;
+/// Reads exactly `bytes` at `offset` (pread loop); false with `error`
+/// naming `path` when the file is shorter or the read fails.
+bool readAtNoThrow(int fd, const std::string &path, uint64_t offset, void *dst,
+                   uint64_t bytes, std::string &error) noexcept;
+/// "1.5 GiB", "16 MiB", "100 bytes": a byte count for messages.
+std::string formatBytes(uint64_t bytes);
 /// Its size in bytes.
 int64_t fileSize(int fd, const std::string &path);
 /// Reads exactly `bytes` at `offset` (pread); throws naming `path` when the
@@ -63,6 +84,12 @@ bool pathExists(const std::string &path);
 bool isDirectory(const std::string &path);
 /// The names in a directory (not . and ..), sorted.
 std::vector<std::string> listDirectory(const std::string &dir);
+/// The bounds of what is read whole: JSON and text (config.json, metadata,
+/// indexes) and, the protobuf limit, an ONNX model file.
+constexpr uint64_t kMaxTextFileBytes = uint64_t(1) << 30;
+constexpr uint64_t kMaxConfigJsonBytes = uint64_t(16) << 20;
+constexpr uint64_t kMaxProtobufBytes = uint64_t(INT32_MAX);
+
 /// The whole of a (small) regular file.
 std::string readTextFile(const std::string &path);
 

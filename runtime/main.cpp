@@ -21,6 +21,7 @@
 #include "runtime/program.h"
 #include "runtime/runtime.h"
 #include "runtime/schedule.h"
+#include "runtime/text.h"
 #include "runtime/trace.h"
 #include "runtime/watchdog.h"
 
@@ -241,7 +242,12 @@ struct Memory {
   int64_t step = 0;
 };
 
+/// What the trainer is doing, for the message of a failure that is not one
+/// of its own errors (out of memory while reading --data FILE).
+std::string doing = "starting";
+
 int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
+  doing = "reading the command line";
   if (m.params.empty())
     throw std::runtime_error("the compiled model has no parameters");
   Options o = parseOptions(argc, argv, m);
@@ -257,10 +263,13 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   const int64_t G = B * P * o.gradAccum;
   const bool leader = mesh.rank == 0;
   int64_t baselineRss = procStatusBytes("VmRSS");
+  doing = "allocating the model's memory";
   std::unique_ptr<Backend> backend =
       makeBackend(m.target, &mesh, m.constantsBytes);
   Memory mem(*backend, m, /*touchArena=*/false);
   char *params = mem.region(abi::kRegionParams);
+  doing = o.initFrom.empty() ? std::string("initializing the parameters")
+                             : "reading --init-from " + o.initFrom;
   if (!o.initFrom.empty())
     loadParameters(m, o.initFrom, *backend, params, mesh.shardIndex());
   else if (!m.initFile.empty())
@@ -285,6 +294,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   }
   TrainProgress progress;
   if (!o.resume.empty()) {
+    doing = "resuming from a checkpoint";
     bool fromDir = o.resume == "latest" || o.resume == "auto";
     std::string where = fromDir ? o.checkpointDir : o.resume;
     std::string found = mesh.broadcastString(leader ? findCheckpoint(where) : "");
@@ -304,6 +314,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     }
   }
   const int64_t startStep = progress.step;
+  doing = o.data.empty() ? std::string("making synthetic tokens")
+                         : "reading --data " + o.data;
   TokenData data =
       o.data.empty()
           ? TokenData::synthetic(o.seed, m.vocabSize,
@@ -356,6 +368,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   const int64_t endStep =
       o.runSteps > 0 ? std::min(o.steps, startStep + o.runSteps) : o.steps;
   for (int64_t step = startStep; step < endStep; ++step) {
+    doing = "running step " + std::to_string(step);
     auto start = std::chrono::steady_clock::now();
     mem.step = step;
     double loss = 0;
@@ -517,6 +530,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
 /// once, writes each output slot to a raw file (little-endian, row-major;
 /// f32, int32, bool as one byte).
 int runInfer(const Manifest &m, int argc, char **argv) {
+  doing = "running inference";
   std::map<std::string, std::string> inputs, outputs;
   for (int k = 1; k < argc; ++k) {
     std::string arg = argv[k];
@@ -540,16 +554,16 @@ int runInfer(const Manifest &m, int argc, char **argv) {
                    mem.region(abi::kRegionParams), 0);
   for (const auto &[name, file] : inputs) {
     const TensorSlot &slot = m.ioSlot(name);
-    std::FILE *f = std::fopen(file.c_str(), "rb");
+    std::string error;
+    uint64_t size = 0;
+    FileHandle f = openInputFile(file, UINT64_MAX, "", error, &size);
     if (!f)
-      throw std::runtime_error(file + ": cannot open input '" + name + "'");
-    size_t got = std::fread(mem.host<char>(slot), 1, size_t(slot.bytes), f);
-    bool extra = std::fgetc(f) != EOF;
-    std::fclose(f);
-    if (got != size_t(slot.bytes) || extra)
+      throw std::runtime_error(error + " (input '" + name + "')");
+    if (size != uint64_t(slot.bytes))
       throw std::runtime_error(file + ": input '" + name + "' needs exactly " +
                                std::to_string(slot.bytes) + " bytes (" +
                                slot.dtype + " " + shapeString(slot.shape) + ")");
+    readAt(f.fd(), file, 0, mem.host<char>(slot), uint64_t(slot.bytes));
     mem.put(slot);
   }
   mem.run(shardc_program_infer, "infer");
@@ -571,15 +585,17 @@ int main(int argc, char **argv) {
   Manifest m;
   try {
     m = Manifest::parse(shardc_manifest);
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "error: %s\n",
+                 describeCurrentException("reading the compiled manifest").c_str());
     return 1;
   }
   if (shardc_program_infer) {
     try {
       return runInfer(m, argc, argv);
-    } catch (const std::exception &e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "error: %s\n",
+                   describeCurrentException(doing).c_str());
       return 1;
     }
   }
@@ -593,14 +609,15 @@ int main(int argc, char **argv) {
     int rc = run(m, mesh, argc, argv);
     Mesh::finalize();
     return rc;
-  } catch (const std::exception &e) {
+  } catch (...) {
     std::fflush(stdout);
     // Each rank reports its own error, with its rank on a mesh; then the
     // others are aborted so that no rank waits in a collective.
+    std::string message = describeCurrentException(doing);
     if (mesh.world == 1)
-      std::fprintf(stderr, "error: %s\n", e.what());
+      std::fprintf(stderr, "error: %s\n", message.c_str());
     else
-      std::fprintf(stderr, "error: rank %d: %s\n", mesh.rank, e.what());
+      std::fprintf(stderr, "error: rank %d: %s\n", mesh.rank, message.c_str());
     std::fflush(stderr);
     if (mesh.world > 1)
       MPI_Abort(MPI_COMM_WORLD, 1);

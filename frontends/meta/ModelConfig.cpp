@@ -1,5 +1,6 @@
 //===- ModelConfig.cpp - transformer configs and presets ------------------===//
 #include "frontends/meta/ModelConfig.h"
+#include "runtime/files.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -7,6 +8,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <optional>
 #include <set>
 
 using namespace shardc::meta;
@@ -377,6 +379,35 @@ llvm::Error readLlama(Reader &r, ModelConfig &c) {
   return llvm::Error::success();
 }
 
+/// How deep a config.json may nest objects and arrays (Hugging Face
+/// configs nest 2 or 3 levels).
+constexpr int kMaxJsonNesting = 64;
+
+/// The offset of the first '[' or '{' that opens level `limit` + 1, outside
+/// strings, or none when the text stays within `limit` levels. Malformed
+/// text is the parser's to report.
+std::optional<size_t> exceedsJsonNesting(StringRef text, int limit) {
+  int depth = 0;
+  bool inString = false;
+  for (size_t k = 0; k < text.size(); ++k) {
+    char c = text[k];
+    if (inString) {
+      if (c == '\\')
+        ++k;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit)
+        return k;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 const std::vector<std::string> &shardc::meta::presetNames() {
@@ -391,6 +422,13 @@ const std::vector<std::string> &shardc::meta::presetNames() {
 
 Expected<ModelConfig> shardc::meta::parseConfigJSON(StringRef text,
                                                     StringRef origin) {
+  // llvm::json's parser recurses once per nesting level: a deep file
+  // (50,000 '[' in 100 KB) would overflow the stack. Refused before it.
+  if (std::optional<size_t> at = exceedsJsonNesting(text, kMaxJsonNesting))
+    return error(origin + ": JSON nested deeper than " +
+                 llvm::Twine(kMaxJsonNesting) + " levels (at byte " +
+                 llvm::Twine(uint64_t(*at)) +
+                 ")");
   Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed)
     return error(origin + ": invalid JSON: " +
@@ -466,9 +504,12 @@ Expected<ModelConfig> shardc::meta::loadModelConfig(StringRef spec) {
     return error("unknown model '" + spec + "': not a preset (" + known +
                  ") nor an existing config.json file or directory");
   }
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(path);
-  if (!file)
-    return error(path + ": cannot read: " + file.getError().message());
-  return parseConfigJSON((*file)->getBuffer(), path);
+  std::string text, failure;
+  if (!runtime::readInputFile(
+          std::string(path), runtime::kMaxConfigJsonBytes,
+          "the " + runtime::formatBytes(runtime::kMaxConfigJsonBytes) +
+              " a config.json may have",
+          text, failure))
+    return error(failure);
+  return parseConfigJSON(text, path);
 }

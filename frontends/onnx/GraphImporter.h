@@ -10,6 +10,7 @@
 #define SHARDC_FRONTENDS_ONNX_GRAPHIMPORTER_H
 
 #include "frontends/onnx/HostTensor.h"
+#include "runtime/text.h"
 #include "frontends/onnx/Importer.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -39,9 +40,17 @@ std::string typeName(int32_t t);
 /// A shape as errors print it: [2, 16, 4].
 std::string shapeText(llvm::ArrayRef<int64_t> shape);
 
-/// A TensorProto's values; external data is read from `baseDir`.
+/// Where a model's external data may be read from: files inside `dir` (the
+/// model's folder, after symlinks), or anywhere with `allowOutside`
+/// (--allow-external-data-outside); regular files only, either way.
+struct ExternalDataPolicy {
+  std::string dir;
+  bool allowOutside = false;
+};
+
+/// A TensorProto's values; external data is read as `baseDir` allows.
 llvm::Expected<HostTensor> toHost(const onnx::TensorProto &t,
-                                  llvm::StringRef baseDir);
+                                  const ExternalDataPolicy &baseDir);
 
 /// What a graph value is: known at compile time, or an SSA value of the
 /// forward function.
@@ -58,7 +67,7 @@ struct Val {
 class GraphImporter {
 public:
   GraphImporter(mlir::MLIRContext &ctx, const onnx::ModelProto &model,
-                std::string baseDir, const ImportOptions &opts)
+                ExternalDataPolicy baseDir, const ImportOptions &opts)
       : b(&ctx), model(model), graph(model.graph()),
         baseDir(std::move(baseDir)), opts(opts), loc(b.getUnknownLoc()) {}
 
@@ -154,7 +163,8 @@ private:
     std::string name = node.name().empty()
                            ? (node.output_size() ? node.output(0) : "?")
                            : node.name();
-    return "node '" + name + "' (" + node.op_type() + ", opset " +
+    return "node '" + runtime::printable(name) + "' (" +
+           runtime::printable(node.op_type()) + ", opset " +
            std::to_string(opset) + ")";
   }
   const onnx::AttributeProto *attr(const onnx::NodeProto &n,
@@ -256,7 +266,7 @@ private:
   mlir::OpBuilder b;
   const onnx::ModelProto &model;
   const onnx::GraphProto &graph;
-  std::string baseDir;
+  ExternalDataPolicy baseDir;
   const ImportOptions &opts;
   mlir::Location loc;
   int64_t opset = 0;

@@ -44,6 +44,17 @@ HostTensor like(const HostTensor &x, std::vector<int64_t> shape) {
   r.kind = x.kind;
   r.onnxType = x.onnxType;
   r.shape = std::move(shape);
+  // The result's storage at once: a shape too large to hold fails here
+  // (std::length_error or std::bad_alloc, which shardc's main reports as
+  // one line) instead of growing element by element into a runaway.
+  uint64_t n = 1;
+  for (int64_t d : r.shape)
+    n = d <= 0 ? 0 : n > UINT64_MAX / uint64_t(d) ? UINT64_MAX : n * uint64_t(d);
+  size_t want = n > SIZE_MAX ? SIZE_MAX : size_t(n);
+  if (r.kind == Kind::Float)
+    r.f.reserve(want);
+  else
+    r.i.reserve(want);
   return r;
 }
 

@@ -17,6 +17,8 @@
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OpRegistry.h"
 #include "runtime/cpu/fastmath.h"
+#include "runtime/files.h"
+#include "runtime/text.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,9 +45,12 @@ using llvm::Expected;
 
 using shardc::runtime::bf16ToFloat;
 using shardc::runtime::halfToFloat;
+using shardc::runtime::printable;
 
+/// Every importer error goes through here: the names it quotes come from
+/// the model file and are made printable (runtime/text.h) once, here.
 Error shardc::onnx_import::fail(const llvm::Twine &message) {
-  return createStringError(message);
+  return createStringError(printable(message.str()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -78,10 +83,27 @@ std::string shardc::onnx_import::typeName(int32_t t) {
   return name ? *name : "type " + std::to_string(t);
 }
 
-/// The bytes of a tensor stored as external data, read from the file its
-/// `location` names next to the model.
+/// What an ONNX file (a model, a --bind tensor) may hold: protobuf's limit.
+static const char kProtobufLimit[] =
+    "the 2 GiB protobuf limit of an ONNX file (a larger model keeps its "
+    "tensors as external data)";
+
+/// A path with its symlinks resolved (realpath), or an error naming why not.
+static Expected<std::string> resolvedPath(const std::string &path) {
+  char *resolved = ::realpath(path.c_str(), nullptr);
+  if (!resolved)
+    return fail("'" + path + "': " + std::strerror(errno));
+  std::string out(resolved);
+  std::free(resolved);
+  return out;
+}
+
+/// The `bytes` bytes of a tensor stored as external data, read from the file
+/// its `location` names: inside the model's folder after symlinks (unless
+/// the policy allows any place), a regular file, the range inside it.
 static Expected<std::string> externalBytes(const onnx::TensorProto &t,
-                                           llvm::StringRef baseDir) {
+                                           const ExternalDataPolicy &policy,
+                                           uint64_t bytes) {
   std::string location;
   uint64_t offset = 0, length = 0;
   bool hasLength = false;
@@ -99,30 +121,56 @@ static Expected<std::string> externalBytes(const onnx::TensorProto &t,
                     kv.value() + "'");
     }
   }
-  if (location.empty() || llvm::sys::path::is_absolute(location) ||
-      llvm::StringRef(location).contains(".."))
-    return fail("tensor '" + t.name() + "': external data location '" +
-                location + "' must be a relative path inside the model's folder");
-  llvm::SmallString<256> path(baseDir);
+  std::string what = "tensor '" + t.name() + "': external data location '" +
+                     location + "'";
+  if (location.empty())
+    return fail(what + " is empty");
+  llvm::SmallString<256> path;
+  if (!llvm::sys::path::is_absolute(location))
+    path = policy.dir;
   llvm::sys::path::append(path, location);
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
+  Expected<std::string> resolved = resolvedPath(std::string(path));
+  if (!resolved)
+    return fail(what + ": cannot read external data file " +
+                llvm::toString(resolved.takeError()));
+  if (!policy.allowOutside) {
+    Expected<std::string> dir = resolvedPath(policy.dir);
+    if (!dir)
+      return fail(what + ": cannot resolve the model's folder " +
+                  llvm::toString(dir.takeError()));
+    std::string prefix = *dir == "/" ? *dir : *dir + "/";
+    if (!llvm::StringRef(*resolved).starts_with(prefix))
+      return fail(what + " resolves to '" + *resolved +
+                  "', outside the model's folder '" + *dir +
+                  "' (--allow-external-data-outside permits it)");
+  }
+  std::string error;
+  uint64_t size = 0;
+  runtime::FileHandle file =
+      runtime::openInputFile(*resolved, UINT64_MAX, "", error, &size);
   if (!file)
-    return fail("tensor '" + t.name() + "': cannot read external data file '" +
-                path + "': " + file.getError().message());
-  uint64_t size = (*file)->getBufferSize();
+    return fail(what + ": " + error);
   if (!hasLength)
     length = offset <= size ? size - offset : 0;
   if (offset > size || length > size - offset)
     return fail("tensor '" + t.name() + "': external data [" +
                 llvm::Twine(offset) + ", +" + llvm::Twine(length) +
-                ") lies outside '" + path + "' (" + llvm::Twine(size) +
+                ") lies outside '" + *resolved + "' (" + llvm::Twine(size) +
                 " bytes)");
-  return std::string((*file)->getBufferStart() + offset, length);
+  if (length != bytes)
+    return fail("tensor '" + t.name() + "' holds " + llvm::Twine(length) +
+                " bytes of external data, its shape needs " +
+                llvm::Twine(bytes));
+  std::string out(size_t(length), '\0');
+  if (!runtime::readAtNoThrow(file.fd(), *resolved, offset, out.data(), length,
+                              error))
+    return fail(what + ": " + error);
+  return out;
 }
 
-Expected<HostTensor> shardc::onnx_import::toHost(const onnx::TensorProto &t,
-                                                 llvm::StringRef baseDir) {
+Expected<HostTensor>
+shardc::onnx_import::toHost(const onnx::TensorProto &t,
+                            const ExternalDataPolicy &baseDir) {
   HostTensor h;
   h.onnxType = t.data_type();
   int64_t n = 1;
@@ -167,7 +215,8 @@ Expected<HostTensor> shardc::onnx_import::toHost(const onnx::TensorProto &t,
   std::string raw;
   bool hasRaw = t.has_raw_data();
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    Expected<std::string> bytes = externalBytes(t, baseDir);
+    Expected<std::string> bytes =
+        externalBytes(t, baseDir, uint64_t(n) * uint64_t(width));
     if (!bytes)
       return bytes.takeError();
     raw = std::move(*bytes);
@@ -436,12 +485,12 @@ Error GraphImporter::untie(const std::string &source, const std::string &name) {
 
 Error GraphImporter::addInputs() {
   for (const auto &[name, file] : opts.bindings) {
-    auto buffer = llvm::MemoryBuffer::getFile(file);
+    std::string bytes, error;
+    if (!runtime::readInputFile(file, runtime::kMaxProtobufBytes,
+                                kProtobufLimit, bytes, error))
+      return fail("--bind " + name + ": " + error);
     onnx::TensorProto t;
-    if (!buffer)
-      return fail("--bind " + name + ": cannot read '" + file + "'");
-    if (!t.ParseFromArray((*buffer)->getBufferStart(),
-                          int((*buffer)->getBufferSize())))
+    if (!t.ParseFromArray(bytes.data(), int(bytes.size())))
       return fail("--bind " + name + ": '" + file + "' is not a TensorProto");
     Expected<HostTensor> h = toHost(t, baseDir);
     if (!h)
@@ -627,7 +676,8 @@ Expected<ImportedModel> GraphImporter::run(llvm::StringRef path) {
   if (Error e = addInputs())
     return fail(path + ": " + llvm::toString(std::move(e)));
   for (const onnx::NodeProto &node : graph.node()) {
-    loc = NameLoc::get(b.getStringAttr(node.name().empty() ? node.op_type() : node.name()));
+    loc = NameLoc::get(b.getStringAttr(
+        printable(node.name().empty() ? node.op_type() : node.name())));
     if (Error e = importNode(node))
       return fail(path + ": " + llvm::toString(std::move(e)));
   }
@@ -756,23 +806,24 @@ Expected<ImportedModel> shardc::onnx_import::importModel(MLIRContext &context,
                                                          const ImportOptions &options) {
   context.getOrLoadDialect<nn::NNDialect>();
   context.getOrLoadDialect<func::FuncDialect>();
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
-  if (!file)
-    return fail(path + ": cannot read: " + file.getError().message());
-  if ((*file)->getBufferSize() > size_t(INT32_MAX))
-    return fail(path + ": a model file over 2 GB must keep its tensors as "
-                       "external data");
+  std::string bytes, error;
+  if (!runtime::readInputFile(path.str(), runtime::kMaxProtobufBytes,
+                              kProtobufLimit, bytes, error))
+    return fail(error);
   onnx::ModelProto model;
-  if (!model.ParseFromArray((*file)->getBufferStart(), int((*file)->getBufferSize())))
+  if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
     return fail(path + ": not a valid ONNX model (the protobuf does not parse: "
                        "truncated or corrupt file?)");
+  bytes = std::string();
   if (!model.has_graph() || model.graph().node_size() == 0)
     return fail(path + ": not a valid ONNX model (no graph or no nodes)");
   llvm::SmallString<256> dir(path);
   llvm::sys::path::remove_filename(dir);
   if (dir.empty())
     dir = ".";
-  GraphImporter importer(context, model, std::string(dir), options);
+  GraphImporter importer(context, model,
+                         ExternalDataPolicy{std::string(dir),
+                                            options.allowExternalDataOutside},
+                         options);
   return importer.run(path);
 }

@@ -44,6 +44,9 @@ struct ImportOptions {
   /// The target the model is compiled for: which element types its kernels
   /// compute and index in (null: the default target).
   const TargetDescription *target = nullptr;
+  /// --allow-external-data-outside: external data files may lie outside the
+  /// model's folder (after symlinks); they must still be regular files.
+  bool allowExternalDataOutside = false;
 };
 
 /// A trainable initializer: the initial value of a parameter.

@@ -2,6 +2,7 @@
 #include "runtime/abi/abi.h"
 #include "runtime/data.h"
 #include "runtime/files.h"
+#include "runtime/text.h"
 #include "runtime/hf_io.h"
 #include "runtime/model.h"
 #include "runtime/safetensors.h"
@@ -323,4 +324,17 @@ TEST(Abi, EveryKernelChecksItsCounts) {
     EXPECT_EQ(A::lookupKernel(k.name), &k);
   }
   EXPECT_EQ(A::lookupKernel("no_such_kernel"), nullptr);
+}
+
+TEST(Text, PrintableEscapesControlsAndKeepsUtf8) {
+  using shardc::runtime::printable;
+  EXPECT_EQ(printable("\x1b[31mevil\nname"), "\\1B[31mevil\\0Aname");
+  EXPECT_EQ(printable("a\\b\x7f"), "a\\b\\7F");
+  // UTF-8 is kept, C1 controls (U+009B, CSI) and invalid bytes are not.
+  EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(printable("x\xc2\x9by"), "x\\C2\\9By");
+  EXPECT_EQ(printable("\xff\xc3"), "\\FF\\C3");
+  // Idempotent: escaping twice changes nothing.
+  std::string once = printable("\x1b\n\xc2\x9b\xff");
+  EXPECT_EQ(printable(once), once);
 }

@@ -12,16 +12,33 @@
 #include "compiler/Options.h"
 #include "frontends/meta/ModelConfig.h"
 #include "frontends/onnx/Importer.h"
+#include "runtime/text.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
 
 using namespace llvm;
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  // Out of memory is a one-line error saying what was under way, not
+  // LLVM's crash report: operator new throws std::bad_alloc again (InitLLVM
+  // installed a handler that aborts), caught below; LLVM's own allocation
+  // failures end here.
+  std::set_new_handler(nullptr);
+  install_bad_alloc_error_handler([](void *, const char *, bool) {
+    std::fprintf(stderr, "shardc: error: out of memory while %s\n",
+                 shardc::compileActivity().c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  });
   shardc::DriverOptions options;
   options.bindOptions();
   cl::SetVersionPrinter([](raw_ostream &os) { os << "shardc 0.1\n"; });
@@ -43,11 +60,20 @@ int main(int argc, char **argv) {
       outs() << op << "\n";
     return 0;
   }
-  Error error = options.validate();
-  if (!error)
-    error = shardc::compile(options);
-  if (error) {
-    WithColor::error(errs(), "shardc") << toString(std::move(error)) << "\n";
+  // Errors quote names from the input files: printed printable, one line.
+  try {
+    Error error = options.validate();
+    if (!error)
+      error = shardc::compile(options);
+    if (error) {
+      WithColor::error(errs(), "shardc")
+          << shardc::runtime::printable(toString(std::move(error))) << "\n";
+      return 1;
+    }
+  } catch (...) {
+    WithColor::error(errs(), "shardc")
+        << shardc::runtime::describeCurrentException(shardc::compileActivity())
+        << "\n";
     return 1;
   }
   return 0;
