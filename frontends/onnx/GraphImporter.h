@@ -31,7 +31,11 @@
 namespace shardc::onnx_import {
 
 /// The opsets of the default domain the importer reads (the model's).
-constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
+/// The default domain's opsets a model may declare. Each op's registry
+/// entry then says at which of them the importer knows the op's version:
+/// one whose semantics changed after an older model's opset is refused
+/// there, naming the node.
+constexpr int64_t kMinOpset = 1, kMaxOpset = 21;
 
 llvm::Error fail(const llvm::Twine &message);
 

@@ -529,16 +529,16 @@ ArrayRef<OpInfo> shardc::onnx_import::shapeOps() {
   // Op type, opsets, inputs, outputs, handler.
   // clang-format off
   static const OpInfo ops[] = {
-      {"Constant", {13, 21}, {0, 0}, {1, 1}, &GraphImporter::constantNode},
-      {"Identity", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::identity},
+      {"Constant", {1, 21}, {0, 0}, {1, 1}, &GraphImporter::constantNode},
+      {"Identity", {1, 21}, {1, 1}, {1, 1}, &GraphImporter::identity},
       {"Shape", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::shapeNode},
-      {"ConstantOfShape", {13, 21}, {1, 1}, {1, 1},
+      {"ConstantOfShape", {9, 21}, {1, 1}, {1, 1},
        &GraphImporter::constantOfShape},
-      {"Range", {13, 21}, {3, 3}, {1, 1}, &GraphImporter::range},
+      {"Range", {11, 21}, {3, 3}, {1, 1}, &GraphImporter::range},
       {"Reshape", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::reshapeLike},
       // (Un)squeeze also read their axes from the attribute opsets < 13 had.
-      {"Unsqueeze", {13, 21}, {1, 2}, {1, 1}, &GraphImporter::reshapeLike},
-      {"Squeeze", {13, 21}, {1, 2}, {1, 1}, &GraphImporter::reshapeLike},
+      {"Unsqueeze", {11, 21}, {1, 2}, {1, 1}, &GraphImporter::reshapeLike},
+      {"Squeeze", {11, 21}, {1, 2}, {1, 1}, &GraphImporter::reshapeLike},
       {"Transpose", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::transpose},
       {"Concat", {13, 21}, {1, kVariadic}, {1, 1}, &GraphImporter::concat},
       {"Expand", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::expand},
