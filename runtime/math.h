@@ -99,28 +99,28 @@ constexpr float kGeluAlpha = 0.7978845238685608f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 constexpr float kSqrtHalf = 0.7071067811865476f;
 
-/// The tanh form's 0.5 (1 + tanh(z)) for z = sqrt(2/pi) (v + 0.044715 v^3),
-/// computed as sigmoid(2z): the same function without 1 + tanh's
-/// cancellation, so its relative error is a few ulps everywhere (through
-/// fastTanh it was ~1.8e-7 absolute, unbounded relative error where
-/// tanh(z) nears -1). tools/bench/gelu_tanh measures both.
-SHARDC_HD inline float geluTanhGate(float v) {
-  return fastSigmoid(2.0f * kGeluAlpha * (v + 0.044715f * v * v * v));
+/// The tanh form's tanh(z) for z = sqrt(2/pi) (v + 0.044715 v^3), through
+/// the math library's tanhf, as the exported chain (and PyTorch) computes
+/// it: the fused op then gives the chain's values to about an ulp, zeros
+/// where 1 + tanh(z) rounds to 0 included. fastTanh's ~1.8e-7 absolute
+/// error made it ~4 times the chain's own worst error;
+/// tools/bench/gelu_tanh measures the formulas and their cost.
+SHARDC_HD inline float geluTanhInner(float v) {
+  return tanhf(kGeluAlpha * (v + 0.044715f * v * v * v));
 }
 
 /// GELU: the tanh approximation or the exact (erf) form.
 SHARDC_HD inline float gelu(float v, bool tanhForm) {
-  return tanhForm ? v * geluTanhGate(v)
+  return tanhForm ? 0.5f * v * (1.0f + geluTanhInner(v))
                   : 0.5f * v * (1.0f + erff(v * kSqrtHalf));
 }
 
 /// d gelu(v) / dv.
 SHARDC_HD inline float geluGrad(float v, bool tanhForm) {
   if (tanhForm) {
-    // 0.5 (1 + t) = s and 0.5 (1 - t^2) = 2 s (1 - s) for s = sigmoid(2z).
-    float s = geluTanhGate(v);
-    return s + 2.0f * v * s * (1.0f - s) * kGeluAlpha *
-                   (1.0f + 3.0f * 0.044715f * v * v);
+    float t = geluTanhInner(v);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluAlpha *
+                                   (1.0f + 3.0f * 0.044715f * v * v);
   }
   return 0.5f * (1.0f + erff(v * kSqrtHalf)) +
          v * fastExp(-0.5f * v * v) * kInvSqrt2Pi;
