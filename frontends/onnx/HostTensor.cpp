@@ -439,6 +439,71 @@ shardc::onnx_import::evalFolded(const std::string &op,
         },
         boolLike({}));
   }
+  if (op == "ReduceMax") {
+    const HostTensor &a = *in[0];
+    if (a.kind == Kind::Bool) {
+      why = "ReduceMax takes numbers";
+      return std::nullopt;
+    }
+    int64_t rank = int64_t(a.shape.size());
+    std::vector<int64_t> axes = attrs.axes.value_or(std::vector<int64_t>{});
+    if (in.size() > 1 && in[1])
+      axes = in[1]->i;
+    if (axes.empty()) {
+      if (attrs.noopWithEmptyAxes)
+        return a;
+      for (int64_t d = 0; d < rank; ++d)
+        axes.push_back(d);
+    }
+    std::vector<bool> reduced(size_t(rank), false);
+    for (int64_t d : axes) {
+      if (d < -rank || d >= rank) {
+        why = "axis " + std::to_string(d) + " is out of range for rank " +
+              std::to_string(rank);
+        return std::nullopt;
+      }
+      reduced[size_t(d < 0 ? d + rank : d)] = true;
+    }
+    std::vector<int64_t> kept; // the result's shape with keepdims
+    for (int64_t d = 0; d < rank; ++d)
+      kept.push_back(reduced[size_t(d)] ? 1 : a.shape[size_t(d)]);
+    int64_t n = product(kept);
+    if (product(a.shape) == 0 && n > 0) {
+      why = "it reduces an empty tensor, which has no maximum";
+      return std::nullopt;
+    }
+    std::vector<double> best(size_t(n), -INFINITY);
+    std::vector<bool> seen(size_t(n), false);
+    for (int64_t k = 0, total = product(a.shape); k < total; ++k) {
+      int64_t rest = k, out = 0, stride = 1;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        int64_t idx = rest % a.shape[size_t(d)];
+        rest /= a.shape[size_t(d)];
+        if (!reduced[size_t(d)])
+          out += idx * stride;
+        stride *= kept[size_t(d)];
+      }
+      double v = a.at(k);
+      double &b = best[size_t(out)];
+      if (std::isnan(v) || std::isnan(b))
+        b = std::nan("");
+      else if (!seen[size_t(out)] || v > b)
+        b = v;
+      seen[size_t(out)] = true;
+    }
+    std::vector<int64_t> shape;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[size_t(d)] || attrs.keepDims)
+        shape.push_back(kept[size_t(d)]);
+    HostTensor r = like(a, shape);
+    for (double v : best) {
+      if (a.kind == Kind::Float)
+        r.f.push_back(v);
+      else
+        r.i.push_back(int64_t(v));
+    }
+    return r;
+  }
   if (op == "Cos" || op == "Sin") {
     const HostTensor &a = *in[0];
     if (a.kind != Kind::Float) {

@@ -69,10 +69,14 @@ HostTensor evalCast(const HostTensor &x, int32_t onnxType);
 struct FoldAttrs {
   bool axisFromInput = false;
   int64_t exclusive = 0, reverse = 0, batchDims = 0;
+  /// ReduceMax: the axes attribute (opsets below 18; from 18 the second
+  /// input), keepdims and noop_with_empty_axes.
+  std::optional<std::vector<int64_t>> axes;
+  int64_t keepDims = 1, noopWithEmptyAxes = 0;
 };
 
 /// Evaluates an op of ops/Folded.cpp (comparisons, logic, Cos, Sin, Max,
-/// Min, CumSum, GatherND) on known inputs (null: an omitted optional
+/// Min, ReduceMax, CumSum, GatherND) on known inputs (null: an omitted optional
 /// input); nullopt with `why` set when the inputs do not fit the op.
 std::optional<HostTensor> evalFolded(const std::string &op,
                                      const std::vector<const HostTensor *> &in,

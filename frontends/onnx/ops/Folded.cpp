@@ -1,7 +1,8 @@
 //===- Folded.cpp - ONNX ops evaluated at compile time only ---------------===//
 //
 // Comparisons (Less, LessOrEqual, Greater, GreaterOrEqual), logic (Not,
-// And, Or, Xor), trigonometry (Cos, Sin), Max, Min, CumSum and GatherND.
+// And, Or, Xor), trigonometry (Cos, Sin), Max, Min, ReduceMax, CumSum and
+// GatherND.
 // Exporters use them to build causal masks, rope tables and position ids
 // from shapes and constants: every input is known once the shapes are
 // static, and the importer evaluates them (HostTensor.cpp). On values
@@ -31,6 +32,9 @@ Error GraphImporter::folded(const onnx::NodeProto &n) {
   attrs.exclusive = attrInt(n, "exclusive", 0);
   attrs.reverse = attrInt(n, "reverse", 0);
   attrs.batchDims = attrInt(n, "batch_dims", 0);
+  attrs.axes = attrInts(n, "axes");
+  attrs.keepDims = attrInt(n, "keepdims", 1);
+  attrs.noopWithEmptyAxes = attrInt(n, "noop_with_empty_axes", 0);
   std::string why;
   std::optional<HostTensor> r = evalFolded(n.op_type(), inputs, attrs, why);
   if (!r)
@@ -56,6 +60,8 @@ llvm::ArrayRef<OpInfo> shardc::onnx_import::foldedOps() {
       {"Max", {13, 21}, {1, kVariadic}, {1, 1}, &GraphImporter::folded},
       {"Min", {13, 21}, {1, kVariadic}, {1, 1}, &GraphImporter::folded},
       {"CumSum", {14, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
+      // Axes an attribute before opset 18, the optional second input after.
+      {"ReduceMax", {13, 21}, {1, 2}, {1, 1}, &GraphImporter::folded},
       {"GatherND", {13, 21}, {2, 2}, {1, 1}, &GraphImporter::folded},
   };
   // clang-format on
