@@ -398,6 +398,20 @@ LogicalResult StepBuilder::lower(Operation *op) {
                 g.getApproximate() == "tanh" ? 1 : 0});
         return success();
       })
+      .Case([&](nn::LeakyReluOp r) {
+        Value x = buf(r.getInput());
+        kernel(loc, K::leaky_relu, {x, define(r.getResult())},
+               {tensorType(r.getInput()).getNumElements()},
+               {r.getAlpha().convertToDouble()});
+        return success();
+      })
+      .Case([&](nn::LeakyReluGradOp g) {
+        Value x = buf(g.getInput()), dy = buf(g.getGrad());
+        kernel(loc, K::leaky_relu_grad, {x, dy, define(g.getResult())},
+               {tensorType(g.getInput()).getNumElements()},
+               {g.getAlpha().convertToDouble()});
+        return success();
+      })
       .Case([&](nn::SiluGradOp g) {
         Value x = buf(g.getInput()), dy = buf(g.getGrad());
         kernel(loc, K::silu_grad, {x, dy, define(g.getResult())},

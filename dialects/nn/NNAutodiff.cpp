@@ -111,6 +111,11 @@ SmallVector<Value> RotaryOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
                            /*inverse=*/!getInverse())};
 }
 
+SmallVector<Value> LeakyReluOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
+  return {LeakyReluGradOp::create(b, getLoc(), getType(), getInput(), grads[0],
+                                  getAlphaAttr())};
+}
+
 SmallVector<Value> RotaryTableOp::buildVJP(OpBuilder &b,
                                            ArrayRef<Value> grads) {
   Value dx = RotaryTableOp::create(b, getLoc(), getType(), grads[0], getCos(),

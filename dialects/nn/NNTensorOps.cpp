@@ -34,6 +34,7 @@ LogicalResult LogOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult ReluOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult SoftplusOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult NanToZeroOp::verify() { return verifyStaticShapes(*this); }
+LogicalResult LeakyReluOp::verify() { return verifyStaticShapes(*this); }
 
 LogicalResult UnaryGradOp::verify() {
   if (abi::unaryFnCode(getFn().str()) < 0)

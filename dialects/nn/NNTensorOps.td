@@ -64,6 +64,25 @@ def NN_SoftplusOp : NN_MathOp<"softplus", "log(1 + exp(x)) (x above 20: x)">;
 // softmax of scaled_dot_product_attention.
 def NN_NanToZeroOp : NN_MathOp<"nan_to_zero", "x, or 0 where x is NaN">;
 
+def NN_LeakyReluOp : NN_Op<"leaky_relu", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
+  let summary = "leaky rectified linear unit";
+  let description = [{
+    `y = x` where `x > 0`, else `alpha * x` (`torch.nn.functional.leaky_relu`,
+    ONNX LeakyRelu), elementwise; its gradient at 0 is `alpha`, as PyTorch's.
+
+    Example:
+    ```mlir
+    %y = nn.leaky_relu %x {alpha = 1.0e-01 : f64} : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                   DefaultValuedAttr<F64Attr, "0.01">:$alpha);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def NN_UnaryGradOp : NN_Op<"unary_grad", [Pure,
     AllTypesMatch<["input", "output", "grad", "result"]>]> {
   let summary = "gradient of an elementwise math op";

@@ -149,6 +149,12 @@ def NN_SiluGradOp : NN_ActivationGradOp<"silu_grad", "SiLU"> {
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad);
 }
 
+def NN_LeakyReluGradOp : NN_ActivationGradOp<"leaky_relu_grad",
+                                             "leaky ReLU (alpha where x <= 0)"> {
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
+                   DefaultValuedAttr<F64Attr, "0.01">:$alpha);
+}
+
 def NN_SoftmaxGradOp : NN_Op<"softmax_grad",
     [Pure, AllTypesMatch<["output", "grad", "result"]>]> {
   let summary = "gradient of softmax from its output";

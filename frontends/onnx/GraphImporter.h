@@ -85,6 +85,7 @@ public:
   llvm::Error castNode(const onnx::NodeProto &n);
   llvm::Error where(const onnx::NodeProto &n);
   llvm::Error isNan(const onnx::NodeProto &n);
+  llvm::Error leakyRelu(const onnx::NodeProto &n);
   llvm::Error folded(const onnx::NodeProto &n); // ops/Folded.cpp
   llvm::Error geluNode(const onnx::NodeProto &n);
   // ops/Linear.cpp

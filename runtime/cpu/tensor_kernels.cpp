@@ -240,6 +240,28 @@ SHARDC_KERNEL(concat_part) {
 }
 
 // x[batch,rows,cols] -> y, x where c - r >= k (upper) or c - r <= k, else 0
+// x[n] -> y[n] = x > 0 ? x : alpha x (f32 arithmetic, as PyTorch)
+SHARDC_KERNEL(leaky_relu) {
+  int64_t n = i[A::leaky_relu::n];
+  float alpha = float(f[A::leaky_relu::f::alpha]);
+  const float *x = F(b[0]);
+  float *y = F(b[1]);
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = x[k] > 0 ? x[k] : x[k] * alpha;
+  launched(ctx, stream);
+}
+
+// x[n], dy[n] -> dx[n] = x > 0 ? dy : alpha dy (alpha at 0, as PyTorch)
+SHARDC_KERNEL(leaky_relu_grad) {
+  int64_t n = i[A::leaky_relu_grad::n];
+  float alpha = float(f[A::leaky_relu_grad::f::alpha]);
+  const float *x = F(b[0]), *dy = F(b[1]);
+  float *dx = F(b[2]);
+  for (int64_t k = 0; k < n; ++k)
+    dx[k] = x[k] > 0 ? dy[k] : dy[k] * alpha;
+  launched(ctx, stream);
+}
+
 SHARDC_KERNEL(trilu) {
   int64_t batch = i[A::trilu::batch], rows = i[A::trilu::rows],
           cols = i[A::trilu::cols], upper = i[A::trilu::upper],

@@ -34,6 +34,10 @@ import torch_models as tm  # noqa: E402
 V, C, H, L, T = 61, 32, 4, 2, 16
 
 
+def leaky(x):
+    return nn.functional.leaky_relu(x, 0.1)
+
+
 class EncoderLM(nn.Module):
     def __init__(self, activation="gelu"):
         super().__init__()
@@ -109,7 +113,9 @@ class GPTLM(nn.Module):
 
 MODELS = {"encoder": EncoderLM, "gpt": GPTLM,
           # nn.TransformerEncoderLayer's default activation: ONNX Relu.
-          "encoder-relu": lambda: EncoderLM(activation="relu")}
+          "encoder-relu": lambda: EncoderLM(activation="relu"),
+          # A leaky ReLU activation (slope 0.1): ONNX LeakyRelu.
+          "encoder-leaky": lambda: EncoderLM(activation=leaky)}
 FUSED = ["attention", "gelu", "layer_norm"]
 DECOMPOSED = ["batch_matmul", "softmax", "erf", "sqrt", "pow", "sub", "div"]
 

@@ -163,6 +163,10 @@ func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.p
   %gg = nn.gelu_grad %x, %x {approximate = "tanh"} : tensor<2x4x8xf32>
   // CHECK: "silu_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 64>}
   %sg = nn.silu_grad %x, %x : tensor<2x4x8xf32>
+  // CHECK: "leaky_relu"({{.*}}) {floats = array<f64: 2.500000e-01>, ints = array<i64: 64>}
+  %lr = nn.leaky_relu %x {alpha = 0.25 : f64} : tensor<2x4x8xf32>
+  // CHECK: "leaky_relu_grad"({{.*}}) {floats = array<f64: 2.500000e-01>, ints = array<i64: 64>}
+  %lrg = nn.leaky_relu_grad %x, %lr {alpha = 0.25 : f64} : tensor<2x4x8xf32>
   // CHECK: "softmax_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 1>}
   %smg = nn.softmax_grad %x, %x : tensor<2x4x8xf32>
   // CHECK: "rotary"({{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 1, 4, 4, 8, 1>}

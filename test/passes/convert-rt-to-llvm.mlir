@@ -33,12 +33,12 @@ func.func @shardc_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !
 
 // Constants are placed in the constants region at 64-byte aligned offsets;
 // views of views add their offsets. The typed collectives become the ABI's
-// collective kernels: all_gather (46) of one input, all_gather_group (47) of
-// several (k, axis, dtype, counts), reduce_scatter (48), all_reduce (49),
-// all_gather_subgroup (51) with the subgroup size last; bf16 is dtype 1.
+// collective kernels: all_gather (48) of one input, all_gather_group (49) of
+// several (k, axis, dtype, counts), reduce_scatter (50), all_reduce (51),
+// all_gather_subgroup (53) with the subgroup size last; bf16 is dtype 1.
 // CHECK-DAG: llvm.mlir.global external constant @shardc_constants("\01\00\00\00\02\00\00\00{{(\\00)+}}\03\00\00\00")
 // CHECK-DAG: llvm.mlir.global external constant @shardc_program_consts(dense<[1, 15, 0, 2, 1, 0, 288230376151711744, 216172782113783872, 4, 1, 15, 0, 2, 1, 0, 288230376151711808, 216172782113783872, 4, 0]>
-// CHECK-DAG: llvm.mlir.global external constant @shardc_program_comm(dense<[1, 46, 1, 2, 3, 0, 0, 216172782113783808, 16, 0, 0, 1, 47, 1, 6, 5, 0, 0, 64, 216172782113783808, 216172782113783872, 216172782113783936, 216172782113784000, 2, 1, 1, 16, 8, 1, 48, 1, 3, 3, 0, 216172782113783808, 216172782113783872, 216172782113783936, 16, 1, 0, 1, 49, 1, 2, 3, 0, 72057594037927936, 72057594037927936, 16, 0, 0, 1, 51, 1, 2, 4, 0, 0, 216172782113783808, 16, 0, 0, 2, 0]>
+// CHECK-DAG: llvm.mlir.global external constant @shardc_program_comm(dense<[1, 48, 1, 2, 3, 0, 0, 216172782113783808, 16, 0, 0, 1, 49, 1, 6, 5, 0, 0, 64, 216172782113783808, 216172782113783872, 216172782113783936, 216172782113784000, 2, 1, 1, 16, 8, 1, 50, 1, 3, 3, 0, 216172782113783808, 216172782113783872, 216172782113783936, 16, 1, 0, 1, 51, 1, 2, 3, 0, 72057594037927936, 72057594037927936, 16, 0, 0, 1, 53, 1, 2, 4, 0, 0, 216172782113783808, 16, 0, 0, 2, 0]>
 module {
 func.func @shardc_consts(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
   %a = rt.constant dense<[1, 2]> : tensor<2xi32> : !rt.buffer

@@ -247,6 +247,12 @@ func.func @forward(%t: tensor<1x2x3xi32> {nn.input = "targets"}, %x: tensor<1x2x
   %l = nn.cross_entropy %y, %t : (tensor<1x2x3x6xf32>, tensor<1x2x3xi32>) -> tensor<f32>
   return %l : tensor<f32>
 })"},
+    {"leaky_relu", R"(
+func.func @forward(%t: tensor<4xi32> {nn.input = "targets"}, %x: tensor<4x6xf32> {nn.param = "x"}) -> tensor<f32> {
+  %y = nn.leaky_relu %x {alpha = 0.2 : f64} : tensor<4x6xf32>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+})"},
     {"rotary_table", R"(
 func.func @forward(%t: tensor<1x2x3xi32> {nn.input = "targets"}, %x: tensor<1x2x3x6xf32> {nn.param = "x"}) -> tensor<f32> {
   %c = nn.constant dense<[[1.0, 0.5, -0.25], [0.75, -1.5, 0.125], [0.3, 0.9, -0.6]]> : tensor<3x3xf32> -> tensor<3x3xf32>

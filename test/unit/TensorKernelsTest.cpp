@@ -244,6 +244,27 @@ TEST(TensorKernels, ReluAndSoftplusOnBothSides) {
   }
 }
 
+TEST(TensorKernels, LeakyReluAndItsGradient) {
+  // torch.nn.functional.leaky_relu(x, 0.2) and its backward: slope 0.2 at
+  // and below 0.
+  Vec x = {-3.0f, -0.5f, 0.0f, 0.25f, 2.0f}, y(x.size()), dy = {1, 2, 3, 4, 5},
+      dx(x.size());
+  const int64_t n = int64_t(x.size());
+  std::vector<void *> b = bufs(x, y);
+  SHARDC_LAUNCH(leaky_relu, &ctx, b,
+                packInts(Id::leaky_relu, {{A::leaky_relu::n, n}}),
+                packFloats(Id::leaky_relu, {{A::leaky_relu::f::alpha, 0.2}}),
+                A::kComputeStream);
+  EXPECT_EQ(y, (Vec{-3.0f * 0.2f, -0.5f * 0.2f, 0.0f, 0.25f, 2.0f}));
+  std::vector<void *> g = bufs(x, dy, dx);
+  SHARDC_LAUNCH(leaky_relu_grad, &ctx, g,
+                packInts(Id::leaky_relu_grad, {{A::leaky_relu_grad::n, n}}),
+                packFloats(Id::leaky_relu_grad,
+                           {{A::leaky_relu_grad::f::alpha, 0.2}}),
+                A::kComputeStream);
+  EXPECT_EQ(dx, (Vec{1 * 0.2f, 2 * 0.2f, 3 * 0.2f, 4.0f, 5.0f}));
+}
+
 TEST(TensorKernels, NanToZeroZeroesNaNsOnly) {
   // torch.where(isnan(x), 0, x) and its gradient: 1 where x is a number.
   const float nan = std::numeric_limits<float>::quiet_NaN(),

@@ -78,6 +78,27 @@ Error GraphImporter::unary(const onnx::NodeProto &n) {
   return Error::success();
 }
 
+// LeakyRelu: x > 0 ? x : alpha x (alpha 0.01 by default), as nn.leaky_relu;
+// on a constant, evaluated with the same f32 arithmetic.
+Error GraphImporter::leakyRelu(const onnx::NodeProto &n) {
+  float alpha = float(attrFloat(n, "alpha", 0.01));
+  if (allInputsConst(n) && constant(n.input(0)).kind == Kind::Float) {
+    HostTensor r = constant(n.input(0));
+    for (double &v : r.f) {
+      float x = float(v);
+      v = x > 0 ? x : x * alpha;
+    }
+    setConst(n.output(0), std::move(r));
+    return Error::success();
+  }
+  Expected<Value> x = floatValue(n, 0);
+  if (!x)
+    return x.takeError();
+  setValue(n.output(0), nn::LeakyReluOp::create(b, loc, x->getType(), *x,
+                                                b.getF64FloatAttr(alpha)));
+  return Error::success();
+}
+
 // Gelu (opset 20): approximate "none" (erf) or "tanh", as nn.gelu.
 Error GraphImporter::geluNode(const onnx::NodeProto &n) {
   std::string approximate = attrString(n, "approximate", "none");
@@ -198,6 +219,7 @@ ArrayRef<OpInfo> shardc::onnx_import::elementwiseOps() {
       {"Sigmoid", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
       {"Relu", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
       {"Softplus", {1, 21}, {1, 1}, {1, 1}, &GraphImporter::unary},
+      {"LeakyRelu", {6, 21}, {1, 1}, {1, 1}, &GraphImporter::leakyRelu},
       {"IsNaN", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::isNan},
       {"Gelu", {20, 21}, {1, 1}, {1, 1}, &GraphImporter::geluNode},
       {"Cast", {13, 21}, {1, 1}, {1, 1}, &GraphImporter::castNode},
