@@ -598,6 +598,13 @@ Error GraphImporter::importNode(const onnx::NodeProto &n) {
       return nodeError(n,
                        "input '" + n.input(k) + "' is not defined before it");
   }
+  // Static single assignment (onnx.checker's rule): a name is the output
+  // of one node, and no node redefines a graph input or initializer.
+  for (const std::string &out : n.output())
+    if (!out.empty() && (vals.count(out) || isNanOf.count(out)))
+      return nodeError(n, "output '" + out +
+                              "' is already defined (an ONNX graph assigns "
+                              "each name once)");
   if (!info->inputs.contains(n.input_size()))
     return nodeError(n, "expects " + countText(info->inputs, "input") +
                             ", has " + llvm::Twine(n.input_size()));

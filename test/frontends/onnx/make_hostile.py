@@ -71,3 +71,13 @@ def huge(path, dims):
 
 huge(os.path.join(out, "huge.onnx"), [1 << 31, 1 << 31])
 huge(os.path.join(out, "oom.onnx"), [1 << 46])
+
+# A name assigned twice (onnx.checker refuses it): the second Gather
+# redefines x.
+ssa = helper.make_graph(
+    [helper.make_node("Gather", ["wte", "ids"], ["x"]),
+     helper.make_node("Gather", ["wte", "ids"], ["x"], name="again"),
+     helper.make_node("MatMul", ["x", "head"], ["logits"])],
+    "g", [ids], [logits],
+    [numpy_helper.from_array(wte, "wte"), numpy_helper.from_array(head, "head")])
+save(helper.make_model(ssa, opset_imports=opset), os.path.join(out, "ssa.onnx"))
