@@ -241,6 +241,42 @@ Value matchLastDimMean(Value m) {
   return x;
 }
 
+/// `v + eps` for a compile-time scalar eps >= 0 (either side), the add
+/// read once: returns v and sets eps.
+Value matchPlusEps(Value sum, double &eps) {
+  auto add = sum.getDefiningOp<nn::AddOp>();
+  if (!add || !add->hasOneUse())
+    return {};
+  std::optional<double> c;
+  Value v = otherOperand(add, [&](Value o) {
+    c = scalarValue(o);
+    return c.has_value();
+  });
+  if (!v || v.getType() != add.getType() || *c < 0)
+    return {};
+  eps = *c;
+  return v;
+}
+
+/// Whether `sq` is `x^2`, as pow(x, 2) or x * x.
+bool isSquareOf(Value sq, Value x) {
+  if (auto pow = sq.getDefiningOp<nn::PowOp>())
+    return pow.getLhs() == x && isScalar(pow.getRhs(), 2.0);
+  if (auto mul = sq.getDefiningOp<nn::MulOp>())
+    return mul.getLhs() == x && mul.getRhs() == x;
+  return false;
+}
+
+/// A norm's weight before a following multiplication is absorbed: ones
+/// over the last dimension of `xt`.
+Value channelOnes(PatternRewriter &rewriter, Location loc,
+                  RankedTensorType xt) {
+  auto channel =
+      RankedTensorType::get({xt.getShape().back()}, xt.getElementType());
+  return nn::FillOp::create(rewriter, loc, channel,
+                            rewriter.getF64FloatAttr(1.0));
+}
+
 struct FuseLayerNorm : OpRewritePattern<nn::DivOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -255,34 +291,17 @@ struct FuseLayerNorm : OpRewritePattern<nn::DivOp> {
       return failure();
     // Denominator sqrt(mean(d^2) + eps).
     auto sqrt = root.getRhs().getDefiningOp<nn::SqrtOp>();
-    auto add = sqrt ? sqrt.getInput().getDefiningOp<nn::AddOp>() : nullptr;
-    if (!add || !sqrt->hasOneUse() || !add->hasOneUse())
-      return failure();
-    std::optional<double> eps;
-    Value var = otherOperand(add, [&](Value v) {
-      eps = scalarValue(v);
-      return eps.has_value();
-    });
-    if (!var || var.getType() != add.getType() || *eps < 0)
-      return failure();
-    Value sq = matchLastDimMean(var);
-    if (!sq)
-      return failure();
-    bool squaresD = false;
-    if (auto pow = sq.getDefiningOp<nn::PowOp>())
-      squaresD = pow.getLhs() == d.getResult() && isScalar(pow.getRhs(), 2.0);
-    else if (auto mul = sq.getDefiningOp<nn::MulOp>())
-      squaresD = mul.getLhs() == d.getResult() && mul.getRhs() == d.getResult();
-    if (!squaresD)
+    double eps = 0;
+    Value var = sqrt && sqrt->hasOneUse() ? matchPlusEps(sqrt.getInput(), eps)
+                                          : Value();
+    Value sq = var ? matchLastDimMean(var) : Value();
+    if (!sq || !isSquareOf(sq, d.getResult()))
       return failure();
     // The weight is ones until a following multiplication is absorbed.
     RankedTensorType xt = typeOf(x);
-    auto channel =
-        RankedTensorType::get({xt.getShape().back()}, xt.getElementType());
-    Value ones = nn::FillOp::create(rewriter, root.getLoc(), channel,
-                                    rewriter.getF64FloatAttr(1.0));
     rewriter.replaceOpWithNewOp<nn::LayerNormOp>(
-        root, xt, x, ones, Value(), rewriter.getF64FloatAttr(*eps));
+        root, xt, x, channelOnes(rewriter, root.getLoc(), xt), Value(),
+        rewriter.getF64FloatAttr(eps));
     return success();
   }
 };
@@ -364,37 +383,20 @@ struct FuseRMSNorm : OpRewritePattern<nn::MulOp> {
     for (int side = 0; side < 2; ++side) {
       Value x = root->getOperand(1 - side);
       Value v = matchRsqrt(root->getOperand(side));
-      auto add = v ? v.getDefiningOp<nn::AddOp>() : nullptr;
-      if (!add || !add->hasOneUse() || x.getType() != root.getType())
-        continue;
-      std::optional<double> eps;
-      Value ms = otherOperand(add, [&](Value o) {
-        eps = scalarValue(o);
-        return eps.has_value();
-      });
-      if (!ms || ms.getType() != add.getType() || *eps < 0)
+      double eps = 0;
+      Value ms = v ? matchPlusEps(v, eps) : Value();
+      if (!ms || x.getType() != root.getType())
         continue;
       // mean(x^2): the division, its sum and the square each read once.
       Value sq = matchLastDimMean(ms);
-      Operation *sqDef = sq ? sq.getDefiningOp() : nullptr;
       auto mean = ms.getDefiningOp<nn::DivOp>();
-      if (!sqDef || !sqDef->hasOneUse() || !mean->hasOneUse() ||
-          !mean.getLhs().hasOneUse())
-        continue;
-      bool squaresX = false;
-      if (auto pow = dyn_cast<nn::PowOp>(sqDef))
-        squaresX = pow.getLhs() == x && isScalar(pow.getRhs(), 2.0);
-      else if (auto mul = dyn_cast<nn::MulOp>(sqDef))
-        squaresX = mul.getLhs() == x && mul.getRhs() == x;
-      if (!squaresX)
+      if (!sq || !sq.hasOneUse() || !mean->hasOneUse() ||
+          !mean.getLhs().hasOneUse() || !isSquareOf(sq, x))
         continue;
       RankedTensorType xt = typeOf(x);
-      auto channel =
-          RankedTensorType::get({xt.getShape().back()}, xt.getElementType());
-      Value ones = nn::FillOp::create(rewriter, root.getLoc(), channel,
-                                      rewriter.getF64FloatAttr(1.0));
       rewriter.replaceOpWithNewOp<nn::RMSNormOp>(
-          root, xt, x, ones, rewriter.getF64FloatAttr(*eps));
+          root, xt, x, channelOnes(rewriter, root.getLoc(), xt),
+          rewriter.getF64FloatAttr(eps));
       return success();
     }
     return failure();

@@ -139,33 +139,34 @@ LogicalResult SoftmaxOp::verify() {
   return verifyStaticShapes(*this);
 }
 
-LogicalResult RotaryOp::verify() {
-  if (failed(verifyStaticShapes(*this)))
+/// A rotary embedding's input: static, [batch, heads, seq, head_dim] with
+/// an even head_dim.
+static LogicalResult verifyRotaryInput(Operation *op, Value input) {
+  if (failed(verifyStaticShapes(op)))
     return failure();
-  RankedTensorType x = tensorType(getInput());
+  RankedTensorType x = tensorType(input);
   if (x.getRank() != 4)
-    return emitOpError("expects an input of rank 4 [batch, heads, seq, "
-                       "head_dim], got ")
+    return op->emitOpError("expects an input of rank 4 [batch, heads, seq, "
+                           "head_dim], got ")
            << x;
   if (x.getDimSize(3) % 2 != 0)
-    return emitOpError("head dimension ")
+    return op->emitOpError("head dimension ")
            << x.getDimSize(3) << " must be even for rotary embedding";
+  return success();
+}
+
+LogicalResult RotaryOp::verify() {
+  if (failed(verifyRotaryInput(*this, getInput())))
+    return failure();
   if (!(getTheta().convertToDouble() > 0.0))
     return emitOpError("theta must be positive");
   return success();
 }
 
 LogicalResult RotaryTableOp::verify() {
-  if (failed(verifyStaticShapes(*this)))
+  if (failed(verifyRotaryInput(*this, getInput())))
     return failure();
   RankedTensorType x = tensorType(getInput());
-  if (x.getRank() != 4)
-    return emitOpError("expects an input of rank 4 [batch, heads, seq, "
-                       "head_dim], got ")
-           << x;
-  if (x.getDimSize(3) % 2 != 0)
-    return emitOpError("head dimension ")
-           << x.getDimSize(3) << " must be even for rotary embedding";
   if (getResult().getType() != x)
     return emitOpError("result type must be the input's, ") << x;
   SmallVector<int64_t> table = {x.getDimSize(2), x.getDimSize(3) / 2};
