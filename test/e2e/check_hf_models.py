@@ -24,13 +24,13 @@ import argparse
 import json
 import os
 import re
-import struct
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
+import torch_models as tm  # noqa: E402
 
 FORMS = ["ts", "dynamo", "pretrained", "sharded"]
 FUSED = ["attention", "gelu", "layer_norm", "rms_norm", "silu", "rotary", "rotary_table"]
@@ -41,19 +41,7 @@ DECOMPOSED = ["batch_matmul", "softmax", "erf", "tanh", "sqrt", "pow", "sub", "d
 
 def read_safetensors(path):
     """name -> float32 array of a safetensors file (F32 only)."""
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        if h["dtype"] != "F32":
-            sys.exit(f"{path}: {name} is {h['dtype']}, expected F32")
-        a, b = h["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype=np.float32).reshape(h["shape"])
-    return out
+    return {n: t.numpy() for n, t in tm.read_safetensors(path).items()}
 
 
 def op_counts(text, names):
@@ -151,7 +139,7 @@ def main():
             log = exe + ".log"
             cmd = [exe, "--data", tokens, "--steps", str(steps), "--lr", str(lr),
                    "--weight-decay", str(wd), "--log", log] + init
-            export = os.path.join(exe + ".hf")
+            export = exe + ".hf"
             if mesh == "1" and init:  # the trained tensors, by their Hugging Face names
                 cmd += ["--export-hf", export]
             harness.run(harness.MPIRUN + ["-np", str(ranks)] + cmd if ranks > 1 else cmd)
