@@ -584,6 +584,36 @@ std::optional<MaskKind> classifyMask(Value mask, int64_t t, int64_t s) {
   return MaskKind::Causal;
 }
 
+/// Scores masked through a select, as masked_fill and torch.where write
+/// them: where(causal, s, fill) or where(above, fill, s), the condition a
+/// constant boolean [..., T, S] true on and below the diagonal (above it
+/// for the second form) and `fill` a splat masked score (isMaskedScore).
+/// It keeps s exactly where unmasked and gives the fill elsewhere, which the
+/// softmax turns into 0 as an added mask does. Returns s, or null.
+Value unmaskWhere(nn::WhereOp w, int64_t t, int64_t s, RankedTensorType st) {
+  auto c = w.getCondition().getDefiningOp<nn::ConstantOp>();
+  auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+  ArrayRef<int64_t> cs = typeOf(w.getCondition()).getShape();
+  if (!dense || cs.size() < 2 || cs[cs.size() - 2] != t || cs.back() != s)
+    return {};
+  for (int side = 0; side < 2; ++side) {
+    Value scores = side == 0 ? w.getLhs() : w.getRhs();
+    Value fill = side == 0 ? w.getRhs() : w.getLhs();
+    std::optional<double> f = splatValue(fill);
+    if (scores.getType() != st || !f || !isMaskedScore(APFloat(*f)))
+      continue;
+    int64_t e = 0;
+    bool causal = llvm::all_of(dense.getValues<bool>(), [&](bool keep) {
+      int64_t i = (e / s) % t, j = e % s;
+      ++e;
+      return keep == (side == 0 ? j <= i : j > i);
+    });
+    if (causal)
+      return scores;
+  }
+  return {};
+}
+
 /// `k` laid out [..., S, D] from `kT` [..., D, S]: the source of a
 /// transpose when it already is, else one transpose (composed with the
 /// transpose that made kT, if any).
@@ -687,7 +717,7 @@ struct FuseAttention : OpRewritePattern<nn::BatchMatmulOp> {
     if (r != 3 && r != 4)
       return failure();
     int64_t t = st.getDimSize(r - 2), s = st.getDimSize(r - 1);
-    // Scores: [+ mask] over [scalings] over q k^T.
+    // Scores: [+ mask, or a causal select] over [scalings] over q k^T.
     Value scores = softmax.getInput();
     MaskKind mask = MaskKind::None;
     if (auto add = scores.getDefiningOp<nn::AddOp>();
@@ -704,6 +734,13 @@ struct FuseAttention : OpRewritePattern<nn::BatchMatmulOp> {
       }
       if (scores == softmax.getInput())
         return failure();
+    } else if (auto w = scores.getDefiningOp<nn::WhereOp>();
+               w && w->hasOneUse() && w.getType() == st) {
+      Value unmasked = unmaskWhere(w, t, s, st);
+      if (!unmasked)
+        return failure();
+      mask = MaskKind::Causal;
+      scores = unmasked;
     }
     double scale = 1.0;
     scores = peelScale(scores, scale, /*singleUse=*/true);

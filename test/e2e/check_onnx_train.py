@@ -48,7 +48,8 @@ class EncoderLM(nn.Module):
         self.enc = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
         self.ln = nn.LayerNorm(C)
         self.head = nn.Linear(C, V)
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(T))
+        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)) if where_mask
+                             else nn.Transformer.generate_square_subsequent_mask(T))
 
     def forward(self, ids):
         t = ids.shape[1]
@@ -87,21 +88,26 @@ class GPTBlock(nn.Module):
         b, t, _ = x.shape
         q, k, v = (z.view(b, t, H, C // H).transpose(1, 2)
                    for z in self.qkv(self.ln1(x)).split(C, dim=-1))
-        s = q @ k.transpose(-2, -1) / math.sqrt(C // H) + mask
+        s = q @ k.transpose(-2, -1) / math.sqrt(C // H)
+        if mask.dtype == torch.bool:  # a select, as torch.where writes it
+            s = torch.where(mask, s, torch.finfo(s.dtype).min)
+        else:
+            s = s + mask
         a = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(b, t, C)
         x = x + self.proj(a)
         return x + self.out(erf_gelu(self.fc(self.ln2(x))))
 
 
 class GPTLM(nn.Module):
-    def __init__(self):
+    def __init__(self, where_mask=False):
         super().__init__()
         self.tok = nn.Embedding(V, C)
         self.pos = nn.Embedding(T, C)
         self.blocks = nn.ModuleList(GPTBlock() for _ in range(L))
         self.ln = DecomposedLayerNorm(C)
         self.head = nn.Linear(C, V)
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(T))
+        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)) if where_mask
+                             else nn.Transformer.generate_square_subsequent_mask(T))
 
     def forward(self, ids):
         t = ids.shape[1]
@@ -112,6 +118,8 @@ class GPTLM(nn.Module):
 
 
 MODELS = {"encoder": EncoderLM, "gpt": GPTLM,
+          # The causal mask as a boolean select: Where(mask, scores, lowest).
+          "gpt-where": lambda: GPTLM(where_mask=True),
           # nn.TransformerEncoderLayer's default activation: ONNX Relu.
           "encoder-relu": lambda: EncoderLM(activation="relu"),
           # A leaky ReLU activation (slope 0.1): ONNX LeakyRelu.

@@ -235,6 +235,45 @@ func.func @attention_variants_kept(%q: tensor<2x2x4xf32>, %k: tensor<2x2x4xf32>,
 
 // -----
 
+// A causal mask through a select, as masked_fill and torch.where write it:
+// where(causal, s, lowest) and where(above, -inf, s). The condition is a
+// constant [T, S] boolean broadcast over the batch. Both are causal
+// attention; a condition with the diagonal masked is not.
+// CHECK-LABEL: func.func @attention_where_mask
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 5.000000e-01 : f64}
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 1.000000e+00 : f64}
+// CHECK: nn.where
+// CHECK: nn.softmax
+// CHECK-NOT: nn.attention
+// CHECK: return
+func.func @attention_where_mask(%q: tensor<2x3x4xf32>, %k: tensor<2x3x4xf32>, %v: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  %keep = nn.constant dense<[[true, false, false], [true, true, false], [true, true, true]]> : tensor<3x3xi1> -> tensor<3x3xi1>
+  %above = nn.constant dense<[[false, true, true], [false, false, true], [false, false, false]]> : tensor<3x3xi1> -> tensor<3x3xi1>
+  %strict = nn.constant dense<[[false, false, false], [true, false, false], [true, true, false]]> : tensor<3x3xi1> -> tensor<3x3xi1>
+  %lowest = nn.constant dense<-3.40282347E+38> : tensor<f32> -> tensor<f32>
+  %ninf = nn.fill {value = 0xFFF0000000000000 : f64} : tensor<f32>
+  %half = nn.fill {value = 0.5 : f64} : tensor<f32>
+
+  %s = nn.batch_matmul %q, %k {transpose_b} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x3xf32>
+  %ss = nn.mul %s, %half : (tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %m = nn.where %keep, %ss, %lowest : (tensor<3x3xi1>, tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %p = nn.softmax %m : tensor<2x3x3xf32>
+  %o = nn.batch_matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+
+  %s2 = nn.batch_matmul %q, %k {transpose_b} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x3xf32>
+  %m2 = nn.where %above, %ninf, %s2 : (tensor<3x3xi1>, tensor<f32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  %p2 = nn.softmax %m2 : tensor<2x3x3xf32>
+  %o2 = nn.batch_matmul %p2, %v : (tensor<2x3x3xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+
+  %s3 = nn.batch_matmul %q, %k {transpose_b} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x3xf32>
+  %m3 = nn.where %strict, %s3, %ninf : (tensor<3x3xi1>, tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %p3 = nn.softmax %m3 : tensor<2x3x3xf32>
+  %o3 = nn.batch_matmul %p3, %v : (tensor<2x3x3xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %o, %o2, %o3 : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+}
+
+// -----
+
 // tanh-GELU as transformers' NewGELUActivation exports it:
 // (x * 0.5) * (1 + tanh(0.797884583 * (x + 0.044715 * x^3))).
 // CHECK-LABEL: func.func @gelu_tanh
