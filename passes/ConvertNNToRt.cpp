@@ -626,7 +626,8 @@ LogicalResult StepBuilder::lower(Operation *op) {
       })
       .Case<nn::SqrtOp, nn::ErfOp, nn::TanhOp, nn::SigmoidOp, nn::NegOp,
             nn::ReciprocalOp, nn::ExpOp, nn::LogOp, nn::ReluOp,
-            nn::SoftplusOp, nn::NanToZeroOp>([&](Operation *op) {
+            nn::SoftplusOp, nn::NanToZeroOp, nn::RoundF16Op,
+            nn::RoundBf16Op>([&](Operation *op) {
         Value x = buf(op->getOperand(0));
         kernel(loc, K::unary, {x, define(op->getResult(0))},
                {tensorType(op->getResult(0)).getNumElements(),
@@ -748,6 +749,16 @@ private:
   int64_t bytes = 0;
 };
 
+/// The manifest's "file_dtype" of an io slot: the element type its file
+/// holds when it is not the one computed in (attrs::kFileDtype).
+NamedAttrList fileDtype(DictionaryAttr dict) {
+  NamedAttrList extra;
+  if (dict)
+    if (auto dtype = dict.getAs<StringAttr>(attrs::kFileDtype))
+      extra.set("file_dtype", dtype);
+  return extra;
+}
+
 struct ConvertNNToRtPass
     : public shardc::impl::ConvertNNToRtBase<ConvertNNToRtPass> {
   using Base::Base;
@@ -838,7 +849,7 @@ struct ConvertNNToRtPass
         offset = state.place(fn, name, arg.getType());
       } else if (auto name = fn.getArgAttrOfType<StringAttr>(i, attrs::kInput)) {
         region = 2;
-        offset = io.place(fn, name, arg.getType());
+        offset = io.place(fn, name, arg.getType(), fileDtype(fn.getArgAttrDict(i)));
       } else {
         return fn.emitError("argument #")
                << i << " is neither a parameter ('" << attrs::kParam
@@ -875,7 +886,8 @@ struct ConvertNNToRtPass
       }
       auto name = fn.getResultAttrOfType<StringAttr>(i, attrs::kOutput);
       std::string outName = name ? name.str() : "output" + std::to_string(i);
-      FailureOr<int64_t> offset = io.place(fn, outName, v.getType());
+      FailureOr<int64_t> offset =
+          io.place(fn, outName, v.getType(), fileDtype(fn.getResultAttrDict(i)));
       if (failed(offset))
         return failure();
       lowering.reserveOutput(v, rt::ViewOp::create(b, v.getLoc(), regionBase[2], *offset));

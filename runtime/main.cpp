@@ -528,7 +528,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
 
 /// An --infer build: reads each input slot from a raw file, runs the graph
 /// once, writes each output slot to a raw file (little-endian, row-major;
-/// f32, int32, bool as one byte).
+/// f32, int32, bool as one byte; f64, f16 or bf16 where the model's file
+/// declares the input or output so, converted from and to f32).
 int runInfer(const Manifest &m, int argc, char **argv) {
   doing = "running inference";
   std::map<std::string, std::string> inputs, outputs;
@@ -559,22 +560,43 @@ int runInfer(const Manifest &m, int argc, char **argv) {
     FileHandle f = openInputFile(file, UINT64_MAX, "", error, &size);
     if (!f)
       throw std::runtime_error(error + " (input '" + name + "')");
-    if (size != uint64_t(slot.bytes))
+    // An f32 slot whose file is f64, f16 or bf16 is read in that type and
+    // converted (the graph computes in f32).
+    bool converted = !slot.fileDtype.empty() && slot.fileDtype != slot.dtype;
+    int64_t bytes = fileBytes(slot);
+    if (size != uint64_t(bytes))
       throw std::runtime_error(file + ": input '" + name + "' needs exactly " +
-                               std::to_string(slot.bytes) + " bytes (" +
-                               slot.dtype + " " + shapeString(slot.shape) + ")");
-    readAt(f.fd(), file, 0, mem.host<char>(slot), uint64_t(slot.bytes));
+                               std::to_string(bytes) + " bytes (" +
+                               (converted ? slot.fileDtype : slot.dtype) + " " +
+                               shapeString(slot.shape) + ")");
+    if (converted) {
+      std::vector<char> raw(static_cast<size_t>(bytes));
+      readAt(f.fd(), file, 0, raw.data(), uint64_t(bytes));
+      decodeFile(slot, raw.data(), mem.host<float>(slot));
+    } else {
+      readAt(f.fd(), file, 0, mem.host<char>(slot), uint64_t(slot.bytes));
+    }
     mem.put(slot);
   }
   mem.run(shardc_program_infer, "infer");
   for (const auto &[name, file] : outputs) {
     const TensorSlot &slot = m.ioSlot(name);
     mem.get(slot);
+    const char *data = mem.host<char>(slot);
+    int64_t bytes = fileBytes(slot);
+    std::vector<char> encoded;
+    if (!slot.fileDtype.empty() && slot.fileDtype != slot.dtype) {
+      encoded.resize(static_cast<size_t>(bytes));
+      encodeFile(slot, mem.host<float>(slot), encoded.data());
+      data = encoded.data();
+    }
     std::FILE *f = std::fopen(file.c_str(), "wb");
-    if (!f || std::fwrite(mem.host<char>(slot), 1, size_t(slot.bytes), f) !=
-                  size_t(slot.bytes))
-      throw std::runtime_error(file + ": cannot write output '" + name + "'");
-    std::fclose(f);
+    bool ok = f && std::fwrite(data, 1, size_t(bytes), f) == size_t(bytes);
+    if (f && std::fclose(f) != 0)
+      ok = false;
+    if (!ok)
+      throw std::runtime_error(file + ": cannot write output '" + name +
+                               "': " + std::strerror(errno));
   }
   return 0;
 }

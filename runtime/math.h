@@ -92,6 +92,54 @@ SHARDC_HD inline uint16_t floatToBf16(float v) {
   return uint16_t(bits >> 16);
 }
 
+/// IEEE half (f16) -> f32, exact (subnormals, infinities and NaN included).
+SHARDC_HD inline float halfToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu,
+           mant = h & 0x3ffu;
+  if (exp == 31) // infinity or NaN (the payload kept)
+    return bitsFloat(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) { // zero or subnormal: mant * 2^-24, exact in f32
+    float v = float(mant) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return bitsFloat(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+/// f32 -> IEEE half, rounding to nearest even; beyond the largest half
+/// (65504, rounding included) infinity, below the smallest subnormal zero,
+/// NaN a quiet NaN. As the hardware's cvt.rn.f16.f32 and PyTorch's .half().
+SHARDC_HD inline uint16_t floatToHalf(float v) {
+  uint32_t bits = floatBits(v);
+  uint16_t sign = uint16_t((bits >> 16) & 0x8000u);
+  uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) // NaN
+    return uint16_t(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  if (abs >= 0x477ff000u) // >= 65520 rounds to infinity (or is infinity)
+    return uint16_t(sign | 0x7c00u);
+  if (abs < 0x38800000u) { // below 2^-14: a subnormal half, or zero
+    if (abs < 0x33000000u) // below 2^-25: rounds to zero (2^-25 ties to 0)
+      return sign;
+    // The value in units of 2^-24, rounded to nearest even.
+    uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    int shift = 126 - int(abs >> 23); // 14 .. 24
+    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1u),
+             half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u)))
+      ++q;
+    return uint16_t(sign | q);
+  }
+  // Normal: rebias the exponent and round the 13 dropped bits to nearest
+  // even; a carry out of the mantissa steps the exponent, as it should.
+  uint32_t r = abs - 0x38000000u;
+  r += 0x0fffu + ((r >> 13) & 1u);
+  return uint16_t(sign | (r >> 13));
+}
+
+/// x rounded to the nearest f16 or bf16 value, as an f32: what a Cast to
+/// FLOAT16 or BFLOAT16 keeps when a graph computes in f32.
+SHARDC_HD inline float roundToHalf(float x) { return halfToFloat(floatToHalf(x)); }
+SHARDC_HD inline float roundToBf16(float x) { return bf16ToFloat(floatToBf16(x)); }
+
 /// sqrt(2 / pi) and 1 / sqrt(2 pi), in f32 as the kernels use them:
 /// kGeluAlpha is std::sqrt(2.0f / float(M_PI)) evaluated in f32 (0x3f4c4229,
 /// one ulp below the correctly rounded value), as the kernels always had.

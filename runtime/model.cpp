@@ -1,6 +1,7 @@
 //===- model.cpp - manifest parsing and parameter initialization ----------===//
 #include "runtime/model.h"
 #include "runtime/abi/abi.h"
+#include "runtime/math.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@ static TensorSlot parseSlot(const json &j) {
   TensorSlot s;
   s.name = j.at("name").get<std::string>();
   s.dtype = j.at("dtype").get<std::string>();
+  s.fileDtype = j.value("file_dtype", std::string());
   s.shape = j.at("shape").get<std::vector<int64_t>>();
   s.offset = j.at("offset").get<int64_t>();
   s.bytes = j.at("bytes").get<int64_t>();
@@ -31,11 +33,11 @@ Manifest Manifest::parse(const char *text) {
     json j = json::parse(text);
     Manifest m;
     int64_t format = j.value("format", int64_t(0));
-    if (format != abi::kFormatVersion)
+    if (format != shardc::abi::kFormatVersion)
       throw std::runtime_error(
           "the compiled program has format " + std::to_string(format) +
           " but this runtime reads format " +
-          std::to_string(abi::kFormatVersion) +
+          std::to_string(shardc::abi::kFormatVersion) +
           ": recompile it with the shardc of this runtime");
     const json &model = j.at("model");
     m.family = model.value("family", std::string("?"));
@@ -78,6 +80,59 @@ std::string shardc::runtime::shapeString(const std::vector<int64_t> &shape) {
   for (int64_t d : shape)
     s += (s.empty() ? "" : ", ") + std::to_string(d);
   return "[" + s + "]";
+}
+
+/// The dtype code of `slot`'s file: its own dtype, or a float file type of
+/// an f32 slot.
+static int64_t fileDtypeCode(const TensorSlot &slot) {
+  if (slot.fileDtype.empty() || slot.fileDtype == slot.dtype)
+    return shardc::abi::dtypeCode(slot.dtype);
+  int64_t code = shardc::abi::dtypeCode(slot.fileDtype);
+  if (slot.dtype != "f32" ||
+      (code != shardc::abi::kF64 && code != shardc::abi::kF16 && code != shardc::abi::kBF16))
+    throw std::runtime_error("io slot '" + slot.name + "' of " + slot.dtype +
+                             " has a file of " + slot.fileDtype +
+                             "; the runtime converts f32 slots from and to "
+                             "f64, f16 and bf16 files only");
+  return code;
+}
+
+int64_t shardc::runtime::fileBytes(const TensorSlot &slot) {
+  int64_t code = fileDtypeCode(slot);
+  if (code == shardc::abi::dtypeCode(slot.dtype))
+    return slot.bytes;
+  return slot.numel() * shardc::abi::dtypeBytes(code);
+}
+
+void shardc::runtime::decodeFile(const TensorSlot &slot, const char *file,
+                                 float *values) {
+  int64_t code = fileDtypeCode(slot), n = slot.numel();
+  for (int64_t k = 0; k < n; ++k) {
+    if (code == shardc::abi::kF64) {
+      double v;
+      std::memcpy(&v, file + 8 * k, 8);
+      values[k] = float(v);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, file + 2 * k, 2);
+      values[k] = code == shardc::abi::kF16 ? halfToFloat(h) : bf16ToFloat(h);
+    }
+  }
+}
+
+void shardc::runtime::encodeFile(const TensorSlot &slot, const float *values,
+                                 char *file) {
+  int64_t code = fileDtypeCode(slot), n = slot.numel();
+  for (int64_t k = 0; k < n; ++k) {
+    if (code == shardc::abi::kF64) {
+      double v = values[k];
+      std::memcpy(file + 8 * k, &v, 8);
+    } else {
+      uint16_t h = code == shardc::abi::kF16 ? floatToHalf(values[k])
+                                     : floatToBf16(values[k]);
+      std::memcpy(file + 2 * k, &h, 2);
+    }
+  }
 }
 
 static const TensorSlot &find(const std::vector<TensorSlot> &slots,

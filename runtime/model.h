@@ -16,6 +16,9 @@ namespace shardc::runtime {
 struct TensorSlot {
   std::string name;
   std::string dtype; // "f32", "i32"
+  /// io slots: the element type of the --input/--output file when it is
+  /// not dtype ("f64", "f16", "bf16" for an f32 slot); else empty.
+  std::string fileDtype;
   std::vector<int64_t> shape;
   int64_t offset = 0; // bytes into its region
   int64_t bytes = 0;
@@ -69,6 +72,14 @@ struct Manifest {
 
 /// "[2, 3]": a shape in messages.
 std::string shapeString(const std::vector<int64_t> &shape);
+
+/// The io file of an f32 slot held as f64, f16 or bf16 (slot.fileDtype):
+/// its size in bytes, and the conversions from and to the slot's f32
+/// values (to f16 and bf16 rounding to nearest even, as a Cast does).
+/// Throws if the slot's file dtype is not one of those.
+int64_t fileBytes(const TensorSlot &slot);
+void decodeFile(const TensorSlot &slot, const char *file, float *values);
+void encodeFile(const TensorSlot &slot, const float *values, char *file);
 
 /// Initializes every parameter from a counter-based generator keyed by
 /// (seed, parameter name, element index), so the value of an element does

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/safetensors.h"
-#include "runtime/cpu/fastmath.h"
+#include "runtime/math.h"
 
 #include <nlohmann/json.hpp>
 

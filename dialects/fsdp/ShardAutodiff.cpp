@@ -1,5 +1,6 @@
 //===- ShardAutodiff.cpp - VJPs of upstream shard collectives -------------===//
 #include "dialects/fsdp/FSDPDialect.h"
+#include "passes/Attrs.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -26,8 +27,8 @@ struct AllGatherVJP
         shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
         gather.getGatherAxisAttr());
     // The FSDP group of the gathered parameter, for bucketing.
-    if (Attribute group = op->getAttr("fsdp.group"))
-      scattered.getDefiningOp()->setAttr("fsdp.group", group);
+    if (Attribute group = op->getAttr(shardc::attrs::kGroup))
+      scattered.getDefiningOp()->setAttr(shardc::attrs::kGroup, group);
     return {scattered};
   }
 };

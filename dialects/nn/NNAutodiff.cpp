@@ -228,6 +228,8 @@ SHARDC_MATH_VJP(LogOp, "log")
 SHARDC_MATH_VJP(ReluOp, "relu")
 SHARDC_MATH_VJP(SoftplusOp, "softplus")
 SHARDC_MATH_VJP(NanToZeroOp, "nan_to_zero")
+SHARDC_MATH_VJP(RoundF16Op, "round_f16")
+SHARDC_MATH_VJP(RoundBf16Op, "round_bf16")
 #undef SHARDC_MATH_VJP
 
 SmallVector<Value> NegOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {

@@ -34,6 +34,8 @@ LogicalResult LogOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult ReluOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult SoftplusOp::verify() { return verifyStaticShapes(*this); }
 LogicalResult NanToZeroOp::verify() { return verifyStaticShapes(*this); }
+LogicalResult RoundF16Op::verify() { return verifyStaticShapes(*this); }
+LogicalResult RoundBf16Op::verify() { return verifyStaticShapes(*this); }
 LogicalResult LeakyReluOp::verify() { return verifyStaticShapes(*this); }
 
 LogicalResult UnaryGradOp::verify() {

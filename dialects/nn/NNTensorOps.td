@@ -63,6 +63,11 @@ def NN_SoftplusOp : NN_MathOp<"softplus", "log(1 + exp(x)) (x above 20: x)">;
 // ONNX Where(IsNaN(x), 0, x), which the dynamo exporter writes after the
 // softmax of scaled_dot_product_attention.
 def NN_NanToZeroOp : NN_MathOp<"nan_to_zero", "x, or 0 where x is NaN">;
+// ONNX Cast to FLOAT16 / BFLOAT16 in a graph computed in f32: the value
+// the cast keeps, held in f32. The derivative is 1 (PyTorch's cast passes
+// the gradient through).
+def NN_RoundF16Op : NN_MathOp<"round_f16", "x rounded to the nearest f16 (ties to even)">;
+def NN_RoundBf16Op : NN_MathOp<"round_bf16", "x rounded to the nearest bf16 (ties to even)">;
 
 def NN_LeakyReluOp : NN_Op<"leaky_relu", [Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
@@ -88,7 +93,8 @@ def NN_UnaryGradOp : NN_Op<"unary_grad", [Pure,
   let summary = "gradient of an elementwise math op";
   let description = [{
     `result = grad * f'(input)` for `f` the op named by `fn` (sqrt, erf,
-    tanh, sigmoid, neg, reciprocal, exp, log, relu, softplus, nan_to_zero);
+    tanh, sigmoid, neg, reciprocal, exp, log, relu, softplus, nan_to_zero,
+    round_f16, round_bf16);
     `output` is
     `f(input)`, which
     several derivatives are cheapest in.

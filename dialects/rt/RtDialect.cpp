@@ -42,6 +42,8 @@ int64_t shardc::rt::dtypeCode(Type t) {
     return abi::kBool;
   if (t.isInteger(64))
     return abi::kI64;
+  if (t.isF64())
+    return abi::kF64;
   return -1;
 }
 

@@ -8,6 +8,7 @@
 #include "frontends/meta/ModelConfig.h"
 
 #include "dialects/nn/NNDialect.h"
+#include "passes/Attrs.h"
 #include "runtime/abi/abi.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -94,7 +95,7 @@ public:
     Value v = block->addArgument(
         RankedTensorType::get(shape, b.getI32Type()), loc);
     argAttrs.push_back(b.getDictionaryAttr(
-        b.getNamedAttr("nn.input", b.getStringAttr(name))));
+        b.getNamedAttr(shardc::attrs::kInput, b.getStringAttr(name))));
     return v;
   }
 
@@ -103,10 +104,10 @@ public:
               StringRef init = "normal", double std = 0.02) {
     Value v = block->addArgument(RankedTensorType::get(shape, f32), loc);
     SmallVector<NamedAttribute> attrs = {
-        b.getNamedAttr("nn.param", b.getStringAttr(name)),
-        b.getNamedAttr("nn.init", b.getStringAttr(init))};
+        b.getNamedAttr(shardc::attrs::kParam, b.getStringAttr(name)),
+        b.getNamedAttr(shardc::attrs::kInit, b.getStringAttr(init))};
     if (init == "normal")
-      attrs.push_back(b.getNamedAttr("nn.init_std", b.getF64FloatAttr(std)));
+      attrs.push_back(b.getNamedAttr(shardc::attrs::kInitStd, b.getF64FloatAttr(std)));
     argAttrs.push_back(b.getDictionaryAttr(attrs));
     return v;
   }
@@ -166,7 +167,7 @@ public:
   void endBlock(int64_t layer) {
     auto it = blockStart ? std::next(Block::iterator(blockStart)) : block->begin();
     for (Operation &op : llvm::make_range(it, block->end()))
-      op.setAttr("nn.block", b.getI64IntegerAttr(layer));
+      op.setAttr(shardc::attrs::kBlock, b.getI64IntegerAttr(layer));
   }
 
   /// The residual projections' init std, scaled as in GPT-2.

@@ -41,6 +41,10 @@ llvm::Error fail(const llvm::Twine &message);
 
 /// The name of an ONNX element type ("FLOAT"), or "type N".
 std::string typeName(int32_t t);
+/// The runtime dtype code (abi::kF64, kF16, kBF16) of an ONNX float type a
+/// graph computes in f32 and converts at its inputs, outputs and casts;
+/// -1 for FLOAT and every other type.
+int64_t fileFloatDtype(int32_t onnxType);
 /// A shape as errors print it: [2, 16, 4].
 std::string shapeText(llvm::ArrayRef<int64_t> shape);
 

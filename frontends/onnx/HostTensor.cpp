@@ -1,5 +1,6 @@
 //===- HostTensor.cpp - compile-time evaluation of ONNX ops ---------------===//
 #include "frontends/onnx/HostTensor.h"
+#include "runtime/math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -325,6 +326,22 @@ HostTensor shardc::onnx_import::evalTrilu(const HostTensor &x, bool upper, int64
   return r;
 }
 
+/// x rounded to ONNX float type `onnxType`: DOUBLE keeps it, FLOAT16 and
+/// BFLOAT16 round to their values (through f32, as the runtime does), every
+/// other type to f32.
+static double roundToType(int32_t onnxType, double x) {
+  switch (onnxType) {
+  case 11: // DOUBLE
+    return x;
+  case 10: // FLOAT16
+    return shardc::runtime::roundToHalf(float(x));
+  case 16: // BFLOAT16
+    return shardc::runtime::roundToBf16(float(x));
+  default:
+    return double(float(x));
+  }
+}
+
 HostTensor shardc::onnx_import::evalCast(const HostTensor &x, int32_t onnxType) {
   HostTensor r;
   r.shape = x.shape;
@@ -335,7 +352,7 @@ HostTensor shardc::onnx_import::evalCast(const HostTensor &x, int32_t onnxType) 
   for (int64_t k = 0; k < x.numel(); ++k) {
     double v = x.at(k);
     if (toFloat)
-      r.f.push_back(onnxType == 11 ? v : double(float(v)));
+      r.f.push_back(roundToType(onnxType, v));
     else if (toBool)
       r.i.push_back(v != 0.0);
     else
@@ -356,7 +373,7 @@ HostTensor boolLike(std::vector<int64_t> shape) {
 
 /// x rounded to the tensor's float type (f64 for DOUBLE, else f32).
 double roundTo(const HostTensor &t, double x) {
-  return t.onnxType == 11 ? x : double(float(x));
+  return roundToType(t.onnxType, x);
 }
 
 } // namespace

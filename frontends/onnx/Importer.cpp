@@ -10,13 +10,14 @@
 // handlers live in ops/*.cpp by op group.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/Attrs.h"
 #include "runtime/abi/abi.h"
 #include "frontends/onnx/Importer.h"
 #include "frontends/onnx/GraphImporter.h"
 #include "frontends/onnx/Parameters.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OpRegistry.h"
-#include "runtime/cpu/fastmath.h"
+#include "runtime/math.h"
 #include "runtime/files.h"
 #include "runtime/text.h"
 
@@ -81,6 +82,19 @@ std::string shardc::onnx_import::typeName(int32_t t) {
   if (onnx::TensorProto_DataType_IsValid(t))
     name = &onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t));
   return name ? *name : "type " + std::to_string(t);
+}
+
+int64_t shardc::onnx_import::fileFloatDtype(int32_t t) {
+  switch (t) {
+  case onnx::TensorProto::DOUBLE:
+    return abi::kF64;
+  case onnx::TensorProto::FLOAT16:
+    return abi::kF16;
+  case onnx::TensorProto::BFLOAT16:
+    return abi::kBF16;
+  default:
+    return -1;
+  }
 }
 
 /// What an ONNX file (a model, a --bind tensor) may hold: protobuf's limit.
@@ -425,8 +439,8 @@ Error GraphImporter::addInitializers() {
       continue;
     Value arg = block->addArgument(type(h.shape), loc);
     argAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("nn.param", b.getStringAttr(name)),
-         b.getNamedAttr("nn.init", b.getStringAttr("file"))}));
+        {b.getNamedAttr(attrs::kParam, b.getStringAttr(name)),
+         b.getNamedAttr(attrs::kInit, b.getStringAttr("file"))}));
     setValue(name, arg);
     paramNames.insert(name);
     weights.push_back({name, h.shape, std::vector<float>(h.f.begin(), h.f.end())});
@@ -474,8 +488,8 @@ Error GraphImporter::untie(const std::string &source, const std::string &name) {
   }
   Value arg = block->addArgument(type(copy.shape), loc);
   argAttrs.push_back(b.getDictionaryAttr(
-      {b.getNamedAttr("nn.param", b.getStringAttr(name)),
-       b.getNamedAttr("nn.init", b.getStringAttr("file"))}));
+      {b.getNamedAttr(attrs::kParam, b.getStringAttr(name)),
+       b.getNamedAttr(attrs::kInit, b.getStringAttr("file"))}));
   setValue(name, arg);
   paramNames.insert(name);
   weights.push_back(std::move(copy));
@@ -523,7 +537,12 @@ Error GraphImporter::addInputs() {
     int32_t dt = tt.elem_type();
     Kind k;
     // Integers are taken as i32, floats as f32, if the target has them.
+    // f64, f16 and bf16 inputs are computed in f32 too: the executable
+    // reads their files in that type and converts (fileDtype).
+    int64_t fileDtype = fileFloatDtype(dt);
     if (dt == onnx::TensorProto::FLOAT && target().computes(abi::kF32))
+      k = Kind::Float;
+    else if (fileDtype >= 0 && !opts.training && target().computes(abi::kF32))
       k = Kind::Float;
     else if ((dt == onnx::TensorProto::INT64 ||
               dt == onnx::TensorProto::INT32) &&
@@ -549,8 +568,12 @@ Error GraphImporter::addInputs() {
       tokenShape = dims;
     }
     Value arg = block->addArgument(type(dims, k), loc);
-    argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-        "nn.input", b.getStringAttr(opts.training ? abi::kIoTokens : name))));
+    SmallVector<NamedAttribute> argAttr = {b.getNamedAttr(
+        attrs::kInput, b.getStringAttr(opts.training ? abi::kIoTokens : name))};
+    if (fileDtype >= 0)
+      argAttr.push_back(b.getNamedAttr(
+          attrs::kFileDtype, b.getStringAttr(abi::dtypeName(fileDtype))));
+    argAttrs.push_back(b.getDictionaryAttr(argAttr));
     setValue(name, arg);
   }
   if (opts.training && tokenInput.empty())
@@ -662,7 +685,7 @@ Expected<Value> GraphImporter::trainingLoss() {
                 ", vocab] to match the token input");
   Value targets = block->addArgument(type(tokenShape, Kind::Int), loc);
   argAttrs.push_back(b.getDictionaryAttr(
-      b.getNamedAttr("nn.input", b.getStringAttr(abi::kIoTargets))));
+      b.getNamedAttr(attrs::kInput, b.getStringAttr(abi::kIoTargets))));
   return Value(nn::CrossEntropyOp::create(b, loc, scalar, *v, targets,
                                           b.getI64IntegerAttr(-100)));
 }
@@ -716,9 +739,18 @@ Expected<ImportedModel> GraphImporter::run(llvm::StringRef path) {
                       "' repeats an integer input; not supported");
         r = nn::ReshapeOp::create(b, loc, r.getType(), r);
       }
+      // An output the file declares f64, f16 or bf16 is computed in f32 and
+      // written in its type.
+      SmallVector<NamedAttribute> resultAttr = {
+          b.getNamedAttr(attrs::kOutput, b.getStringAttr(o.name()))};
+      int64_t fileDtype = o.type().has_tensor_type()
+                              ? fileFloatDtype(o.type().tensor_type().elem_type())
+                              : -1;
+      if (fileDtype >= 0 && kindOf(r) == Kind::Float)
+        resultAttr.push_back(b.getNamedAttr(
+            attrs::kFileDtype, b.getStringAttr(abi::dtypeName(fileDtype))));
       results.push_back(r);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr("nn.output", b.getStringAttr(o.name()))));
+      resultAttrs.push_back(b.getDictionaryAttr(resultAttr));
     }
   }
   func::ReturnOp::create(b, loc, results);

@@ -154,7 +154,8 @@ inline std::string checkKernelArgs(const KernelInfo &k, int64_t numBuffers,
   X(kF16, 2, "f16", 2)                                                         \
   X(kI32, 3, "i32", 4)                                                         \
   X(kBool, 4, "bool", 1)                                                       \
-  X(kI64, 5, "i64", 8)
+  X(kI64, 5, "i64", 8)                                                         \
+  X(kF64, 6, "f64", 8)
 
 enum DType : int64_t {
 #define SHARDC_ABI_DTYPE_ENUM(id, code, name, bytes) id = code,
@@ -196,7 +197,7 @@ inline int64_t dtypeCode(std::string_view name) {
 /// names are the nn ops' mnemonics).
 #define SHARDC_ABI_UNARY_FNS(X)                                                \
   X(sqrt) X(erf) X(tanh) X(sigmoid) X(neg) X(reciprocal) X(exp) X(log)        \
-  X(relu) X(softplus) X(nan_to_zero)
+  X(relu) X(softplus) X(nan_to_zero) X(round_f16) X(round_bf16)
 
 enum class UnaryFn : int64_t {
 #define SHARDC_ABI_UNARY_ENUM(name) name,

@@ -1,9 +1,9 @@
-//===- fastmath.h - vectorizable row reductions; f16 ---------------*- C++ -*-===//
+//===- fastmath.h - vectorizable row reductions --------------------*- C++ -*-===//
 //
 // The CPU kernels' row reductions over the branch-free fastExp (libm's expf
-// is a scalar call) and the f16 conversion. fastExp, fastTanh, fastSigmoid
-// and the bf16 conversions are per-element math shared with the CUDA
-// kernels: runtime/math.h.
+// is a scalar call). fastExp, fastTanh, fastSigmoid and the f16 and bf16
+// conversions are per-element math shared with the CUDA kernels:
+// runtime/math.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_CPU_FASTMATH_H
@@ -56,19 +56,6 @@ inline double expSum(const float *x, int64_t n, float shift, float *out) {
   for (int64_t j = 0; j < kChains; ++j)
     sum += part[j];
   return sum;
-}
-
-/// IEEE half (f16) -> f32, exact (subnormals, infinities and NaN included).
-inline float halfToFloat(uint16_t h) {
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(float(mant), -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = std::ldexp(float(mant | 0x400), int(exp) - 25);
-  return (h & 0x8000) ? -v : v;
 }
 
 } // namespace shardc::runtime

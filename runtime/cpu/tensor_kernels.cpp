@@ -9,6 +9,7 @@
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/math.h"
 
 #include <cblas.h>
 
@@ -36,7 +37,9 @@ constexpr int64_t kSqrt = code(shardc::abi::UnaryFn::sqrt),
                   kLog = code(shardc::abi::UnaryFn::log),
                   kRelu = code(shardc::abi::UnaryFn::relu),
                   kSoftplus = code(shardc::abi::UnaryFn::softplus),
-                  kNanToZero = code(shardc::abi::UnaryFn::nan_to_zero);
+                  kNanToZero = code(shardc::abi::UnaryFn::nan_to_zero),
+                  kRoundF16 = code(shardc::abi::UnaryFn::round_f16),
+                  kRoundBf16 = code(shardc::abi::UnaryFn::round_bf16);
 
 double apply(int64_t fn, double x) {
   switch (fn) {
@@ -63,6 +66,10 @@ double apply(int64_t fn, double x) {
     return x > 20 ? x : std::log1p(std::exp(x));
   case kNanToZero:
     return std::isnan(x) ? 0.0 : x;
+  case kRoundF16: // x is an f32 value: rounded once, to the half
+    return shardc::runtime::roundToHalf(float(x));
+  case kRoundBf16:
+    return shardc::runtime::roundToBf16(float(x));
   }
   fatal("unary: unknown function code %lld", (long long)fn);
 }
@@ -92,6 +99,9 @@ double derivative(int64_t fn, double x, double y) {
     return x > 20 ? 1.0 : 1.0 / (1.0 + std::exp(-x));
   case kNanToZero:
     return std::isnan(x) ? 0.0 : 1.0;
+  case kRoundF16:
+  case kRoundBf16:
+    return 1.0; // the cast's gradient passes through, as in PyTorch
   }
   fatal("unary_grad: unknown function code %lld", (long long)fn);
 }

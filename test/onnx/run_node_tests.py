@@ -4,7 +4,8 @@ of every op shardc imports through the CPU target and prints a report.
 A test is selected when every node of its model is an op shardc supports.
 Each is compiled with `shardc --infer`; graph inputs that determine shapes
 (the importer asks for them) are bound at compile time with --bind. Inputs
-are written as raw f32 / int32 / bool bytes, outputs compared with the
+are written as raw f32 / int32 / bool bytes (f64, f16 and bf16 where the
+model declares them so), outputs compared with the
 expected ones as the ONNX backend tests do (rtol 1e-3, atol 1e-7; integers
 and booleans exactly). Exits non-zero if a test crashes the compiler or the
 executable, or if fewer than --min-pass tests pass.
@@ -21,7 +22,25 @@ import onnx
 import onnx.numpy_helper
 
 RAW = {np.dtype("float32"): np.float32, np.dtype("int64"): np.int32,
-       np.dtype("int32"): np.int32, np.dtype("bool"): np.uint8}
+       np.dtype("int32"): np.int32, np.dtype("bool"): np.uint8,
+       np.dtype("float64"): np.float64, np.dtype("float16"): np.float16}
+BF16 = onnx.TensorProto.BFLOAT16
+
+
+def declared(value_info):
+    return value_info.type.tensor_type.elem_type
+
+
+def bf16_bits(t):
+    """The raw bf16 bits of tensor proto `t` (the backend tests store bf16
+    data as UINT16 or in int32_data, depending on the onnx version)."""
+    a = onnx.numpy_helper.to_array(t)
+    return np.ascontiguousarray(a).view(np.uint16) if a.dtype.itemsize == 2 \
+        else a.astype(np.uint16)
+
+
+def bf16_to_f32(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def run_test(shardc, test_dir, workdir, supported):
@@ -61,10 +80,17 @@ def run_test(shardc, test_dir, workdir, supported):
     if r.returncode != 0:
         return name, "fail", r.stderr.strip().splitlines()[-1][:200]
     run = [exe]
+    types = {i.name: declared(i) for i in model.graph.input}
     for nm, f in zip(inputs, in_files):
         if nm in bound:
             continue
-        a = onnx.numpy_helper.to_array(onnx.load_tensor(f))
+        t = onnx.load_tensor(f)
+        if types.get(nm) == BF16:  # bf16 is written as its bits
+            path = os.path.join(work, f"in_{len(run)}.bin")
+            bf16_bits(t).tofile(path)
+            run += ["--input", f"{nm}={path}"]
+            continue
+        a = onnx.numpy_helper.to_array(t)
         if a.dtype not in RAW:
             return name, "fail", f"input {nm} is {a.dtype}"
         path = os.path.join(work, f"in_{len(run)}.bin")
@@ -74,20 +100,27 @@ def run_test(shardc, test_dir, workdir, supported):
     for k, (o, f) in enumerate(zip(model.graph.output, out_files)):
         path = os.path.join(work, f"out_{k}.bin")
         run += ["--output", f"{o.name}={path}"]
-        outs.append((path, onnx.numpy_helper.to_array(onnx.load_tensor(f))))
+        t = onnx.load_tensor(f)
+        if declared(o) == BF16:  # compared as the f32 values of the bits
+            outs.append((path, bf16_to_f32(bf16_bits(t)), "bf16"))
+        else:
+            outs.append((path, onnx.numpy_helper.to_array(t), None))
     r = subprocess.run(run, capture_output=True, text=True, timeout=300)
     if r.returncode < 0:
         return name, "crash", f"executable died with signal {-r.returncode}"
     if r.returncode != 0:
         return name, "fail", (r.stderr.strip().splitlines() or ["?"])[-1][:200]
-    for path, want in outs:
-        if want.dtype not in RAW:
+    for path, want, raw in outs:
+        if raw == "bf16":
+            got = bf16_to_f32(np.fromfile(path, dtype=np.uint16))
+        elif want.dtype not in RAW:
             return name, "fail", f"output is {want.dtype}"
-        got = np.fromfile(path, dtype=RAW[want.dtype])
+        else:
+            got = np.fromfile(path, dtype=RAW[want.dtype])
         if got.size != want.size:
             return name, "fail", f"output has {got.size} elements, expected {want.size}"
         got = got.reshape(want.shape)
-        if want.dtype == np.float32:
+        if want.dtype.kind == "f":
             ok = np.allclose(got, want, rtol=1e-3, atol=1e-7, equal_nan=True)
         else:
             ok = np.array_equal(got.astype(np.int64), want.astype(np.int64))

@@ -186,3 +186,20 @@ func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.p
   %p2, %m2, %v2 = nn.adamw %w, %s, %m, %v, %h, %c : tensor<8xf32>, tensor<7xf32>, tensor<f32>
   return %p2, %m2, %v2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// An input or output computed in f32 whose file holds f64, f16 or bf16
+// (nn.file_dtype) keeps its f32 slot; the manifest names the file's type.
+// Rounding to f16 and bf16 is the unary kernel.
+
+// CHECK: io = [{bytes = 24 : i64, dtype = "f32", file_dtype = "f64", name = "x", offset = 0 : i64, shape = [2, 3]}, {bytes = 24 : i64, dtype = "f32", file_dtype = "f16", name = "y", offset = 64 : i64, shape = [2, 3]}, {bytes = 24 : i64, dtype = "f32", name = "z", offset = 128 : i64, shape = [2, 3]}]
+// CHECK: rt.kernel %{{.*}}, "unary"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 6, 11>}
+// CHECK: rt.kernel %{{.*}}, "unary"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 6, 12>}
+func.func @infer(%x: tensor<2x3xf32> {nn.input = "x", nn.file_dtype = "f64"})
+    -> (tensor<2x3xf32> {nn.output = "y", nn.file_dtype = "f16"},
+        tensor<2x3xf32> {nn.output = "z"}) {
+  %h = nn.round_f16 %x : tensor<2x3xf32>
+  %b = nn.round_bf16 %x : tensor<2x3xf32>
+  return %h, %b : tensor<2x3xf32>, tensor<2x3xf32>
+}

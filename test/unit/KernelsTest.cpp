@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -365,6 +366,32 @@ TEST(Kernels, HalfToFloatIsExact) {
   EXPECT_TRUE(std::signbit(halfToFloat(0x8000)));
   EXPECT_EQ(halfToFloat(0xfc00), -INFINITY);
   EXPECT_TRUE(std::isnan(halfToFloat(0x7e00)));
+}
+
+TEST(Kernels, FloatToHalfIsNearestEven) {
+  using shardc::runtime::floatToHalf;
+  using shardc::runtime::halfToFloat;
+  // Every half converts back to itself (NaNs stay NaNs).
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float v = halfToFloat(uint16_t(h));
+    if (std::isnan(v))
+      EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(v)))) << h;
+    else
+      ASSERT_EQ(floatToHalf(v), h) << "half " << h;
+  }
+  // Random f32 bit patterns (every exponent) against the definition.
+  std::mt19937 gen(7);
+  for (int k = 0; k < 1 << 20; ++k) {
+    uint32_t bits = uint32_t(gen());
+    float x;
+    std::memcpy(&x, &bits, 4);
+    if (std::isnan(x))
+      continue;
+    double want = nearestInFormat(x, 11, -14, kHalfMax);
+    float got = halfToFloat(floatToHalf(x));
+    ASSERT_EQ(double(got), want) << "x = " << x << " (bits " << bits << ")";
+    ASSERT_EQ(std::signbit(got), std::signbit(x)) << x;
+  }
 }
 
 TEST(Kernels, CastBf16RoundsToNearestEven) {

@@ -173,6 +173,8 @@ double reference(int64_t fn, double x) {
   // torch.nn.functional.softplus: beta 1, linear above the threshold 20.
   case F::softplus: return x > 20 ? x : std::log(1.0 + std::exp(x));
   case F::nan_to_zero: return std::isnan(x) ? 0.0 : x;
+  case F::round_f16: return nearestInFormat(x, 11, -14, kHalfMax);
+  case F::round_bf16: return nearestInFormat(x, 8, -126, kBf16Max);
   default: ADD_FAILURE() << "no reference for function code " << fn; return 0;
   }
 }
@@ -197,6 +199,10 @@ TEST(TensorKernels, UnaryGradMatchesFiniteDifferences) {
   const int64_t n = 40;
   Vec x = positive(randomVec(n, 16)), dy = randomVec(n, 17), y(n), dx(n);
   for (int64_t fn = 0; fn < int64_t(A::UnaryFn::kNumFns); ++fn) {
+    // The roundings are steps; their gradient is the cast's pass-through
+    // (RoundToHalfAndBf16), not their derivative.
+    if (fn == int64_t(A::UnaryFn::round_f16) || fn == int64_t(A::UnaryFn::round_bf16))
+      continue;
     for (int64_t k = 0; k < n; ++k)
       y[k] = float(reference(fn, x[k]));
     std::vector<void *> b = bufs(x, y, dy, dx);
@@ -283,6 +289,51 @@ TEST(TensorKernels, NanToZeroZeroesNaNsOnly) {
       Id::unary_grad, {{A::unary_grad::n, n}, {A::unary_grad::fn, fn}});
   SHARDC_LAUNCH(unary_grad, &ctx, g, gargs, nullptr, A::kComputeStream);
   EXPECT_EQ(dx, (Vec{0.0f, 2.0f, 2.0f, 2.0f, 2.0f, 2.0f, 0.0f}));
+}
+
+TEST(TensorKernels, RoundToHalfAndBf16) {
+  // torch's x.half().float() and x.bfloat16().float(): nearest, ties to
+  // even, overflow to infinity, subnormals and signed zeros kept; the
+  // gradient passes through as the cast's does.
+  const float inf = std::numeric_limits<float>::infinity();
+  Vec x = {1.0f + 1.0f / 2048,   // f16 tie: down to 1 (even)
+           1.0f + 3.0f / 2048,   // f16 tie: up to 1 + 2^-9 (even)
+           65519.0f, 65520.0f,   // f16: largest finite, then infinity
+           std::ldexp(1.0f, -24), std::ldexp(1.0f, -25), // f16 subnormals
+           std::ldexp(3.0f, -26), -0.0f, -1.0f / 3, 1e5f, -inf,
+           1.0f + 1.0f / 256,    // bf16 tie: down to 1
+           3.3895314e38f},       // bf16: rounds past the largest to infinity
+      y(x.size()), dy = randomVec(x.size(), 31), dx(x.size());
+  const int64_t n = int64_t(x.size());
+  for (A::UnaryFn f : {A::UnaryFn::round_f16, A::UnaryFn::round_bf16}) {
+    int64_t fn = int64_t(f);
+    SCOPED_TRACE("function code " + std::to_string(fn));
+    std::vector<void *> b = bufs(x, y);
+    SHARDC_LAUNCH(unary, &ctx, b, packInts(Id::unary, {{A::unary::n, n}, {A::unary::fn, fn}}),
+                  nullptr, A::kComputeStream);
+    for (int64_t k = 0; k < n; ++k) {
+      double want = reference(fn, x[k]);
+      EXPECT_EQ(double(y[k]), want) << "x = " << x[k];
+      EXPECT_EQ(std::signbit(y[k]), std::signbit(want)) << "x = " << x[k];
+    }
+    std::vector<void *> g = bufs(x, y, dy, dx);
+    SHARDC_LAUNCH(unary_grad, &ctx, g,
+                  packInts(Id::unary_grad, {{A::unary_grad::n, n}, {A::unary_grad::fn, fn}}),
+                  nullptr, A::kComputeStream);
+    EXPECT_EQ(dx, dy);
+  }
+  // A few values whose roundings are known by hand.
+  std::vector<void *> b = bufs(x, y);
+  SHARDC_LAUNCH(unary, &ctx, b,
+                packInts(Id::unary, {{A::unary::n, n},
+                                     {A::unary::fn, int64_t(A::UnaryFn::round_f16)}}),
+                nullptr, A::kComputeStream);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], 1.0f + 1.0f / 512);
+  EXPECT_EQ(y[2], 65504.0f);
+  EXPECT_EQ(y[3], inf);
+  EXPECT_EQ(y[5], 0.0f); // 2^-25 ties to even: zero
+  EXPECT_EQ(y[6], std::ldexp(1.0f, -24)); // 1.5 * 2^-25 rounds up
 }
 
 TEST(TensorKernels, BroadcastTo) {

@@ -150,6 +150,25 @@ template <typename... Bufs> std::vector<void *> bufs(Bufs &...b) {
   return {static_cast<void *>(b.data())...};
 }
 
+/// x rounded to the nearest value of a binary float format with
+/// `precision` significant bits, least normal exponent `emin` and largest
+/// finite value `max`, ties to even; beyond max (after rounding) infinity.
+/// A reference for f16 (11, -14, 65504) and bf16 (8, -126, 0x1.fep127)
+/// written from the definition, in double (std::nearbyint rounds to even).
+inline double nearestInFormat(double x, int precision, int emin, double max) {
+  if (std::isnan(x) || std::isinf(x) || x == 0)
+    return x;
+  int e;
+  std::frexp(x, &e); // |x| = m * 2^e, m in [0.5, 1): exponent e - 1
+  int exponent = std::max(e - 1, emin); // subnormals share emin's spacing
+  double ulp = std::ldexp(1.0, exponent - (precision - 1));
+  double v = std::nearbyint(x / ulp) * ulp;
+  if (std::fabs(v) > max)
+    return std::copysign(INFINITY, x);
+  return v;
+}
+constexpr double kHalfMax = 65504.0, kBf16Max = 0x1.fep127;
+
 } // namespace shardc::test
 
 #endif // SHARDC_TEST_UNIT_TESTUTIL_H

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/GraphImporter.h"
 #include "frontends/onnx/OpRegistry.h"
+#include "runtime/abi/abi.h"
 
 using namespace mlir;
 using namespace shardc;
@@ -123,8 +124,11 @@ Error GraphImporter::castNode(const onnx::NodeProto &n) {
   Expected<Value> x = value(n.input(0));
   if (!x)
     return x.takeError();
+  // f64, f16 and bf16 values are held in f32: a cast to DOUBLE keeps the
+  // f32 value, one to FLOAT16 or BFLOAT16 rounds it to what that type keeps.
+  int64_t asFloat = fileFloatDtype(int32_t(to));
   Kind target;
-  if (to == onnx::TensorProto::FLOAT)
+  if (to == onnx::TensorProto::FLOAT || asFloat >= 0)
     target = Kind::Float;
   else if (to == onnx::TensorProto::INT32 || to == onnx::TensorProto::INT64)
     target = Kind::Int;
@@ -132,10 +136,15 @@ Error GraphImporter::castNode(const onnx::NodeProto &n) {
     target = Kind::Bool;
   else
     return nodeError(n, "a runtime cast to " + typeName(int32_t(to)) +
-                            " is not supported (f32, int32/int64, bool)");
+                            " is not supported (float, double, float16, "
+                            "bfloat16, int32/int64, bool)");
   Value y = *x;
   if (kindOf(y) != target)
     y = nn::CastOp::create(b, loc, type(shapeOf(y), target), y, TypeAttr());
+  if (asFloat == shardc::abi::kF16)
+    y = nn::RoundF16Op::create(b, loc, y.getType(), y);
+  else if (asFloat == shardc::abi::kBF16)
+    y = nn::RoundBf16Op::create(b, loc, y.getType(), y);
   setValue(n.output(0), y);
   return Error::success();
 }

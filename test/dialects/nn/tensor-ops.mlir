@@ -12,6 +12,8 @@
 // CHECK: nn.nan_to_zero
 // CHECK: nn.leaky_relu {{.*}} {alpha = 1.000000e-01 : f64}
 // CHECK: nn.leaky_relu_grad {{.*}} {alpha = 1.000000e-01 : f64}
+// CHECK: nn.round_f16
+// CHECK: nn.round_bf16
 // CHECK: nn.unary_grad {{.*}} {fn = "relu"}
 // CHECK: nn.unary_grad {{.*}} {fn = "tanh"}
 // CHECK: nn.where
@@ -30,7 +32,9 @@ func.func @ops(%x: tensor<2x8xf32>, %c: tensor<2x8xi1>, %q: tensor<3x4x5xf32>) -
   %e1 = nn.softplus %r0 : tensor<2x8xf32>
   %e2 = nn.nan_to_zero %e1 : tensor<2x8xf32>
   %e3 = nn.leaky_relu %e2 {alpha = 0.1 : f64} : tensor<2x8xf32>
-  %e = nn.leaky_relu_grad %e3, %e2 {alpha = 0.1 : f64} : tensor<2x8xf32>
+  %e4 = nn.leaky_relu_grad %e3, %e2 {alpha = 0.1 : f64} : tensor<2x8xf32>
+  %e5 = nn.round_f16 %e4 : tensor<2x8xf32>
+  %e = nn.round_bf16 %e5 : tensor<2x8xf32>
   %g0 = nn.unary_grad %x, %e, %p {fn = "relu"} : tensor<2x8xf32>
   %g = nn.unary_grad %g0, %e, %p {fn = "tanh"} : tensor<2x8xf32>
   %w = nn.where %c, %g, %two : (tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>

@@ -125,3 +125,16 @@ save(helper.make_model(helper.make_graph(view_nodes, "view", [ids], [logits],
                                          [inits[0], tied_head, inits[2], inits[3], view_shape]),
                        opset_imports=[helper.make_opsetid("", 17)]),
      os.path.join(out, "view_tied.onnx"))
+
+# A graph typed in f64, f16 and bf16, computed in f32: a DOUBLE input cast to
+# FLOAT16 and squared (an f16 output), and cast on to BFLOAT16 (a bf16
+# output). float-types.test runs it against numpy's own f16 arithmetic.
+typed_nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+               helper.make_node("Mul", ["h", "h"], ["sq"]),
+               helper.make_node("Cast", ["h"], ["b"], to=TensorProto.BFLOAT16)]
+typed = helper.make_graph(
+    typed_nodes, "typed", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 3])],
+    [helper.make_tensor_value_info("sq", TensorProto.FLOAT16, [2, 3]),
+     helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [2, 3])])
+save(helper.make_model(typed, opset_imports=[helper.make_opsetid("", 17)]),
+     os.path.join(out, "typed.onnx"))
