@@ -65,6 +65,7 @@ Expected<Imported> importModel(mlir::MLIRContext &context,
     options.bindings = opts.bindings;
     options.target = &target;
     options.allowExternalDataOutside = opts.allowExternalDataOutside;
+    options.foldBudgetBytes = opts.foldBudgetMiB << 20;
     auto imported = onnx_import::importModel(context, opts.model, options);
     if (!imported)
       return imported.takeError();

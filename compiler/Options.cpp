@@ -86,6 +86,11 @@ void DriverOptions::bindOptions() {
        cl::desc("ONNX: read external data files outside the model's folder "
                 "(after symlinks; by default a location that resolves "
                 "elsewhere is an error); regular files only either way"));
+  bind(model.foldBudgetMiB, "fold-budget",
+       cl::desc("ONNX: MiB of values that may be evaluated at compile time "
+                "(8 bytes an element; default 1024); a node beyond it is an "
+                "error naming it"),
+       cl::value_desc("MiB"));
   bind(model.fusePatterns, "fuse-patterns",
        cl::desc("Rewrite decomposed GELU, layer norm and attention (as "
                 "exporters write them) into the fused ops; =false keeps the "
@@ -199,6 +204,9 @@ Error DriverOptions::validate() {
   if (model.seqLen < 0 || model.seqLen > kShapeLimit)
     return fail("--seq-len must be between 1 and 2^24 (16777216), got " +
                 llvm::Twine(model.seqLen));
+  if (model.foldBudgetMiB < 1 || model.foldBudgetMiB > (int64_t(1) << 30))
+    return fail("--fold-budget must be between 1 and 2^30 MiB, got " +
+                llvm::Twine(model.foldBudgetMiB));
   if (auto bad = model.bindings.find(""); bad != model.bindings.end())
     return fail("--bind expects NAME=FILE, got '" + bad->second + "'");
   if (!model.isOnnx() && (model.infer || !model.bindings.empty() ||

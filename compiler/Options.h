@@ -39,6 +39,9 @@ struct ModelOptions {
   /// --allow-external-data-outside: external data files may lie outside
   /// the model's folder (after symlinks); still regular files only.
   bool allowExternalDataOutside = false;
+  /// --fold-budget: MiB of values the ONNX importer may evaluate at compile
+  /// time (ConstantOfShape, Expand, Range, ... on known inputs).
+  int64_t foldBudgetMiB = 1024;
 
   bool isOnnx() const;
 };

@@ -45,6 +45,12 @@ std::string typeName(int32_t t);
 /// graph computes in f32 and converts at its inputs, outputs and casts;
 /// -1 for FLOAT and every other type.
 int64_t fileFloatDtype(int32_t onnxType);
+/// The elements of `shape`, or nullopt if a dim is negative or the product
+/// overflows int64.
+std::optional<int64_t> checkedNumel(llvm::ArrayRef<int64_t> shape);
+/// An error message if a tensor of `shape` with `elementBytes` per element
+/// is over abi::kMaxTensorBytes (or its size overflows); "" if it fits.
+std::string tensorSizeProblem(llvm::ArrayRef<int64_t> shape, int64_t elementBytes);
 /// A shape as errors print it: [2, 16, 4].
 std::string shapeText(llvm::ArrayRef<int64_t> shape);
 
@@ -224,9 +230,14 @@ private:
                               "compiles static shapes); bind it with --bind");
     return constant(n.input(k)).ints();
   }
+  /// Reserves `elements` of the compile-time evaluation budget
+  /// (opts.foldBudgetBytes, 8 bytes an element) for node n's result before
+  /// it is computed; an error naming the node if they do not fit.
+  llvm::Error reserveFold(const onnx::NodeProto &n, int64_t elements);
   llvm::Error normalizeAxis(const onnx::NodeProto &n, int64_t &axis,
                             int64_t rank) {
-    if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    // A scalar has no axis: rank 0 admits none (ONNX's range [-r, r-1]).
+    if (axis < -rank || axis >= rank)
       return nodeError(n, "axis " + llvm::Twine(axis) +
                               " is out of range for rank " + llvm::Twine(rank));
     if (axis < 0)
@@ -292,6 +303,8 @@ private:
   /// IsNaN of a runtime tensor: output -> input. The target has no bool
   /// tensors, so it is computed only as Where(IsNaN(x), 0, x).
   std::map<std::string, std::string> isNanOf;
+  /// Bytes of node results evaluated at compile time so far (reserveFold).
+  int64_t foldedBytes = 0;
   /// The rule that chose the trained initializers, for the summary.
   std::string trainedBy;
   /// An input whose static batch in the file (the size) --micro-batch

@@ -84,6 +84,57 @@ std::string shardc::onnx_import::typeName(int32_t t) {
   return name ? *name : "type " + std::to_string(t);
 }
 
+std::optional<int64_t>
+shardc::onnx_import::checkedNumel(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return std::nullopt;
+  return n;
+}
+
+/// Bytes as errors print them: "512 bytes", "3.0 GiB".
+static std::string bytesText(double bytes) {
+  if (bytes < 1024)
+    return std::to_string(int64_t(bytes)) + " bytes";
+  const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = -1;
+  while (bytes >= 1024 && u < 5) {
+    bytes /= 1024;
+    ++u;
+  }
+  return llvm::formatv("{0:f1} {1}", bytes, units[u]).str();
+}
+
+std::string shardc::onnx_import::tensorSizeProblem(llvm::ArrayRef<int64_t> shape,
+                                                   int64_t elementBytes) {
+  std::optional<int64_t> n = checkedNumel(shape);
+  if (n && *n <= abi::kMaxTensorBytes / elementBytes)
+    return "";
+  double bytes = double(elementBytes);
+  for (int64_t d : shape)
+    bytes *= double(d);
+  return "a tensor of shape " + shapeText(shape) + " is " +
+         (n ? bytesText(bytes) : std::string("beyond 2^63 elements")) +
+         ", over shardc's limit of 2^40 bytes (1 TiB) per tensor";
+}
+
+Error GraphImporter::reserveFold(const onnx::NodeProto &n, int64_t elements) {
+  int64_t budget = opts.foldBudgetBytes;
+  if (elements >= 0 && elements <= (budget - foldedBytes) / 8) {
+    foldedBytes += 8 * elements;
+    return Error::success();
+  }
+  return nodeError(n, "evaluating it at compile time would hold " +
+                          (elements < 0 ? std::string("more than 2^63 elements")
+                                        : std::to_string(elements) + " elements (" +
+                                              bytesText(8.0 * double(elements)) + ")") +
+                          ", beyond the compile-time evaluation budget (" +
+                          bytesText(double(budget)) + " in all, " +
+                          bytesText(double(budget - foldedBytes)) +
+                          " left; --fold-budget MIB raises it)");
+}
+
 int64_t shardc::onnx_import::fileFloatDtype(int32_t t) {
   switch (t) {
   case onnx::TensorProto::DOUBLE:
@@ -520,6 +571,9 @@ Error GraphImporter::addInputs() {
     const auto &tt = in.type().tensor_type();
     SmallVector<int64_t> dims;
     for (auto [k, d] : llvm::enumerate(tt.shape().dim())) {
+      if (d.has_dim_value() && d.dim_value() < 0)
+        return fail("input '" + name + "' dim " + llvm::Twine(k) + " is negative (" +
+                    llvm::Twine(d.dim_value()) + ")");
       int64_t size = d.has_dim_value() ? d.dim_value() : -1;
       if (k == 0 && opts.microBatch > 0) {
         if (size > 0 && size != opts.microBatch)
@@ -567,6 +621,8 @@ Error GraphImporter::addInputs() {
       tokenInput = name;
       tokenShape = dims;
     }
+    if (std::string big = tensorSizeProblem(dims, k == Kind::Bool ? 1 : 4); !big.empty())
+      return fail("input '" + name + "': " + big);
     Value arg = block->addArgument(type(dims, k), loc);
     SmallVector<NamedAttribute> argAttr = {b.getNamedAttr(
         attrs::kInput, b.getStringAttr(opts.training ? abi::kIoTokens : name))};
@@ -641,7 +697,49 @@ Error GraphImporter::importNode(const onnx::NodeProto &n) {
   if (!info->outputs.contains(n.output_size()))
     return nodeError(n, "expects " + countText(info->outputs, "output") +
                             ", has " + llvm::Twine(n.output_size()));
-  return (this->*info->handler)(n);
+  // A node whose inputs are all known is evaluated here: its result (at
+  // least the broadcast of its inputs) must fit the budget before it is
+  // computed. Ops whose results outgrow their inputs (ConstantOfShape,
+  // Expand, Range) reserve their own sizes.
+  bool folded = allInputsConst(n) && n.input_size() > 0;
+  if (folded) {
+    std::vector<int64_t> shape;
+    bool broadcasts = true;
+    for (const std::string &in : n.input())
+      if (!in.empty()) {
+        auto s = broadcast(shape, constant(in).shape);
+        if (!s) {
+          broadcasts = false;
+          break;
+        }
+        shape = *s;
+      }
+    if (broadcasts) {
+      std::optional<int64_t> elements = checkedNumel(shape);
+      if (Error e = reserveFold(n, elements ? *elements : -1))
+        return e;
+    }
+  }
+  if (Error e = (this->*info->handler)(n))
+    return e;
+  // What the node made: a value computed at runtime has elements (the
+  // kernels take no empty tensors) and at most kMaxTensorBytes.
+  for (const std::string &out : n.output()) {
+    auto it = vals.find(out);
+    if (out.empty() || it == vals.end() || !it->second.value)
+      continue;
+    auto t = mlir::cast<RankedTensorType>(it->second.value.getType());
+    if (std::string big = tensorSizeProblem(t.getShape(), 4); !big.empty())
+      return nodeError(n, "output '" + out + "': " + big);
+    // Views and slices of nothing are read as nothing; the kernels of
+    // other ops take no empty tensors.
+    static const std::set<std::string> kViews = {
+        "Reshape", "Split", "Slice", "Squeeze", "Unsqueeze", "Identity", "Flatten"};
+    if (t.getNumElements() == 0 && !kViews.count(n.op_type()))
+      return nodeError(n, "output '" + out + "' of shape " + shapeText(t.getShape()) +
+                              " is empty; shardc computes no empty tensors at runtime");
+  }
+  return Error::success();
 }
 
 //===----------------------------------------------------------------------===//

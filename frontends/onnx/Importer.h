@@ -47,6 +47,8 @@ struct ImportOptions {
   /// --allow-external-data-outside: external data files may lie outside the
   /// model's folder (after symlinks); they must still be regular files.
   bool allowExternalDataOutside = false;
+  /// Bytes of values evaluated at compile time (8 an element), in all.
+  int64_t foldBudgetBytes = int64_t(1) << 30;
 };
 
 /// A trainable initializer: the initial value of a parameter.

@@ -147,6 +147,11 @@ inline std::string checkKernelArgs(const KernelInfo &k, int64_t numBuffers,
 // Element types and function codes
 //===----------------------------------------------------------------------===//
 
+/// The largest tensor shardc compiles, in bytes (1 TiB: far beyond any one
+/// device, small enough that offsets and region sums of such tensors
+/// cannot overflow int64). The importers refuse a larger shape by name.
+inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+
 /// Element types as the runtime knows them: code, name, bytes.
 #define SHARDC_ABI_DTYPES(X)                                                   \
   X(kF32, 0, "f32", 4)                                                         \

@@ -48,8 +48,7 @@ class EncoderLM(nn.Module):
         self.enc = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
         self.ln = nn.LayerNorm(C)
         self.head = nn.Linear(C, V)
-        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)) if where_mask
-                             else nn.Transformer.generate_square_subsequent_mask(T))
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(T))
 
     def forward(self, ids):
         t = ids.shape[1]

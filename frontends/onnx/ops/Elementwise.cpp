@@ -30,6 +30,8 @@ Error GraphImporter::binary(const onnx::NodeProto &n) {
     Expected<Value> l = value(n.input(0)), r = value(n.input(1));
     if (!l || !r)
       return l ? r.takeError() : l.takeError();
+    if (kindOf(*l) != kindOf(*r))
+      return nodeError(n, "the operands differ in element type (ONNX's T is one type)");
     setValue(n.output(0), nn::EqualOp::create(b, loc, type(*shape, Kind::Bool), *l, *r));
     return Error::success();
   }

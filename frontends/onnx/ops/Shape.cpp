@@ -82,6 +82,9 @@ Error GraphImporter::constantOfShape(const onnx::NodeProto &n) {
   for (int64_t d : *s)
     if (d < 0)
       return nodeError(n, "negative dimension in the shape");
+  std::optional<int64_t> elements = checkedNumel(*s);
+  if (Error e = reserveFold(n, elements ? *elements : -1))
+    return e;
   fill.shape = {};
   setConst(n.output(0), evalExpand(fill, *s));
   return Error::success();
@@ -94,10 +97,14 @@ Error GraphImporter::range(const onnx::NodeProto &n) {
                    &d = constant(n.input(2));
   if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1 || d.at(0) == 0)
     return nodeError(n, "start, limit and delta must be scalars, delta non-zero");
+  if (s.kind != l.kind || s.kind != d.kind)
+    return nodeError(n, "start, limit and delta must have one type (ONNX's T)");
   double count = std::ceil((l.at(0) - s.at(0)) / d.at(0));
-  int64_t len = std::max<int64_t>(0, int64_t(count));
-  if (len > (int64_t(1) << 31))
-    return nodeError(n, "the range is too long");
+  if (!std::isfinite(count))
+    return nodeError(n, "the range's length is not finite");
+  int64_t len = count <= 0 ? 0 : count >= 9.2e18 ? -1 : int64_t(count);
+  if (Error e = reserveFold(n, len))
+    return e;
   HostTensor r;
   r.kind = s.kind;
   r.onnxType = s.onnxType;
@@ -214,10 +221,13 @@ Error GraphImporter::transpose(const onnx::NodeProto &n) {
   else
     for (int64_t d = int64_t(in.size()) - 1; d >= 0; --d)
       perm.push_back(d);
+  if (perm.size() != in.size())
+    return nodeError(n, "perm has " + llvm::Twine(perm.size()) +
+                            " entries for an input of rank " + llvm::Twine(in.size()));
   std::vector<int64_t> sorted(perm);
   std::sort(sorted.begin(), sorted.end());
   for (size_t d = 0; d < sorted.size(); ++d)
-    if (sorted[d] != int64_t(d) || perm.size() != in.size())
+    if (sorted[d] != int64_t(d))
       return nodeError(n, "perm is not a permutation of the input's dims");
   if (allConst) {
     setConst(n.output(0), evalTranspose(constant(n.input(0)), perm));
@@ -260,15 +270,19 @@ Error GraphImporter::concat(const onnx::NodeProto &n) {
     Expected<Value> x = floatValue(n, k);
     if (!x)
       return x.takeError();
-    if (shapeOf(*x).size() != first.size())
+    ArrayRef<int64_t> xs = shapeOf(*x);
+    if (xs.size() != first.size())
       return nodeError(n, "inputs differ in rank");
-    out[axis] += shapeOf(*x)[axis];
+    for (size_t d = 0; d < first.size(); ++d)
+      if (int64_t(d) != axis && xs[d] != first[d])
+        return nodeError(n, "input " + llvm::Twine(k) + " has size " + llvm::Twine(xs[d]) +
+                                " on dim " + llvm::Twine(d) + ", input 0 " +
+                                llvm::Twine(first[d]));
+    out[axis] += xs[axis]; // each at most a tensor's size limit: no overflow
     ins.push_back(*x);
   }
-  auto cat = nn::ConcatOp::create(b, loc, type(out), ins, b.getI64IntegerAttr(axis));
-  if (failed(verify(cat)))
-    return nodeError(n, "inputs do not concatenate");
-  setValue(n.output(0), cat);
+  setValue(n.output(0),
+           nn::ConcatOp::create(b, loc, type(out), ins, b.getI64IntegerAttr(axis)));
   return Error::success();
 }
 
@@ -280,6 +294,9 @@ Error GraphImporter::expand(const onnx::NodeProto &n) {
   if (!out)
     return nodeError(n, "the input does not broadcast to the shape given");
   if (isConst(n.input(0))) {
+    std::optional<int64_t> elements = checkedNumel(*out);
+    if (Error e = reserveFold(n, elements ? *elements : -1))
+      return e;
     setConst(n.output(0), evalExpand(constant(n.input(0)), *s));
     return Error::success();
   }
