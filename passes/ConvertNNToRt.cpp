@@ -708,10 +708,17 @@ public:
                                   << " elsewhere";
       return slot.offset;
     }
+    int64_t size = byteSize(type);
+    if (size < 0 || size > abi::kMaxTensorBytes)
+      return where->emitError() << kind << " slot '" << name << "' of " << type
+                                << " is over the limit of 2^40 bytes (1 TiB)";
+    if (bytes + alignTo(size) > abi::kMaxRegionBytes)
+      return where->emitError() << "the " << kind
+                                << " region exceeds 2^60 bytes with slot '" << name << "'";
     index[name] = slots.size();
     slots.push_back({name.str(), type, bytes, extra});
     int64_t offset = bytes;
-    bytes += alignTo(byteSize(type));
+    bytes += alignTo(size);
     return offset;
   }
 
@@ -733,9 +740,14 @@ public:
   int64_t size() const { return bytes; }
 
 private:
+  /// Bytes of a tensor of `type`, or -1 if that overflows int64.
   static int64_t byteSize(Type type) {
     auto t = cast<RankedTensorType>(type);
-    return t.getNumElements() * elementBytes(t.getElementType());
+    int64_t n = elementBytes(t.getElementType());
+    for (int64_t d : t.getShape())
+      if (d < 0 || __builtin_mul_overflow(n, d, &n))
+        return -1;
+    return n;
   }
   struct Slot {
     std::string name;

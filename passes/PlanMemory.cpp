@@ -76,12 +76,25 @@ struct RtPlanMemoryPass
     for (auto [i, op] : llvm::enumerate(block))
       index[&op] = i;
 
+    // Every offset is below the sum of the buffers' sizes: that sum, and
+    // so every offset + size below, must not overflow.
     SmallVector<Interval> intervals;
+    int64_t total = 0;
     for (rt::AllocOp alloc : allocs) {
       int64_t end = index[alloc];
       for (Operation *user : alloc->getUsers())
         end = std::max(end, index[block.findAncestorOpInBlock(*user)]);
+      if (alloc.getSize() > abi::kMaxTensorBytes) {
+        alloc.emitError("a buffer of ")
+            << alloc.getSize() << " bytes is over the limit of 2^40 bytes (1 TiB)";
+        return signalPassFailure();
+      }
       intervals.push_back({alloc, index[alloc], end, alignTo(alloc.getSize())});
+      if (__builtin_add_overflow(total, intervals.back().size, &total) ||
+          total > abi::kMaxRegionBytes) {
+        fn.emitError("the step's buffers exceed 2^60 bytes in all");
+        return signalPassFailure();
+      }
     }
 
     // Largest first; ties broken by program order so the plan is stable.

@@ -68,6 +68,29 @@ Manifest Manifest::parse(const char *text) {
     m.constantsBytes = j.value("constants_bytes", int64_t(0));
     m.optimizer = model.value("optimizer", std::string());
     m.target = j.value("target", std::string("cpu"));
+    // The runtime multiplies shapes and adds offsets: each slot's size is
+    // its shape times its element size, and lies inside its region.
+    auto check = [](const std::vector<TensorSlot> &slots, int64_t regionBytes,
+                    const char *region) {
+      if (regionBytes < 0 || regionBytes > shardc::abi::kMaxRegionBytes)
+        throw std::runtime_error(std::string("the ") + region + " region has " +
+                                 std::to_string(regionBytes) + " bytes");
+      for (const TensorSlot &s : slots) {
+        int64_t n = shardc::abi::dtypeBytes(shardc::abi::dtypeCode(s.dtype));
+        for (int64_t d : s.shape)
+          if (n == 0 || d < 0 || __builtin_mul_overflow(n, d, &n))
+            n = -1;
+        if (n != s.bytes || s.offset < 0 || s.offset > regionBytes - s.bytes)
+          throw std::runtime_error(std::string(region) + " slot '" + s.name +
+                                   "' (" + s.dtype + " " + shapeString(s.shape) +
+                                   ", " + std::to_string(s.bytes) + " bytes at " +
+                                   std::to_string(s.offset) +
+                                   ") does not fit its shape or its region");
+      }
+    };
+    check(m.params, m.paramBytes, "parameter");
+    check(m.state, m.stateBytes, "state");
+    check(m.io, m.ioBytes, "io");
     return m;
   } catch (const json::exception &e) {
     throw std::runtime_error(std::string("malformed model manifest: ") +

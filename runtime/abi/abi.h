@@ -151,6 +151,10 @@ inline std::string checkKernelArgs(const KernelInfo &k, int64_t numBuffers,
 /// device, small enough that offsets and region sums of such tensors
 /// cannot overflow int64). The importers refuse a larger shape by name.
 inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+/// The largest sum of a region's (or an arena's) buffers the compiler
+/// plans, in bytes: every offset is below it, so no offset arithmetic
+/// overflows.
+inline constexpr int64_t kMaxRegionBytes = int64_t(1) << 60;
 
 /// Element types as the runtime knows them: code, name, bytes.
 #define SHARDC_ABI_DTYPES(X)                                                   \

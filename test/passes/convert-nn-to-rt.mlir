@@ -203,3 +203,13 @@ func.func @infer(%x: tensor<2x3xf32> {nn.input = "x", nn.file_dtype = "f64"})
   %b = nn.round_bf16 %x : tensor<2x3xf32>
   return %h, %b : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// A slot whose size overflows, or is over 2^40 bytes, is an error naming it
+// rather than a wrapped offset.
+// expected-error @+1 {{io slot 'x' of 'tensor<4611686018427387905x64xf32>' is over the limit of 2^40 bytes (1 TiB)}}
+func.func @infer(%x: tensor<4611686018427387905x64xf32> {nn.input = "x"}) -> (tensor<4611686018427387905x64xf32> {nn.output = "y"}) {
+  %y = nn.neg %x : tensor<4611686018427387905x64xf32>
+  return %y : tensor<4611686018427387905x64xf32>
+}

@@ -1,4 +1,4 @@
-// RUN: shardc-opt %s --split-input-file --rt-plan-memory | FileCheck %s
+// RUN: shardc-opt %s --split-input-file --rt-plan-memory --verify-diagnostics | FileCheck %s
 
 // Buffers whose live ranges do not overlap share bytes; overlapping ones do
 // not. The arena size is the planned peak.
@@ -60,5 +60,16 @@ func.func @gathered(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.
   %w = rt.alloc 256 : !rt.buffer
   rt.all_gather %ctx (%b) -> (%w) {axis = 0 : i64, counts = array<i64: 16>, dtype = f32, group = 2 : i64}
   rt.kernel %ctx, "copy"(%w, %io) {ints = array<i64: 256>, floats = array<f64>}
+  return
+}
+
+// -----
+
+// Sizes are bounded before offsets are summed: a buffer over 2^40 bytes,
+// or buffers over 2^60 bytes in all, are errors rather than wrapped offsets.
+func.func @huge(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) attributes {rt.manifest = {format = 1 : i64}} {
+  // expected-error @+1 {{a buffer of 1099511627777 bytes is over the limit of 2^40 bytes (1 TiB)}}
+  %a = rt.alloc 1099511627777 : !rt.buffer
+  rt.kernel %ctx, "copy"(%p, %a) {ints = array<i64: 64>, floats = array<f64>}
   return
 }

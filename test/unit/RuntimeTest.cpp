@@ -286,6 +286,20 @@ TEST(Manifest, ParsesAndInitializes) {
   EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 2}"); })
                 .find("has format 2 but this runtime reads format 3"),
             std::string::npos);
+  // Slots are checked before the runtime multiplies or offsets by them: a
+  // size that is not its shape's (here one that wrapped), or a slot past
+  // its region's end, is refused by name.
+  std::string wrapped = json;
+  wrapped.replace(wrapped.find("[4, 8]"), 6, "[4611686018427387905, 64]");
+  EXPECT_NE(errorOf([&] { Manifest::parse(wrapped.c_str()); })
+                .find("parameter slot 'w' (f32 [4611686018427387905, 64], 128 bytes at 0) "
+                      "does not fit its shape or its region"),
+            std::string::npos);
+  std::string outside = json;
+  outside.replace(outside.find("\"offset\": 128"), 13, "\"offset\": 176");
+  EXPECT_NE(errorOf([&] { Manifest::parse(outside.c_str()); })
+                .find("parameter slot 'g' (f32 [8], 32 bytes at 176) does not fit"),
+            std::string::npos);
 }
 
 } // namespace
