@@ -106,23 +106,24 @@ struct RtPlanMemoryPass
     });
 
     int64_t arenaBytes = 0;
+    // Placed buffers by offset: the first gap among those live at the same
+    // time is found in one pass, without sorting them per buffer.
     SmallVector<Interval *> placed;
     for (Interval *iv : order) {
-      // Busy byte ranges of placed buffers live at the same time, by offset.
-      SmallVector<std::pair<int64_t, int64_t>> busy;
-      for (Interval *other : placed)
-        if (other->begin <= iv->end && iv->begin <= other->end)
-          busy.push_back({other->offset, other->offset + other->size});
-      llvm::sort(busy);
       int64_t offset = 0;
-      for (auto [lo, hi] : busy) {
-        if (offset + iv->size <= lo)
+      for (Interval *other : placed) {
+        if (other->begin > iv->end || iv->begin > other->end)
+          continue; // not live at the same time
+        if (offset + iv->size <= other->offset)
           break;
-        offset = std::max(offset, hi);
+        offset = std::max(offset, other->offset + other->size);
       }
       iv->offset = offset;
       arenaBytes = std::max(arenaBytes, offset + iv->size);
-      placed.push_back(iv);
+      auto at = llvm::upper_bound(placed, offset, [](int64_t off, Interval *p) {
+        return off < p->offset;
+      });
+      placed.insert(at, iv);
     }
 
     int64_t gatheredBytes = peakGathered(intervals, block.getOperations().size());
