@@ -92,9 +92,9 @@ void DriverOptions::bindOptions() {
                 "error naming it"),
        cl::value_desc("MiB"));
   bind(model.fusePatterns, "fuse-patterns",
-       cl::desc("Rewrite decomposed GELU, layer norm and attention (as "
-                "exporters write them) into the fused ops; =false keeps the "
-                "graph's own ops"));
+       cl::desc("Rewrite the decomposed forms exporters write (GELU, SiLU, "
+                "layer and RMS norm, rotary embedding, attention) into the "
+                "fused ops; =false keeps the graph's own ops"));
   bind(output.supportedOps, "supported-ops",
        cl::desc("Print the ONNX op types shardc imports and exit"));
   new cl::list<std::string>(
