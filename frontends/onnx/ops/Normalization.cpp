@@ -7,6 +7,10 @@
 #include "frontends/onnx/GraphImporter.h"
 #include "frontends/onnx/OpRegistry.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
 using namespace mlir;
 using namespace shardc;
 using namespace shardc::onnx_import;
@@ -25,6 +29,9 @@ Error GraphImporter::layerNorm(const onnx::NodeProto &n) {
   if (Error e = normalizeAxis(n, axis, rank))
     return e;
   double eps = attrFloat(n, "epsilon", 1e-5);
+  if (!(eps >= 0) || !std::isfinite(eps))
+    return nodeError(n, "epsilon must be a finite value >= 0, got " +
+                            llvm::formatv("{0}", eps).str());
   int64_t outer = 1, c = 1;
   for (int64_t d = 0; d < rank; ++d)
     (d < axis ? outer : c) *= xs[d];

@@ -339,6 +339,8 @@ Error GraphImporter::gather(const onnx::NodeProto &n) {
   int64_t axis = attrInt(n, "axis", 0), rank = ds.size();
   if (Error e = normalizeAxis(n, axis, rank))
     return e;
+  if (kind(n.input(1)) != Kind::Int)
+    return nodeError(n, "the indices must be int32 or int64");
   // Constant indices are checked and made non-negative.
   std::optional<HostTensor> idx;
   if (isConst(n.input(1))) {
