@@ -174,6 +174,8 @@ Error GraphImporter::reshapeLike(const onnx::NodeProto &n) {
       for (int64_t a : axes) {
         if (Error e = normalizeAxis(n, a, rank))
           return e;
+        if (inserted[a])
+          return nodeError(n, "axis " + llvm::Twine(a) + " is given twice");
         inserted[a] = true;
       }
       for (int64_t d = 0, k = 0; d < rank; ++d)
