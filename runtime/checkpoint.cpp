@@ -1,6 +1,7 @@
 //===- checkpoint.cpp - training checkpoints: sharded save, resume --------===//
 #include "runtime/checkpoint.h"
 #include "runtime/files.h"
+#include "runtime/program.h"
 #include "runtime/runtime.h"
 #include "runtime/safetensors.h"
 
@@ -128,6 +129,26 @@ shardc::runtime::checkpointTensors(const Manifest &m) {
   return out;
 }
 
+std::string shardc::runtime::programFingerprint(const Manifest &m) {
+  XXH3_state_t *state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, shardc_manifest, std::strlen(shardc_manifest));
+  int64_t regionBytes[shardc::abi::kNumRegions] = {m.paramBytes, m.stateBytes,
+                                           m.ioBytes, m.arenaBytes,
+                                           m.constantsBytes};
+  for (const int64_t *program :
+       {shardc_program_micro_step, shardc_program_micro_step_nosync,
+        shardc_program_opt_step})
+    if (program && validateProgram(program, regionBytes).empty())
+      XXH3_64bits_update(state, program,
+                         size_t(programWords(program)) * sizeof(int64_t));
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                (unsigned long long)XXH3_64bits_digest(state));
+  XXH3_freeState(state);
+  return buf;
+}
+
 std::string shardc::runtime::modelHash(const Manifest &m) {
   std::string text = "optimizer=" + m.optimizer + ";";
   for (const CheckpointTensor &t : checkpointTensors(m))
@@ -232,8 +253,7 @@ void Checkpointer::save(const std::string &dir, const TrainProgress &progress,
     meta["optimizer"] = m_.optimizer;
     meta["model"] = {{"source", m_.source}, {"family", m_.family}};
     meta["model_hash"] = modelHash(m_);
-    meta["program_hash"] =
-        hex64(XXH3_64bits(shardc_manifest, std::strlen(shardc_manifest)));
+    meta["program_hash"] = programFingerprint(m_);
     meta["mesh"] = {m_.replicas, m_.shards};
     json files = json::object(), tensors = json::object();
     for (const CheckpointTensor &t : tensors_)

@@ -60,6 +60,10 @@ std::vector<CheckpointTensor> checkpointTensors(const Manifest &m);
 /// global shapes and dtypes of the tensors and the optimizer (not the mesh).
 std::string modelHash(const Manifest &m);
 
+/// A hash of the compiled program, its manifest and launch tables: what the
+/// ranks compare at start-up and a checkpoint records as program_hash.
+std::string programFingerprint(const Manifest &m);
+
 class Checkpointer {
 public:
   Checkpointer(const Manifest &m, const Mesh &mesh, Backend &backend,

@@ -63,26 +63,6 @@ int64_t procStatusBytes(const char *key) {
   return kib < 0 ? -1 : kib * 1024;
 }
 
-/// A hash of the compiled program: its manifest and launch tables.
-std::string programFingerprint(const Manifest &m) {
-  XXH3_state_t *state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  XXH3_64bits_update(state, shardc_manifest, std::strlen(shardc_manifest));
-  int64_t regionBytes[abi::kNumRegions] = {m.paramBytes, m.stateBytes,
-                                           m.ioBytes, m.arenaBytes,
-                                           m.constantsBytes};
-  for (const int64_t *program :
-       {shardc_program_micro_step, shardc_program_micro_step_nosync,
-        shardc_program_opt_step})
-    if (program && validateProgram(program, regionBytes).empty())
-      XXH3_64bits_update(state, program,
-                         size_t(programWords(program)) * sizeof(int64_t));
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx",
-                (unsigned long long)XXH3_64bits_digest(state));
-  XXH3_freeState(state);
-  return buf;
-}
 
 /// The flags of a command line as (flag, value) pairs, in order.
 std::vector<std::pair<std::string, std::string>> flagList(int argc,
