@@ -355,6 +355,14 @@ Error GraphImporter::gather(const onnx::NodeProto &n) {
         v += ds[axis];
     }
     if (isConst(n.input(0))) {
+      // Its result: the indices times a slice of the data.
+      std::optional<int64_t> slice = checkedNumel(ds), elements;
+      int64_t e = 0;
+      if (slice && ds[axis] > 0 &&
+          !__builtin_mul_overflow(idx->numel(), *slice / ds[axis], &e))
+        elements = e;
+      if (Error err = reserveFold(n, elements ? *elements : -1))
+        return err;
       setConst(n.output(0), evalGather(constant(n.input(0)), *idx, axis));
       return Error::success();
     }
