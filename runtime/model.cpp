@@ -77,8 +77,10 @@ Manifest Manifest::parse(const char *text) {
                                  std::to_string(regionBytes) + " bytes");
       for (const TensorSlot &s : slots) {
         int64_t n = shardc::abi::dtypeBytes(shardc::abi::dtypeCode(s.dtype));
+        if (n == 0) // an unknown dtype
+          n = -1;
         for (int64_t d : s.shape)
-          if (n == 0 || d < 0 || __builtin_mul_overflow(n, d, &n))
+          if (n < 0 || d < 0 || __builtin_mul_overflow(n, d, &n))
             n = -1;
         if (n != s.bytes || s.offset < 0 || s.offset > regionBytes - s.bytes)
           throw std::runtime_error(std::string(region) + " slot '" + s.name +

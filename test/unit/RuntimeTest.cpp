@@ -295,6 +295,12 @@ TEST(Manifest, ParsesAndInitializes) {
                 .find("parameter slot 'w' (f32 [4611686018427387905, 64], 128 bytes at 0) "
                       "does not fit its shape or its region"),
             std::string::npos);
+  // An empty tensor fits anywhere in its region, at its end included.
+  std::string empty = json;
+  const std::string gSlot = "\"shape\": [8], \"offset\": 128,\n                \"bytes\": 32";
+  empty.replace(empty.find(gSlot), gSlot.size(),
+                "\"shape\": [0, 8], \"offset\": 192, \"bytes\": 0");
+  EXPECT_EQ(Manifest::parse(empty.c_str()).params[1].bytes, 0);
   std::string outside = json;
   outside.replace(outside.find("\"offset\": 128"), 13, "\"offset\": 176");
   EXPECT_NE(errorOf([&] { Manifest::parse(outside.c_str()); })
