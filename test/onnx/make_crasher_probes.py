@@ -7,7 +7,8 @@ for the importer classes of issue 15 that once crashed or ran away.
     [2^31, 2^31] (sizes wrapped; compiled);
   probe-cos_huge, probe-expand_huge, probe-range_huge: ConstantOfShape,
     Expand and Range of 2^32 to 10^12 elements (out of memory);
-  probe-gather_huge: Gather of 2^16 indices into a [4, 4096] constant;
+  probe-gather_huge, probe-gathernd_huge: Gather and GatherND of 2^16
+    indices into a [4, 4096] constant (2^28 elements);
   fold: a ConstantOfShape of 2^21 elements (16 MiB), within the default
     budget and beyond --fold-budget 1.
 """
@@ -67,4 +68,11 @@ save("probe-gather_huge",
       h.make_node("Gather", ["d", "i"], ["z"]), h.make_node("ReduceSum", ["z"], ["s"], keepdims=0),
       h.make_node("Add", ["x", "s"], ["y"])], [fx], [fy],
      [i64([4, 4096], "dsh"), i64([1 << 16], "ish")])
+save("probe-gathernd_huge",
+     [h.make_node("ConstantOfShape", ["dsh"], ["d"], value=one),
+      h.make_node("ConstantOfShape", ["ish"], ["i"],
+                  value=nh.from_array(np.array([0], np.int64))),
+      h.make_node("GatherND", ["d", "i"], ["z"]), h.make_node("ReduceSum", ["z"], ["s"], keepdims=0),
+      h.make_node("Add", ["x", "s"], ["y"])], [fx], [fy],
+     [i64([4, 4096], "dsh"), i64([1 << 16, 1], "ish")])
 filled("fold", h.make_node("ConstantOfShape", ["sh"], ["z"], value=one), [i64([2048, 1024], "sh")])

@@ -35,6 +35,23 @@ Error GraphImporter::folded(const onnx::NodeProto &n) {
   attrs.axes = attrInts(n, "axes");
   attrs.keepDims = attrInt(n, "keepdims", 1);
   attrs.noopWithEmptyAxes = attrInt(n, "noop_with_empty_axes", 0);
+  // GatherND's result can outgrow the broadcast of its inputs (which
+  // importNode reserved): reserve the rest, (indices / k) x a slice.
+  if (n.op_type() == "GatherND" && inputs.size() == 2 && inputs[0] && inputs[1]) {
+    const std::vector<int64_t> &ds = inputs[0]->shape, &is = inputs[1]->shape;
+    int64_t r = ds.size(), q = is.size(), bd = attrs.batchDims;
+    int64_t k = q ? is.back() : 0;
+    if (q >= 1 && bd >= 0 && bd < std::min(r, q) && k >= 1 && k <= r - bd) {
+      std::optional<int64_t> rows = checkedNumel(is);
+      std::optional<int64_t> slice =
+          checkedNumel(llvm::ArrayRef<int64_t>(ds).drop_front(bd + k));
+      int64_t elements = -1;
+      if (rows && slice && __builtin_mul_overflow(*rows / k, *slice, &elements))
+        elements = -1;
+      if (Error e = reserveFold(n, elements))
+        return e;
+    }
+  }
   std::string why;
   std::optional<HostTensor> r = evalFolded(n.op_type(), inputs, attrs, why);
   if (!r)
