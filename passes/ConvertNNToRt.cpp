@@ -743,11 +743,7 @@ private:
   /// Bytes of a tensor of `type`, or -1 if that overflows int64.
   static int64_t byteSize(Type type) {
     auto t = cast<RankedTensorType>(type);
-    int64_t n = elementBytes(t.getElementType());
-    for (int64_t d : t.getShape())
-      if (d < 0 || __builtin_mul_overflow(n, d, &n))
-        return -1;
-    return n;
+    return abi::checkedSize(t.getShape(), elementBytes(t.getElementType()));
   }
   struct Slot {
     std::string name;

@@ -53,13 +53,13 @@ static const char *fileKind(mode_t mode) {
   return "not a plain file";
 }
 
-std::string shardc::runtime::formatBytes(uint64_t bytes) {
-  const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+std::string shardc::runtime::formatBytes(double bytes) {
+  const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < 1024)
-    return std::to_string(bytes) + " bytes";
-  double v = double(bytes);
+    return std::to_string(uint64_t(bytes)) + " bytes";
+  double v = bytes;
   int u = -1;
-  while (v >= 1024 && u < 3) {
+  while (v >= 1024 && u < 5) {
     v /= 1024;
     ++u;
   }

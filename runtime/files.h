@@ -60,8 +60,9 @@ bool readInputFile(const std::string &path, uint64_t maxBytes,
 /// naming `path` when the file is shorter or the read fails.
 bool readAtNoThrow(int fd, const std::string &path, uint64_t offset, void *dst,
                    uint64_t bytes, std::string &error) noexcept;
-/// "1.5 GiB", "16 MiB", "100 bytes": a byte count for messages.
-std::string formatBytes(uint64_t bytes);
+/// "1.5 GiB", "16 MiB", "100 bytes": a byte count for messages (up to
+/// EiB; a double, so that sizes past 2^64 print too).
+std::string formatBytes(double bytes);
 /// Its size in bytes.
 int64_t fileSize(int fd, const std::string &path);
 /// Reads exactly `bytes` at `offset` (pread); throws naming `path` when the

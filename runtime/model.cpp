@@ -76,12 +76,10 @@ Manifest Manifest::parse(const char *text) {
         throw std::runtime_error(std::string("the ") + region + " region has " +
                                  std::to_string(regionBytes) + " bytes");
       for (const TensorSlot &s : slots) {
-        int64_t n = shardc::abi::dtypeBytes(shardc::abi::dtypeCode(s.dtype));
-        if (n == 0) // an unknown dtype
-          n = -1;
-        for (int64_t d : s.shape)
-          if (n < 0 || d < 0 || __builtin_mul_overflow(n, d, &n))
-            n = -1;
+        int64_t elementBytes =
+            shardc::abi::dtypeBytes(shardc::abi::dtypeCode(s.dtype));
+        int64_t n = elementBytes == 0 ? -1 // an unknown dtype
+                                      : shardc::abi::checkedSize(s.shape, elementBytes);
         if (n != s.bytes || s.offset < 0 || s.offset > regionBytes - s.bytes)
           throw std::runtime_error(std::string(region) + " slot '" + s.name +
                                    "' (" + s.dtype + " " + shapeString(s.shape) +
@@ -110,7 +108,7 @@ std::string shardc::runtime::shapeString(const std::vector<int64_t> &shape) {
 /// The dtype code of `slot`'s file: its own dtype, or a float file type of
 /// an f32 slot.
 static int64_t fileDtypeCode(const TensorSlot &slot) {
-  if (slot.fileDtype.empty() || slot.fileDtype == slot.dtype)
+  if (!slot.convertsFile())
     return shardc::abi::dtypeCode(slot.dtype);
   int64_t code = shardc::abi::dtypeCode(slot.fileDtype);
   if (slot.dtype != "f32" ||

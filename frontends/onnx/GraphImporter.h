@@ -45,9 +45,6 @@ std::string typeName(int32_t t);
 /// graph computes in f32 and converts at its inputs, outputs and casts;
 /// -1 for FLOAT and every other type.
 int64_t fileFloatDtype(int32_t onnxType);
-/// The elements of `shape`, or nullopt if a dim is negative or the product
-/// overflows int64.
-std::optional<int64_t> checkedNumel(llvm::ArrayRef<int64_t> shape);
 /// An error message if a tensor of `shape` with `elementBytes` per element
 /// is over abi::kMaxTensorBytes (or its size overflows); "" if it fits.
 std::string tensorSizeProblem(llvm::ArrayRef<int64_t> shape, int64_t elementBytes);

@@ -371,11 +371,6 @@ HostTensor boolLike(std::vector<int64_t> shape) {
   return r;
 }
 
-/// x rounded to the tensor's float type (f64 for DOUBLE, else f32).
-double roundTo(const HostTensor &t, double x) {
-  return roundToType(t.onnxType, x);
-}
-
 } // namespace
 
 std::optional<HostTensor>
@@ -529,8 +524,8 @@ shardc::onnx_import::evalFolded(const std::string &op,
     }
     HostTensor r = like(a, a.shape);
     for (double v : a.f) {
-      double x = roundTo(a, v);
-      r.f.push_back(roundTo(a, op == "Cos" ? std::cos(x) : std::sin(x)));
+      double x = roundToType(a.onnxType, v);
+      r.f.push_back(roundToType(a.onnxType, op == "Cos" ? std::cos(x) : std::sin(x)));
     }
     return r;
   }
@@ -598,9 +593,9 @@ shardc::onnx_import::evalFolded(const std::string &op,
           if (x->kind == Kind::Float) {
             if (attrs.exclusive) {
               r.f[size_t(k)] = facc;
-              facc = roundTo(*x, facc + x->f[size_t(k)]);
+              facc = roundToType(x->onnxType, facc + x->f[size_t(k)]);
             } else {
-              facc = roundTo(*x, facc + x->f[size_t(k)]);
+              facc = roundToType(x->onnxType, facc + x->f[size_t(k)]);
               r.f[size_t(k)] = facc;
             }
           } else {

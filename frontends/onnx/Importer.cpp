@@ -84,38 +84,16 @@ std::string shardc::onnx_import::typeName(int32_t t) {
   return name ? *name : "type " + std::to_string(t);
 }
 
-std::optional<int64_t>
-shardc::onnx_import::checkedNumel(llvm::ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    if (d < 0 || __builtin_mul_overflow(n, d, &n))
-      return std::nullopt;
-  return n;
-}
-
-/// Bytes as errors print them: "512 bytes", "3.0 GiB".
-static std::string bytesText(double bytes) {
-  if (bytes < 1024)
-    return std::to_string(int64_t(bytes)) + " bytes";
-  const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = -1;
-  while (bytes >= 1024 && u < 5) {
-    bytes /= 1024;
-    ++u;
-  }
-  return llvm::formatv("{0:f1} {1}", bytes, units[u]).str();
-}
-
 std::string shardc::onnx_import::tensorSizeProblem(llvm::ArrayRef<int64_t> shape,
                                                    int64_t elementBytes) {
-  std::optional<int64_t> n = checkedNumel(shape);
-  if (n && *n <= abi::kMaxTensorBytes / elementBytes)
+  int64_t n = abi::checkedSize(shape, 1);
+  if (n >= 0 && n <= abi::kMaxTensorBytes / elementBytes)
     return "";
   double bytes = double(elementBytes);
   for (int64_t d : shape)
     bytes *= double(d);
   return "a tensor of shape " + shapeText(shape) + " is " +
-         (n ? bytesText(bytes) : std::string("beyond 2^63 elements")) +
+         (n >= 0 ? runtime::formatBytes(bytes) : std::string("beyond 2^63 elements")) +
          ", over shardc's limit of 2^40 bytes (1 TiB) per tensor";
 }
 
@@ -128,10 +106,10 @@ Error GraphImporter::reserveFold(const onnx::NodeProto &n, int64_t elements) {
   return nodeError(n, "evaluating it at compile time would hold " +
                           (elements < 0 ? std::string("more than 2^63 elements")
                                         : std::to_string(elements) + " elements (" +
-                                              bytesText(8.0 * double(elements)) + ")") +
+                                              runtime::formatBytes(8.0 * double(elements)) + ")") +
                           ", beyond the compile-time evaluation budget (" +
-                          bytesText(double(budget)) + " in all, " +
-                          bytesText(double(budget - foldedBytes)) +
+                          runtime::formatBytes(double(budget)) + " in all, " +
+                          runtime::formatBytes(double(budget - foldedBytes)) +
                           " left; --fold-budget MIB raises it)");
 }
 
@@ -715,8 +693,7 @@ Error GraphImporter::importNode(const onnx::NodeProto &n) {
         shape = *s;
       }
     if (broadcasts) {
-      std::optional<int64_t> elements = checkedNumel(shape);
-      if (Error e = reserveFold(n, elements ? *elements : -1))
+      if (Error e = reserveFold(n, abi::checkedSize(shape, 1)))
         return e;
     }
   }

@@ -151,6 +151,18 @@ inline std::string checkKernelArgs(const KernelInfo &k, int64_t numBuffers,
 /// device, small enough that offsets and region sums of such tensors
 /// cannot overflow int64). The importers refuse a larger shape by name.
 inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+/// Bytes of a tensor of `shape` with `elementBytes` an element (its
+/// elements with 1), or -1 if a dim is negative or the product overflows
+/// int64: the one checked size product of the importers, the passes and
+/// the runtime.
+template <typename Shape>
+int64_t checkedSize(const Shape &shape, int64_t elementBytes) {
+  int64_t n = elementBytes;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return -1;
+  return n;
+}
 /// The largest sum of a region's (or an arena's) buffers the compiler
 /// plans, in bytes: every offset is below it, so no offset arithmetic
 /// overflows.

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/GraphImporter.h"
 #include "frontends/onnx/OpRegistry.h"
+#include "runtime/abi/abi.h"
 
 using namespace shardc;
 using namespace shardc::onnx_import;
@@ -42,13 +43,10 @@ Error GraphImporter::folded(const onnx::NodeProto &n) {
     int64_t r = ds.size(), q = is.size(), bd = attrs.batchDims;
     int64_t k = q ? is.back() : 0;
     if (q >= 1 && bd >= 0 && bd < std::min(r, q) && k >= 1 && k <= r - bd) {
-      std::optional<int64_t> rows = checkedNumel(is);
-      std::optional<int64_t> slice =
-          checkedNumel(llvm::ArrayRef<int64_t>(ds).drop_front(bd + k));
-      int64_t elements = -1;
-      if (rows && slice && __builtin_mul_overflow(*rows / k, *slice, &elements))
-        elements = -1;
-      if (Error e = reserveFold(n, elements))
+      // Its result: [indices' outer dims..., the data's dims past bd + k].
+      std::vector<int64_t> out(is.begin(), is.end() - 1);
+      out.insert(out.end(), ds.begin() + bd + k, ds.end());
+      if (Error e = reserveFold(n, shardc::abi::checkedSize(out, 1)))
         return e;
     }
   }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/GraphImporter.h"
 #include "frontends/onnx/OpRegistry.h"
+#include "runtime/abi/abi.h"
 
 #include "mlir/IR/Verifier.h"
 
@@ -82,8 +83,7 @@ Error GraphImporter::constantOfShape(const onnx::NodeProto &n) {
   for (int64_t d : *s)
     if (d < 0)
       return nodeError(n, "negative dimension in the shape");
-  std::optional<int64_t> elements = checkedNumel(*s);
-  if (Error e = reserveFold(n, elements ? *elements : -1))
+  if (Error e = reserveFold(n, shardc::abi::checkedSize(*s, 1)))
     return e;
   fill.shape = {};
   setConst(n.output(0), evalExpand(fill, *s));
@@ -296,8 +296,7 @@ Error GraphImporter::expand(const onnx::NodeProto &n) {
   if (!out)
     return nodeError(n, "the input does not broadcast to the shape given");
   if (isConst(n.input(0))) {
-    std::optional<int64_t> elements = checkedNumel(*out);
-    if (Error e = reserveFold(n, elements ? *elements : -1))
+    if (Error e = reserveFold(n, shardc::abi::checkedSize(*out, 1)))
       return e;
     setConst(n.output(0), evalExpand(constant(n.input(0)), *s));
     return Error::success();
@@ -355,14 +354,12 @@ Error GraphImporter::gather(const onnx::NodeProto &n) {
         v += ds[axis];
     }
     if (isConst(n.input(0))) {
-      // Its result: the indices times a slice of the data.
-      std::optional<int64_t> slice = checkedNumel(ds), elements;
-      int64_t e = 0;
-      if (slice && ds[axis] > 0 &&
-          !__builtin_mul_overflow(idx->numel(), *slice / ds[axis], &e))
-        elements = e;
-      if (Error err = reserveFold(n, elements ? *elements : -1))
-        return err;
+      // Its result: the data's shape with the indices' in place of dim axis.
+      std::vector<int64_t> out(ds.begin(), ds.begin() + axis);
+      out.insert(out.end(), idx->shape.begin(), idx->shape.end());
+      out.insert(out.end(), ds.begin() + axis + 1, ds.end());
+      if (Error e = reserveFold(n, shardc::abi::checkedSize(out, 1)))
+        return e;
       setConst(n.output(0), evalGather(constant(n.input(0)), *idx, axis));
       return Error::success();
     }
