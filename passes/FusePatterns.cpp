@@ -554,6 +554,24 @@ bool isMaskedScore(const APFloat &v) {
          (v.isInfinity() || (v.isFinite() && v.convertToDouble() <= -1e30));
 }
 
+/// Whether `values`, a constant of `shape` [..., T, S] in row-major order,
+/// has `keep(onOrBelow, v)` for every element v, onOrBelow telling whether
+/// v is on or below the diagonal of its [T, S] matrix.
+template <typename Values, typename Keep>
+bool holdsByDiagonal(ArrayRef<int64_t> shape, int64_t t, int64_t s,
+                     Values values, Keep keep) {
+  if (shape.size() < 2 || shape[shape.size() - 2] != t || shape.back() != s)
+    return false;
+  int64_t e = 0;
+  for (const auto &v : values) {
+    int64_t i = (e / s) % t, j = e % s;
+    ++e;
+    if (!keep(j <= i, v))
+      return false;
+  }
+  return true;
+}
+
 /// An additive mask that is zero everywhere (no mask), or zero on and below
 /// the diagonal of its last two dimensions [T, S] and masked above (causal;
 /// see isMaskedScore).
@@ -570,17 +588,11 @@ std::optional<MaskKind> classifyMask(Value mask, int64_t t, int64_t s) {
   if (llvm::all_of(dense.getValues<APFloat>(),
                    [](const APFloat &v) { return v.isZero(); }))
     return MaskKind::None;
-  ArrayRef<int64_t> ms = typeOf(mask).getShape();
-  if (ms.size() < 2 || ms[ms.size() - 2] != t || ms.back() != s)
+  if (!holdsByDiagonal(typeOf(mask).getShape(), t, s, dense.getValues<APFloat>(),
+                       [](bool below, const APFloat &v) {
+                         return below ? v.isZero() : isMaskedScore(v);
+                       }))
     return std::nullopt;
-  int64_t e = 0;
-  for (const APFloat &v : dense.getValues<APFloat>()) {
-    int64_t i = (e / s) % t, j = e % s;
-    ++e;
-    bool ok = j <= i ? v.isZero() : isMaskedScore(v);
-    if (!ok)
-      return std::nullopt;
-  }
   return MaskKind::Causal;
 }
 
@@ -593,8 +605,7 @@ std::optional<MaskKind> classifyMask(Value mask, int64_t t, int64_t s) {
 Value unmaskWhere(nn::WhereOp w, int64_t t, int64_t s, RankedTensorType st) {
   auto c = w.getCondition().getDefiningOp<nn::ConstantOp>();
   auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
-  ArrayRef<int64_t> cs = typeOf(w.getCondition()).getShape();
-  if (!dense || cs.size() < 2 || cs[cs.size() - 2] != t || cs.back() != s)
+  if (!dense)
     return {};
   for (int side = 0; side < 2; ++side) {
     Value scores = side == 0 ? w.getLhs() : w.getRhs();
@@ -602,13 +613,11 @@ Value unmaskWhere(nn::WhereOp w, int64_t t, int64_t s, RankedTensorType st) {
     std::optional<double> f = splatValue(fill);
     if (scores.getType() != st || !f || !isMaskedScore(APFloat(*f)))
       continue;
-    int64_t e = 0;
-    bool causal = llvm::all_of(dense.getValues<bool>(), [&](bool keep) {
-      int64_t i = (e / s) % t, j = e % s;
-      ++e;
-      return keep == (side == 0 ? j <= i : j > i);
-    });
-    if (causal)
+    // The scores are kept on and below the diagonal (side 0), or above it.
+    if (holdsByDiagonal(typeOf(w.getCondition()).getShape(), t, s,
+                        dense.getValues<bool>(), [&](bool below, bool keep) {
+                          return keep == (side == 0 ? below : !below);
+                        }))
       return scores;
   }
   return {};

@@ -542,7 +542,7 @@ int runInfer(const Manifest &m, int argc, char **argv) {
       throw std::runtime_error(error + " (input '" + name + "')");
     // An f32 slot whose file is f64, f16 or bf16 is read in that type and
     // converted (the graph computes in f32).
-    bool converted = !slot.fileDtype.empty() && slot.fileDtype != slot.dtype;
+    bool converted = slot.convertsFile();
     int64_t bytes = fileBytes(slot);
     if (size != uint64_t(bytes))
       throw std::runtime_error(file + ": input '" + name + "' needs exactly " +
@@ -565,7 +565,7 @@ int runInfer(const Manifest &m, int argc, char **argv) {
     const char *data = mem.host<char>(slot);
     int64_t bytes = fileBytes(slot);
     std::vector<char> encoded;
-    if (!slot.fileDtype.empty() && slot.fileDtype != slot.dtype) {
+    if (slot.convertsFile()) {
       encoded.resize(static_cast<size_t>(bytes));
       encodeFile(slot, mem.host<float>(slot), encoded.data());
       data = encoded.data();

@@ -19,6 +19,9 @@ struct TensorSlot {
   /// io slots: the element type of the --input/--output file when it is
   /// not dtype ("f64", "f16", "bf16" for an f32 slot); else empty.
   std::string fileDtype;
+  /// Whether the slot's io file holds another type than the slot, converted
+  /// on read and write (decodeFile, encodeFile).
+  bool convertsFile() const { return !fileDtype.empty() && fileDtype != dtype; }
   std::vector<int64_t> shape;
   int64_t offset = 0; // bytes into its region
   int64_t bytes = 0;

@@ -59,20 +59,15 @@ save("probe-range_huge",
      [h.make_node("Range", ["s", "l", "d"], ["z"]), h.make_node("Cast", ["z"], ["c"], to=1),
       h.make_node("ReduceSum", ["c"], ["q"], keepdims=0), h.make_node("Add", ["x", "q"], ["y"])],
      [fx], [fy], [i64(0, "s"), i64(10**12, "l"), i64(1, "d")])
-# Gather of 2^16 indices into a [4, 4096] constant: 2^28 elements from 2^30
-# bytes of inputs' worth less (the budget is reserved from its result).
-save("probe-gather_huge",
-     [h.make_node("ConstantOfShape", ["dsh"], ["d"], value=one),
-      h.make_node("ConstantOfShape", ["ish"], ["i"],
-                  value=nh.from_array(np.array([0], np.int64))),
-      h.make_node("Gather", ["d", "i"], ["z"]), h.make_node("ReduceSum", ["z"], ["s"], keepdims=0),
-      h.make_node("Add", ["x", "s"], ["y"])], [fx], [fy],
-     [i64([4, 4096], "dsh"), i64([1 << 16], "ish")])
-save("probe-gathernd_huge",
-     [h.make_node("ConstantOfShape", ["dsh"], ["d"], value=one),
-      h.make_node("ConstantOfShape", ["ish"], ["i"],
-                  value=nh.from_array(np.array([0], np.int64))),
-      h.make_node("GatherND", ["d", "i"], ["z"]), h.make_node("ReduceSum", ["z"], ["s"], keepdims=0),
-      h.make_node("Add", ["x", "s"], ["y"])], [fx], [fy],
-     [i64([4, 4096], "dsh"), i64([1 << 16, 1], "ish")])
+# Gather and GatherND of 2^16 indices into a [4, 4096] constant, both made
+# by ConstantOfShape: 2^28 elements (2 GiB), reserved from the budget
+# before they are computed.
+for op, indices in (("Gather", [1 << 16]), ("GatherND", [1 << 16, 1])):
+    save(f"probe-{op.lower()}_huge",
+         [h.make_node("ConstantOfShape", ["dsh"], ["d"], value=one),
+          h.make_node("ConstantOfShape", ["ish"], ["i"],
+                      value=nh.from_array(np.array([0], np.int64))),
+          h.make_node(op, ["d", "i"], ["z"]), h.make_node("ReduceSum", ["z"], ["s"], keepdims=0),
+          h.make_node("Add", ["x", "s"], ["y"])], [fx], [fy],
+         [i64([4, 4096], "dsh"), i64(indices, "ish")])
 filled("fold", h.make_node("ConstantOfShape", ["sh"], ["z"], value=one), [i64([2048, 1024], "sh")])
