@@ -805,7 +805,7 @@ Expected<ImportedModel> GraphImporter::run(llvm::StringRef path) {
         return fail(path + ": output '" + o.name() + "' is never computed");
       Expected<Value> v = value(o.name());
       if (!v)
-        return v.takeError();
+        return fail(path + ": " + llvm::toString(v.takeError()));
       Value r = *v;
       // A result needs its own buffer: copy arguments and repeated values.
       if (isa<BlockArgument>(r) || llvm::is_contained(results, r)) {

@@ -16,7 +16,8 @@ random mutations to one seed:
     negative sizes, empty tensors, NaN);
   - nodes dropped, duplicated or reordered; outputs renamed.
 Every case runs `shardc --infer` under a memory limit (RLIMIT_AS) and a
-timeout. A case passes if shardc exits 0, or exits 1 with one error line.
+timeout. A case passes if shardc exits 0, or exits 1 with one error line
+that names the file and is not an internal error.
 A signal is a crash, the timeout a hang, "out of memory" a breach of the
 memory bound: any of these fails the run, and the case is saved under
 --crashers (the mutated model) for the regression corpus.
@@ -216,6 +217,28 @@ def limit_memory(bytes_):
     return apply
 
 
+def compile_model(args, path):
+    """Compiles `path` as the campaign does (--infer, under the memory limit
+    and the timeout) and classifies the outcome: ok (compiled), rejected
+    (one error line naming the file, not an internal error), crash, hang,
+    memory (out of memory) or unclear. Returns (class, stderr)."""
+    try:
+        r = subprocess.run([args.shardc, path, "--infer", "--emit", "rt", "-o", os.devnull],
+                           capture_output=True, text=True, errors="replace",
+                           timeout=args.timeout, preexec_fn=limit_memory(args.memory_mb << 20))
+    except subprocess.TimeoutExpired:
+        return "hang", ""
+    err = r.stderr.strip()
+    if r.returncode < 0 or r.returncode > 1:
+        return "crash", f"status {r.returncode}\n{err[-1500:]}"
+    if "out of memory" in err:
+        return "memory", err[-300:]
+    if r.returncode == 1 and (err.count("error:") != 1 or path not in err or
+                              "internal error" in err):
+        return "unclear", err[-600:]
+    return ("ok" if r.returncode == 0 else "rejected"), err
+
+
 def run_case(args, k, seed_models, supported_list):
     rnd = random.Random(args.seed * 1_000_003 + k)
     name, model = seed_models[rnd.randrange(len(seed_models))]
@@ -226,21 +249,11 @@ def run_case(args, k, seed_models, supported_list):
         onnx.save(model, path)
     except Exception:
         return k, name, "unwritable", ""
-    try:
-        r = subprocess.run([args.shardc, path, "--infer", "--emit", "rt", "-o", os.devnull],
-                           capture_output=True, text=True, errors="replace",
-                           timeout=args.timeout, preexec_fn=limit_memory(args.memory_mb << 20))
-    except subprocess.TimeoutExpired:
-        return k, name, "hang", path
-    err = r.stderr
-    if r.returncode < 0 or r.returncode > 1:
-        return k, name, "crash", path + ": status " + str(r.returncode) + "\n" + err[-1500:]
-    if "out of memory" in err:
-        return k, name, "memory", path + ": " + err.strip()[-300:]
-    if r.returncode == 1 and err.count("error:") != 1:
-        return k, name, "unclear", path + ": " + err[-600:]
-    os.remove(path)
-    return k, name, "ok" if r.returncode == 0 else "rejected", ""
+    status, err = compile_model(args, path)
+    if status in ("ok", "rejected"):
+        os.remove(path)
+        return k, name, status, ""
+    return k, name, status, path + ": " + err
 
 
 def replay(args):
@@ -250,20 +263,11 @@ def replay(args):
     limits, and never as an internal error."""
     bad = 0
     for path in sorted(glob.glob(os.path.join(args.replay, "*.onnx"))):
-        try:
-            r = subprocess.run([args.shardc, path, "--infer", "--emit", "rt", "-o", os.devnull],
-                               capture_output=True, text=True, errors="replace",
-                               timeout=args.timeout,
-                               preexec_fn=limit_memory(args.memory_mb << 20))
-        except subprocess.TimeoutExpired:
-            print(f"HANG {path}")
-            bad += 1
-            continue
-        err = r.stderr.strip()
-        ok = (r.returncode == 1 and err.count("error:") == 1 and path in err and
-              "internal error" not in err and "out of memory" not in err)
-        print(f"{'ok' if ok else 'BAD'} {os.path.basename(path)}: status {r.returncode}: "
-              f"{err.splitlines()[-1] if err else ''}")
+        status, err = compile_model(args, path)
+        ok = status == "rejected"
+        last = err.splitlines()[-1] if err else ""
+        print(f"ok {os.path.basename(path)}: status 1: {last}" if ok else
+              f"BAD ({status}) {os.path.basename(path)}: {last}")
         bad += not ok
     print(f"replayed corpus: {bad} not refused cleanly")
     sys.exit(1 if bad else 0)
