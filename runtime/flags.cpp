@@ -292,46 +292,48 @@ void shardc::runtime::checkOutputs(const Options &o) {
                             {"--trace", o.trace, false},
                             {"--export-hf", o.exportHf, true},
                             {"--checkpoint-dir", o.checkpointDir, true}};
-  const std::pair<const char *, const std::string &> inputs[] = {
+  const std::vector<std::pair<std::string, std::string>> inputs = {
       {"--data", o.data}, {"--init-from", o.initFrom}};
-  for (const Output &out : outputs) {
-    if (out.path.empty())
-      continue;
-    std::string what = std::string(out.flag) + " " + out.path;
-    struct stat st;
-    if (::stat(out.path.c_str(), &st) == 0) {
-      if (out.directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
-        throw std::runtime_error(
-            what + ": exists and is not a " +
-            (out.directory ? "directory" : "regular file") +
-            (out.directory ? ""
-                           : " (a device, FIFO or directory is never "
-                             "written over)"));
-      for (const auto &[flag, input] : inputs)
-        if (!input.empty() && sameFile(st, input))
-          throw std::runtime_error(what + ": is the " + flag +
-                                   " file of this run; writing it would "
-                                   "destroy the input");
-      if (::access(out.path.c_str(), W_OK) != 0)
-        throw std::runtime_error(what + ": not writable");
-      continue;
-    }
-    // A new file (or directory: created with its parents when written):
-    // the nearest existing ancestor must be a writable directory.
-    std::string dir = out.path;
-    while (true) {
-      size_t slash = dir.find_last_of('/');
-      dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
-      if (::stat(dir.c_str(), &st) == 0 || dir == "." || dir == "/")
-        break;
-      if (!out.directory)
-        throw std::runtime_error(what + ": directory " + dir +
-                                 " does not exist");
-    }
-    if (!S_ISDIR(st.st_mode))
-      throw std::runtime_error(what + ": " + dir + " is not a directory");
-    if (::access(dir.c_str(), W_OK) != 0)
-      throw std::runtime_error(what + ": directory " + dir +
-                               " is not writable");
+  for (const Output &out : outputs)
+    if (!out.path.empty())
+      checkOutputPath(std::string(out.flag) + " " + out.path, out.path,
+                      out.directory, inputs);
+}
+
+void shardc::runtime::checkOutputPath(
+    const std::string &what, const std::string &path, bool directory,
+    const std::vector<std::pair<std::string, std::string>> &inputs) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+      throw std::runtime_error(
+          what + ": exists and is not a " +
+          (directory ? "directory" : "regular file") +
+          (directory ? ""
+                     : " (a device, FIFO or directory is never "
+                       "written over)"));
+    for (const auto &[flag, input] : inputs)
+      if (!input.empty() && sameFile(st, input))
+        throw std::runtime_error(what + ": is the " + flag +
+                                 " file of this run; writing it would "
+                                 "destroy the input");
+    if (::access(path.c_str(), W_OK) != 0)
+      throw std::runtime_error(what + ": not writable");
+    return;
   }
+  // A new file (or directory: created with its parents when written):
+  // the nearest existing ancestor must be a writable directory.
+  std::string dir = path;
+  while (true) {
+    size_t slash = dir.find_last_of('/');
+    dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+    if (::stat(dir.c_str(), &st) == 0 || dir == "." || dir == "/")
+      break;
+    if (!directory)
+      throw std::runtime_error(what + ": directory " + dir + " does not exist");
+  }
+  if (!S_ISDIR(st.st_mode))
+    throw std::runtime_error(what + ": " + dir + " is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw std::runtime_error(what + ": directory " + dir + " is not writable");
 }

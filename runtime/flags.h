@@ -51,6 +51,13 @@ Options parseOptions(int argc, char **argv, const Manifest &m);
 /// directory. Throws std::runtime_error naming the flag and the path.
 void checkOutputs(const Options &o);
 
+/// The same check for one output: `what` names it in errors ("--log
+/// FILE"), `directory` says whether a directory is written there, and
+/// `inputs` are the (flag, path) pairs of the run's inputs.
+void checkOutputPath(
+    const std::string &what, const std::string &path, bool directory,
+    const std::vector<std::pair<std::string, std::string>> &inputs);
+
 } // namespace shardc::runtime
 
 #endif // SHARDC_RUNTIME_FLAGS_H

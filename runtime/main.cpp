@@ -527,6 +527,16 @@ int runInfer(const Manifest &m, int argc, char **argv) {
                                "and --output NAME=FILE)");
     }
   }
+  // Outputs are checked before anything runs, as the trainer's are: each a
+  // compiled output, a regular file (or a new one in a writable
+  // directory), never one of the inputs.
+  std::vector<std::pair<std::string, std::string>> inputFiles;
+  for (const auto &[name, file] : inputs)
+    inputFiles.push_back({"--input " + name, file});
+  for (const auto &[name, file] : outputs) {
+    m.ioSlot(name);
+    checkOutputPath("--output " + name + "=" + file, file, false, inputFiles);
+  }
   std::unique_ptr<Backend> backend =
       makeBackend(m.target, nullptr, m.constantsBytes);
   Memory mem(*backend, m, /*touchArena=*/true);
@@ -570,13 +580,9 @@ int runInfer(const Manifest &m, int argc, char **argv) {
       encodeFile(slot, mem.host<float>(slot), encoded.data());
       data = encoded.data();
     }
-    std::FILE *f = std::fopen(file.c_str(), "wb");
-    bool ok = f && std::fwrite(data, 1, size_t(bytes), f) == size_t(bytes);
-    if (f && std::fclose(f) != 0)
-      ok = false;
-    if (!ok)
-      throw std::runtime_error(file + ": cannot write output '" + name +
-                               "': " + std::strerror(errno));
+    DurableFile out(file); // a temporary, fsynced and renamed into place
+    out.write(data, uint64_t(bytes));
+    out.commit();
   }
   return 0;
 }
