@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/launch.h"
 #include "runtime/math.h"
 
 #include <array>
@@ -446,9 +447,7 @@ bool castable(int64_t code) {
 
 SHARDC_CUDA_KERNEL(fill) {
   int64_t n = i[A::fill::n];
-  fillKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), n, float(f[A::fill::f::value]));
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(fillKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), n, float(f[A::fill::f::value]));
 }
 
 SHARDC_CUDA_KERNEL(copy) {
@@ -462,44 +461,32 @@ SHARDC_CUDA_KERNEL(cast) {
     fatal("cast: dtype codes %lld to %lld are not supported on the CUDA "
           "backend (f32, bf16, i32, bool)",
           (long long)from, (long long)to);
-  castKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(b[0], b[1], n,
-                                                                  from, to);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(castKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), b[0], b[1], n, from, to);
 }
 
 SHARDC_CUDA_KERNEL(gelu) {
   int64_t n = i[A::gelu::n];
-  geluKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), n, i[A::gelu::tanh] != 0);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(geluKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), n, i[A::gelu::tanh] != 0);
 }
 
 SHARDC_CUDA_KERNEL(gelu_grad) {
   int64_t n = i[A::gelu_grad::n];
-  geluGradKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), F(b[2]), n, i[A::gelu_grad::tanh] != 0);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(geluGradKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), n, i[A::gelu_grad::tanh] != 0);
 }
 
 SHARDC_CUDA_KERNEL(silu) {
   int64_t n = i[A::silu::n];
-  siluKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(F(b[0]),
-                                                                  F(b[1]), n);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(siluKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), n);
 }
 
 SHARDC_CUDA_KERNEL(silu_grad) {
   int64_t n = i[A::silu_grad::n];
-  siluGradKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), F(b[2]), n);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(siluGradKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), n);
 }
 
 SHARDC_CUDA_KERNEL(accumulate) {
   int64_t n = i[A::accumulate::n];
-  accumulateKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), F(b[2]), F(b[3]), n);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(accumulateKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), F(b[3]), n);
 }
 
 SHARDC_CUDA_KERNEL(embedding) {
@@ -507,63 +494,44 @@ SHARDC_CUDA_KERNEL(embedding) {
           C = i[A::embedding::C];
   auto &c = *static_cast<cuda::Context *>(ctx);
   // A bad id is reported after the run (Context::checkErrors).
-  embeddingKernel<<<gridFor(N * C), kThreads, 0, c.stream(stream)>>>(
-      static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C,
-      c.errors + int64_t(A::KernelId::embedding));
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(embeddingKernel, gridFor(N * C), kThreads, 0, c.stream(stream), static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C, c.errors + int64_t(A::KernelId::embedding));
 }
 
 SHARDC_CUDA_KERNEL(squared_norm) {
-  squaredNormKernel<<<1, 1024, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), i[A::squared_norm::n]);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(squaredNormKernel, 1, 1024, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), i[A::squared_norm::n]);
 }
 
 SHARDC_CUDA_KERNEL(clip_coef) {
-  clipCoefKernel<<<1, 1, 0, streamOf(ctx, stream)>>>(F(b[0]), F(b[1]), F(b[2]));
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(clipCoefKernel, 1, 1, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]));
 }
 
 SHARDC_CUDA_KERNEL(adamw) {
   int64_t n = i[A::adamw::n];
   bool is1D = i[A::adamw::is_1d] != 0;
-  adamwKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), F(b[2]), F(b[3]), F(b[4]), F(b[5]), F(b[6]), F(b[7]),
-      F(b[8]), n, is1D);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(adamwKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), F(b[3]), F(b[4]), F(b[5]), F(b[6]), F(b[7]), F(b[8]), n, is1D);
 }
 
 SHARDC_CUDA_KERNEL(layer_norm) {
   int64_t M = i[A::layer_norm::M], C = i[A::layer_norm::C];
   bool hasBias = i[A::layer_norm::has_bias] != 0;
-  layerNormKernel<<<unsigned(M), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr, F(b[hasBias ? 3 : 2]), C,
-      float(f[A::layer_norm::f::eps]));
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(layerNormKernel, unsigned(M), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr, F(b[hasBias ? 3 : 2]), C, float(f[A::layer_norm::f::eps]));
 }
 
 SHARDC_CUDA_KERNEL(rms_norm) {
   int64_t M = i[A::rms_norm::M], C = i[A::rms_norm::C];
-  rmsNormKernel<<<unsigned(M), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), F(b[2]), C, float(f[A::rms_norm::f::eps]));
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(rmsNormKernel, unsigned(M), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), C, float(f[A::rms_norm::f::eps]));
 }
 
 SHARDC_CUDA_KERNEL(softmax) {
   int64_t outer = i[A::softmax::outer], n = i[A::softmax::n],
           inner = i[A::softmax::inner];
-  softmaxKernel<<<gridFor(outer * inner), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), outer, n, inner);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(softmaxKernel, gridFor(outer * inner), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), outer, n, inner);
 }
 
 SHARDC_CUDA_KERNEL(softmax_grad) {
   int64_t outer = i[A::softmax_grad::outer], n = i[A::softmax_grad::n],
           inner = i[A::softmax_grad::inner];
-  softmaxGradKernel<<<gridFor(outer * inner), kThreads, 0,
-                      streamOf(ctx, stream)>>>(F(b[0]), F(b[1]), F(b[2]),
-                                               outer, n, inner);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(softmaxGradKernel, gridFor(outer * inner), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), outer, n, inner);
 }
 
 SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
@@ -575,40 +543,29 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
   // Scratch: the row losses, then the mean's scale.
   auto *rowLoss = static_cast<double *>(c.scratch(N * sizeof(double) + 8));
   auto *scale = reinterpret_cast<float *>(rowLoss + N);
-  lossScaleKernel<<<1, 1024, 0, s>>>(targets, N, ignore, scale);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(lossScaleKernel, 1, 1024, 0, s, targets, N, ignore, scale);
   // A bad target is reported after the run (Context::checkErrors).
-  crossEntropyRowsKernel<<<unsigned(N), kThreads, 0, s>>>(
-      F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss,
-      c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
-  CUDA_LAUNCHED();
-  meanLossKernel<<<1, 1, 0, s>>>(rowLoss, targets, N, ignore, F(b[2]));
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(crossEntropyRowsKernel, unsigned(N), kThreads, 0, s, F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss, c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
+  SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore, F(b[2]));
 }
 
 SHARDC_CUDA_KERNEL(embedding_grad) {
   int64_t N = i[A::embedding_grad::N], V = i[A::embedding_grad::V],
           C = i[A::embedding_grad::C];
-  embeddingGradKernel<<<gridFor(C), kThreads, 0, streamOf(ctx, stream)>>>(
-      static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(embeddingGradKernel, gridFor(C), kThreads, 0, streamOf(ctx, stream), static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C);
 }
 
 SHARDC_CUDA_KERNEL(sgd) {
   int64_t n = i[A::sgd::n];
   bool is1D = i[A::sgd::is_1d] != 0;
-  sgdKernel<<<gridFor(n), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), F(b[2]), F(b[3]), F(b[4]), F(b[5]), F(b[6]), n, is1D);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(sgdKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), F(b[3]), F(b[4]), F(b[5]), F(b[6]), n, is1D);
 }
 
 template <BinaryOp Op>
 void binary(void *ctx, void **b, const int64_t *i, int64_t stream,
             const char *name) {
   Broadcast<2> bc = broadcastOf<2>(i, name);
-  binaryKernel<Op><<<gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), F(b[2]), bc);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(binaryKernel<Op>, gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), bc);
 }
 
 SHARDC_CUDA_KERNEL(add) { binary<BinaryOp::Add>(ctx, b, i, stream, "add"); }
@@ -619,9 +576,7 @@ SHARDC_CUDA_KERNEL(pow) { binary<BinaryOp::Pow>(ctx, b, i, stream, "pow"); }
 
 SHARDC_CUDA_KERNEL(broadcast) {
   Broadcast<1> bc = broadcastOf<1>(i, "broadcast");
-  broadcastKernel<<<gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream)>>>(
-      F(b[0]), F(b[1]), bc);
-  CUDA_LAUNCHED();
+  SHARDC_LAUNCH(broadcastKernel, gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), bc);
 }
 
 const KernelFn *shardc::runtime::cuda::kernelTable() {

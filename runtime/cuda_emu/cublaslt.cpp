@@ -1,0 +1,455 @@
+//===- cublaslt.cpp - cuBLASLt of the emulated device ---------------------===//
+//
+// Host versions of the cuBLASLt calls the backend makes, with the real
+// declarations of cublasLt.h: matmul descriptors (transposes, epilogues,
+// bias and aux pointers, compute type), column-major matrix layouts with
+// batch counts and strides, preferences and the heuristic (one algorithm,
+// no workspace). A matmul is enqueued on its stream and computed there by
+// a reference GEMM: operands widened to f32, OpenBLAS's sgemm, then the
+// epilogue:
+//
+//   D = alpha op(A) op(B) + beta C          (column-major D[m,n])
+//   BIAS      D += bias[m] per column
+//   GELU      D = gelu_tanh(D)   (_AUX: aux = D before the GELU)
+//   DGELU     D = D * gelu_tanh'(aux)   (_BGRAD: bias[m] = sum_n D)
+//   BGRADA    bias[m] = sum over k of op(A)     (rows of D)
+//   BGRADB    bias[n] = sum over k of op(B)     (columns of D)
+//
+// Data types f32 and bf16 (D, C, aux and bias as described); compute type
+// CUBLAS_COMPUTE_32F (also _FAST_TF32 and _FAST_16BF, computed in f32).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda_emu/emu.h"
+
+#include <cblas.h>
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Desc {
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = CUDA_R_32F;
+  cublasOperation_t transA = CUBLAS_OP_N, transB = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  cudaDataType_t biasType = CUDA_R_32F;
+  bool biasTypeSet = false;
+  int64_t biasBatchStride = 0;
+  void *aux = nullptr;
+  int64_t auxLd = 0, auxBatchStride = 0;
+  cudaDataType_t auxType = CUDA_R_32F;
+  bool auxTypeSet = false;
+};
+
+struct Layout {
+  cudaDataType_t type = CUDA_R_32F;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+  int32_t batch = 1;
+  int64_t batchStride = 0;
+};
+
+cublasStatus_t fail(const std::string &why) {
+  shardc::emu::report(cudaErrorInvalidValue, "cuBLASLt: " + why);
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+template <typename T>
+cublasStatus_t setValue(T &field, const void *buf, size_t size,
+                        const char *name) {
+  if (size != sizeof(T))
+    return fail(std::string(name) + " set with " + std::to_string(size) +
+                " bytes, not " + std::to_string(sizeof(T)));
+  std::memcpy(&field, buf, sizeof(T));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+size_t typeBytes(cudaDataType_t t) {
+  switch (t) {
+  case CUDA_R_32F:
+    return 4;
+  case CUDA_R_16BF:
+  case CUDA_R_16F:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+float load(const void *p, cudaDataType_t t, int64_t k) {
+  switch (t) {
+  case CUDA_R_32F:
+    return static_cast<const float *>(p)[k];
+  case CUDA_R_16BF:
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[k]);
+  default:
+    return __half2float(static_cast<const __half *>(p)[k]);
+  }
+}
+
+void store(void *p, cudaDataType_t t, int64_t k, float v) {
+  switch (t) {
+  case CUDA_R_32F:
+    static_cast<float *>(p)[k] = v;
+    break;
+  case CUDA_R_16BF:
+    static_cast<__nv_bfloat16 *>(p)[k] = __float2bfloat16(v);
+    break;
+  default:
+    static_cast<__half *>(p)[k] = __float2half(v);
+    break;
+  }
+}
+
+/// cuBLASLt's GELU: the tanh form.
+float gelu(float x) {
+  float z = 0.7978845608f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(z));
+}
+float geluGrad(float x) {
+  float z = 0.7978845608f * (x + 0.044715f * x * x * x);
+  float t = std::tanh(z);
+  return 0.5f * (1.0f + t) +
+         0.5f * x * (1.0f - t * t) * 0.7978845608f *
+             (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/// A stored matrix widened to f32, column-major, leading dim = rows.
+std::vector<float> widen(const void *p, const Layout &l, int64_t batch) {
+  std::vector<float> out(l.rows * l.cols);
+  const char *base =
+      static_cast<const char *>(p) + batch * l.batchStride * typeBytes(l.type);
+  for (uint64_t c = 0; c < l.cols; ++c)
+    for (uint64_t r = 0; r < l.rows; ++r)
+      out[c * l.rows + r] = load(base, l.type, int64_t(c * l.ld + r));
+  return out;
+}
+
+struct Matmul {
+  Desc d;
+  Layout a, b, c, dl;
+  float alpha, beta;
+  const void *A, *B, *C;
+  void *D;
+
+  void run() const {
+    bool ta = d.transA == CUBLAS_OP_T, tb = d.transB == CUBLAS_OP_T;
+    int64_t m = int64_t(dl.rows), n = int64_t(dl.cols);
+    int64_t k = int64_t(ta ? a.rows : a.cols);
+    int epi = int(d.epilogue);
+    bool hasBias = (epi & CUBLASLT_EPILOGUE_BIAS) && !(epi & 16);
+    bool gelu = (epi & CUBLASLT_EPILOGUE_GELU) != 0;
+    bool dgelu = (epi & 64) != 0;
+    bool bgrad = (epi & 16) != 0;
+    bool auxOut = gelu && (epi & 128);
+    cudaDataType_t biasType =
+        d.biasTypeSet ? d.biasType
+                      : (dl.type == CUDA_R_32F ? CUDA_R_32F : dl.type);
+    cudaDataType_t auxType = d.auxTypeSet ? d.auxType : dl.type;
+    for (int64_t batch = 0; batch < dl.batch; ++batch) {
+      std::vector<float> fa = widen(A, a, a.batch > 1 ? batch : 0);
+      std::vector<float> fb = widen(B, b, b.batch > 1 ? batch : 0);
+      std::vector<float> acc(size_t(m * n), 0.0f);
+      if (beta != 0.0f) {
+        std::vector<float> fc = widen(C, c, c.batch > 1 ? batch : 0);
+        for (size_t e = 0; e < acc.size(); ++e)
+          acc[e] = beta * fc[e];
+      }
+      if (m > 0 && n > 0 && k > 0)
+        cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans,
+                    tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                    alpha, fa.data(), int(a.rows), fb.data(), int(b.rows),
+                    beta != 0.0f ? 1.0f : 0.0f, acc.data(), int(m));
+      char *aux = static_cast<char *>(d.aux) +
+                  batch * d.auxBatchStride * typeBytes(auxType);
+      const char *bias = static_cast<const char *>(d.bias) +
+                         batch * d.biasBatchStride * typeBytes(biasType);
+      if (hasBias)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < m; ++i)
+            acc[j * m + i] += load(bias, biasType, i);
+      if (gelu)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < m; ++i) {
+            float &v = acc[j * m + i];
+            if (auxOut)
+              store(aux, auxType, j * d.auxLd + i, v);
+            v = ::gelu(v);
+          }
+      if (dgelu)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < m; ++i)
+            acc[j * m + i] *= geluGrad(load(aux, auxType, j * d.auxLd + i));
+      if (bgrad && dgelu) {
+        for (int64_t i = 0; i < m; ++i) {
+          double s = 0;
+          for (int64_t j = 0; j < n; ++j)
+            s += acc[j * m + i];
+          store(const_cast<char *>(bias), biasType, i, float(s));
+        }
+      }
+      if (epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB) {
+        bool onA = epi == CUBLASLT_EPILOGUE_BGRADA;
+        const std::vector<float> &src = onA ? fa : fb;
+        const Layout &l = onA ? a : b;
+        bool t = onA ? ta : tb;
+        // op(A) is [m,k]: sum over k of row i. op(B) is [k,n]: sum over k of
+        // column j.
+        int64_t count = onA ? m : n;
+        for (int64_t i = 0; i < count; ++i) {
+          double s = 0;
+          for (int64_t kk = 0; kk < k; ++kk) {
+            int64_t r, col;
+            if (onA) {
+              r = t ? kk : i;
+              col = t ? i : kk;
+            } else {
+              r = t ? i : kk;
+              col = t ? kk : i;
+            }
+            s += src[col * int64_t(l.rows) + r];
+          }
+          store(const_cast<char *>(bias), biasType, i, float(s));
+        }
+      }
+      char *out = static_cast<char *>(D) +
+                  batch * dl.batchStride * typeBytes(dl.type);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < m; ++i)
+          store(out, dl.type, j * dl.ld + i, acc[j * m + i]);
+    }
+  }
+};
+
+} // namespace
+
+struct cublasLtContext {
+  int unused = 0;
+};
+
+extern "C" {
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
+  *handle = new cublasLtContext;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasLtGetStatusString(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "CUBLAS_STATUS_INVALID_VALUE (the emulated device printed why)";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "CUBLAS_STATUS_NOT_SUPPORTED (the emulated device printed why)";
+  case CUBLAS_STATUS_EXECUTION_FAILED:
+    return "CUBLAS_STATUS_EXECUTION_FAILED";
+  default:
+    return "CUBLAS_STATUS_INTERNAL_ERROR";
+  }
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc,
+                                        cublasComputeType_t compute,
+                                        cudaDataType_t scale) {
+  if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32 &&
+      compute != CUBLAS_COMPUTE_32F_FAST_16BF)
+    return fail("compute type " + std::to_string(int(compute)) +
+                " is not emulated (32F, 32F_FAST_TF32, 32F_FAST_16BF)");
+  if (scale != CUDA_R_32F)
+    return fail("scale type " + std::to_string(int(scale)) +
+                " is not emulated (CUDA_R_32F)");
+  auto *d = new Desc;
+  d->compute = compute;
+  d->scale = scale;
+  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete reinterpret_cast<Desc *>(desc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
+                                              cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t size) {
+  Desc &d = *reinterpret_cast<Desc *>(desc);
+  switch (attr) {
+  case CUBLASLT_MATMUL_DESC_TRANSA:
+    return setValue(d.transA, buf, size, "TRANSA");
+  case CUBLASLT_MATMUL_DESC_TRANSB:
+    return setValue(d.transB, buf, size, "TRANSB");
+  case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+    cublasStatus_t st = setValue(d.epilogue, buf, size, "EPILOGUE");
+    switch (d.epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT:
+    case CUBLASLT_EPILOGUE_BIAS:
+    case CUBLASLT_EPILOGUE_GELU:
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+    case CUBLASLT_EPILOGUE_GELU_BIAS:
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    case CUBLASLT_EPILOGUE_DGELU:
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+    case CUBLASLT_EPILOGUE_BGRADA:
+    case CUBLASLT_EPILOGUE_BGRADB:
+      return st;
+    default:
+      return fail("epilogue " + std::to_string(int(d.epilogue)) +
+                  " is not emulated");
+    }
+  }
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    return setValue(d.bias, buf, size, "BIAS_POINTER");
+  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+    d.biasTypeSet = true;
+    return setValue(d.biasType, buf, size, "BIAS_DATA_TYPE");
+  case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
+    return setValue(d.biasBatchStride, buf, size, "BIAS_BATCH_STRIDE");
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+    return setValue(d.aux, buf, size, "EPILOGUE_AUX_POINTER");
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    return setValue(d.auxLd, buf, size, "EPILOGUE_AUX_LD");
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
+    return setValue(d.auxBatchStride, buf, size, "EPILOGUE_AUX_BATCH_STRIDE");
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+    d.auxTypeSet = true;
+    return setValue(d.auxType, buf, size, "EPILOGUE_AUX_DATA_TYPE");
+  default:
+    return fail("matmul descriptor attribute " + std::to_string(int(attr)) +
+                " is not emulated");
+  }
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout,
+                                          cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
+  if (!typeBytes(type))
+    return fail("matrix type " + std::to_string(int(type)) +
+                " is not emulated (f32, bf16, f16)");
+  if (ld < int64_t(rows))
+    return fail("a leading dimension " + std::to_string(ld) +
+                " below the rows " + std::to_string(rows));
+  auto *l = new Layout;
+  l->type = type;
+  l->rows = rows;
+  l->cols = cols;
+  l->ld = ld;
+  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete reinterpret_cast<Layout *>(layout);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
+                                 cublasLtMatrixLayoutAttribute_t attr,
+                                 const void *buf, size_t size) {
+  Layout &l = *reinterpret_cast<Layout *>(layout);
+  switch (attr) {
+  case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+    return setValue(l.batch, buf, size, "BATCH_COUNT");
+  case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+    return setValue(l.batchStride, buf, size, "STRIDED_BATCH_OFFSET");
+  case CUBLASLT_MATRIX_LAYOUT_ORDER: {
+    cublasLtOrder_t order;
+    cublasStatus_t st = setValue(order, buf, size, "ORDER");
+    if (st == CUBLAS_STATUS_SUCCESS && order != CUBLASLT_ORDER_COL)
+      return fail("only column-major layouts are emulated");
+    return st;
+  }
+  default:
+    return fail("matrix layout attribute " + std::to_string(int(attr)) +
+                " is not emulated");
+  }
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+  *p = reinterpret_cast<cublasLtMatmulPreference_t>(new int(0));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  delete reinterpret_cast<int *>(p);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
+                                     cublasLtMatmulPreferenceAttributes_t,
+                                     const void *, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+    cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+    cublasLtMatmulPreference_t, int requested,
+    cublasLtMatmulHeuristicResult_t results[], int *returned) {
+  *returned = 0;
+  if (requested < 1)
+    return fail("the heuristic was asked for no algorithm");
+  std::memset(&results[0], 0, sizeof(results[0]));
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
+                              const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t la, const void *B,
+                              cublasLtMatrixLayout_t lb, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t lc, void *D,
+                              cublasLtMatrixLayout_t ld,
+                              const cublasLtMatmulAlgo_t *, void *, size_t,
+                              cudaStream_t stream) {
+  Matmul mm;
+  mm.d = *reinterpret_cast<Desc *>(desc);
+  mm.a = *reinterpret_cast<Layout *>(la);
+  mm.b = *reinterpret_cast<Layout *>(lb);
+  mm.c = *reinterpret_cast<Layout *>(lc);
+  mm.dl = *reinterpret_cast<Layout *>(ld);
+  mm.alpha = *static_cast<const float *>(alpha);
+  mm.beta = *static_cast<const float *>(beta);
+  mm.A = A;
+  mm.B = B;
+  mm.C = C;
+  mm.D = D;
+  bool ta = mm.d.transA == CUBLAS_OP_T, tb = mm.d.transB == CUBLAS_OP_T;
+  uint64_t m = ta ? mm.a.cols : mm.a.rows, k = ta ? mm.a.rows : mm.a.cols;
+  uint64_t kb = tb ? mm.b.cols : mm.b.rows, n = tb ? mm.b.rows : mm.b.cols;
+  if (k != kb || m != mm.dl.rows || n != mm.dl.cols || m != mm.c.rows ||
+      n != mm.c.cols)
+    return fail("the shapes do not agree: op(A) " + std::to_string(m) + "x" +
+                std::to_string(k) + ", op(B) " + std::to_string(kb) + "x" +
+                std::to_string(n) + ", D " + std::to_string(mm.dl.rows) + "x" +
+                std::to_string(mm.dl.cols));
+  int epi = int(mm.d.epilogue);
+  if (((epi & CUBLASLT_EPILOGUE_BIAS) || (epi & 16) ||
+       epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB) &&
+      !mm.d.bias)
+    return fail("the epilogue needs a bias pointer");
+  if ((epi & 128) && (!mm.d.aux || mm.d.auxLd < int64_t(m)))
+    return fail("the epilogue needs an aux pointer and leading dimension");
+  cudaError_t err = shardc::emu::enqueue(stream, "cublasLtMatmul",
+                                         [mm]() { mm.run(); });
+  return err == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+                            : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+} // extern "C"

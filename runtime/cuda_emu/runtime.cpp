@@ -1,0 +1,784 @@
+//===- runtime.cpp - the CUDA runtime API of the emulated device ----------===//
+//
+// Host versions of the CUDA runtime calls the backend makes, with the real
+// declarations of cuda_runtime_api.h:
+//  - device memory (host memory the device "owns"), pinned host memory;
+//  - streams as queues of deferred work, run in stream order when the host
+//    waits. Of the streams with work ready, the one created last runs
+//    first, so a schedule that relies on the order work was enqueued in,
+//    rather than on its events, sees the other order;
+//  - events, stream waits on them, timing (host clock);
+//  - graph capture (work of captured streams goes into the graph; a stream
+//    that waits on a captured event joins the capture and must be joined
+//    back before it ends; a synchronizing call during capture is an error)
+//    and replay;
+//  - the sticky error of a faulting kernel, and the last error.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda_emu/emu.h"
+
+#include <omp.h>
+#include <sys/sysinfo.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+namespace shardc::emu {
+namespace {
+
+struct Graph;
+
+struct EventState {
+  bool timing = true;
+  uint64_t enqueued = 0;  ///< records enqueued
+  uint64_t completed = 0; ///< records run
+  double ms = 0;          ///< host time of the last record run
+  // Capture: the graph and stream of the record, its op index.
+  Graph *capture = nullptr;
+  struct StreamState *captureStream = nullptr;
+  size_t captureIndex = 0;
+};
+
+struct Op {
+  enum Kind { Work, Record, Wait } kind = Work;
+  std::string what;
+  std::function<void()> work;
+  EventState *event = nullptr;
+  uint64_t gen = 0;
+};
+
+struct StreamState {
+  std::deque<Op> queue;
+  int order = 0; ///< creation order
+  Graph *capture = nullptr;
+};
+
+struct Graph {
+  StreamState *origin = nullptr;
+  std::vector<Op> ops;
+  /// Per joined stream: the index of its last captured op, and how far the
+  /// origin has waited on it.
+  std::map<StreamState *, size_t> last, joinedUpTo;
+  bool invalid = false;
+  std::string why;
+};
+
+struct GraphExec {
+  std::vector<std::function<void()>> work;
+};
+
+struct State {
+  std::vector<StreamState *> streams; ///< live, in creation order
+  int created = 0;
+  std::map<uintptr_t, size_t> device, pinned;
+  cudaError_t last = cudaSuccess, sticky = cudaSuccess;
+  int activeCaptures = 0;
+  int currentDevice = 0;
+};
+
+State &state() {
+  static State s;
+  return s;
+}
+
+double nowMs() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool inAllocation(const std::map<uintptr_t, size_t> &m, const void *p) {
+  auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = m.upper_bound(addr);
+  if (it == m.begin())
+    return false;
+  --it;
+  return addr < it->first + it->second;
+}
+
+StreamState *stateOf(cudaStream_t s) {
+  return reinterpret_cast<StreamState *>(s);
+}
+EventState *stateOf(cudaEvent_t e) { return reinterpret_cast<EventState *>(e); }
+
+bool isLegacy(cudaStream_t s) {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+void runOp(Op &op) {
+  if (state().sticky != cudaSuccess)
+    return;
+  switch (op.kind) {
+  case Op::Work:
+    op.work();
+    break;
+  case Op::Record:
+    op.event->completed = op.gen;
+    op.event->ms = nowMs();
+    break;
+  case Op::Wait:
+    break;
+  }
+}
+
+bool ready(const Op &op) {
+  return op.kind != Op::Wait || op.event->completed >= op.gen;
+}
+
+/// Runs queued work until every stream is empty.
+void drain() {
+  State &st = state();
+  for (;;) {
+    StreamState *pick = nullptr;
+    bool pending = false;
+    for (auto it = st.streams.rbegin(); it != st.streams.rend(); ++it) {
+      if ((*it)->queue.empty())
+        continue;
+      pending = true;
+      if (ready((*it)->queue.front())) {
+        pick = *it;
+        break;
+      }
+    }
+    if (!pending)
+      return;
+    if (!pick) {
+      // Unreachable: a wait names a record enqueued before it.
+      report(cudaErrorUnknown, "streams wait on each other in a cycle", true);
+      for (StreamState *s : st.streams)
+        s->queue.clear();
+      return;
+    }
+    Op op = std::move(pick->queue.front());
+    pick->queue.pop_front();
+    runOp(op);
+  }
+}
+
+cudaError_t captureViolation(const char *caller) {
+  State &st = state();
+  if (st.activeCaptures == 0)
+    return cudaSuccess;
+  for (StreamState *s : st.streams)
+    if (s->capture && !s->capture->invalid) {
+      s->capture->invalid = true;
+      s->capture->why = std::string(caller) + " synchronizes during capture";
+    }
+  return report(cudaErrorStreamCaptureImplicit,
+                std::string(caller) +
+                    " waits for the device while a stream is captured "
+                    "(capture invalidated)");
+}
+
+void append(StreamState *s, Op op) {
+  Graph *g = s->capture;
+  g->last[s] = g->ops.size();
+  g->ops.push_back(std::move(op));
+}
+
+} // namespace
+
+cudaError_t report(cudaError_t error, const std::string &message,
+                   bool sticky) {
+  std::fprintf(stderr, "cuda-emulation: %s\n", message.c_str());
+  std::fflush(stderr);
+  State &st = state();
+  st.last = error;
+  if (sticky && st.sticky == cudaSuccess)
+    st.sticky = error;
+  return error;
+}
+
+cudaError_t stickyError() { return state().sticky; }
+
+cudaError_t enqueue(cudaStream_t stream, const char *what,
+                    std::function<void()> work) {
+  State &st = state();
+  if (st.sticky != cudaSuccess)
+    return st.sticky;
+  Op op;
+  op.what = what;
+  op.work = std::move(work);
+  if (isLegacy(stream)) {
+    if (cudaError_t err = captureViolation(what))
+      return err;
+    drain();
+    runOp(op);
+    return st.sticky;
+  }
+  StreamState *s = stateOf(stream);
+  if (s->capture)
+    append(s, std::move(op));
+  else
+    s->queue.push_back(std::move(op));
+  return cudaSuccess;
+}
+
+cudaError_t synchronizeAll(const char *caller) {
+  if (cudaError_t err = captureViolation(caller))
+    return err;
+  drain();
+  return state().sticky;
+}
+
+bool isDeviceMemory(const void *p) { return inAllocation(state().device, p); }
+bool isPinnedMemory(const void *p) { return inAllocation(state().pinned, p); }
+
+void launchKernel(const char *kernel, dim3 grid, dim3 block, size_t smem,
+                  cudaStream_t stream, std::function<void()> body) {
+  uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  std::string bad;
+  if (threads == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0)
+    bad = "an empty grid or block";
+  else if (threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64)
+    bad = "a block of " + std::to_string(threads) +
+          " threads (at most 1024, and 1024 x 1024 x 64)";
+  else if (grid.y > 65535 || grid.z > 65535 || grid.x > 2147483647u)
+    bad = "a grid beyond 2^31-1 x 65535 x 65535 blocks";
+  else if (smem > size_t(227) << 10)
+    bad = std::to_string(smem) +
+          " bytes of dynamic shared memory (at most 227 KiB a block)";
+  if (!bad.empty()) {
+    report(cudaErrorInvalidConfiguration,
+           "launch of kernel '" + std::string(kernel) + "' asks for " + bad);
+    return;
+  }
+  cudaError_t err = enqueue(
+      stream, kernel,
+      [kernel, grid, block, smem, body = std::move(body)]() {
+        runGrid(kernel, grid, block, smem, body);
+      });
+  if (err != cudaSuccess && state().last == cudaSuccess)
+    state().last = err;
+}
+
+} // namespace shardc::emu
+
+using namespace shardc::emu;
+
+#define STICKY()                                                               \
+  do {                                                                         \
+    if (state().sticky != cudaSuccess)                                         \
+      return state().sticky;                                                   \
+  } while (0)
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0)
+    return report(cudaErrorInvalidDevice,
+                  "the emulated device is device 0, not " +
+                      std::to_string(device));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
+                                   int device) {
+  switch (attr) {
+  case cudaDevAttrMultiProcessorCount:
+    *value = multiprocessorCount();
+    return cudaSuccess;
+  case cudaDevAttrMaxThreadsPerBlock:
+    *value = 1024;
+    return cudaSuccess;
+  case cudaDevAttrWarpSize:
+    *value = 32;
+    return cudaSuccess;
+  case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+    *value = 227 << 10;
+    return cudaSuccess;
+  case cudaDevAttrMaxSharedMemoryPerBlock:
+    *value = 48 << 10;
+    return cudaSuccess;
+  case cudaDevAttrComputeCapabilityMajor:
+    *value = 9;
+    return cudaSuccess;
+  case cudaDevAttrComputeCapabilityMinor:
+    *value = 0;
+    return cudaSuccess;
+  case cudaDevAttrMaxThreadsPerMultiProcessor:
+    *value = 2048;
+    return cudaSuccess;
+  default:
+    return report(cudaErrorInvalidValue,
+                  "cudaDeviceGetAttribute: attribute " +
+                      std::to_string(int(attr)) +
+                      " is not emulated");
+  }
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
+  std::memset(prop, 0, sizeof(*prop));
+  std::snprintf(prop->name, sizeof(prop->name), "shardc emulated CUDA device");
+  struct sysinfo info;
+  sysinfo(&info);
+  prop->totalGlobalMem = size_t(info.totalram) * info.mem_unit;
+  prop->sharedMemPerBlock = 48 << 10;
+  prop->sharedMemPerBlockOptin = 227 << 10;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 2147483647;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = multiprocessorCount();
+  prop->maxThreadsPerMultiProcessor = 2048;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
+  struct sysinfo info;
+  sysinfo(&info);
+  *free = size_t(info.freeram) * info.mem_unit;
+  *total = size_t(info.totalram) * info.mem_unit;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t size) {
+  STICKY();
+  // 256-byte aligned, as cudaMalloc's.
+  void *p = std::aligned_alloc(256, (size + 255) / 256 * 256 + 256);
+  if (!p) {
+    *ptr = nullptr;
+    return report(cudaErrorMemoryAllocation,
+                  "cudaMalloc of " + std::to_string(size) + " bytes failed");
+  }
+  state().device[reinterpret_cast<uintptr_t>(p)] = size ? size : 1;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr) {
+  if (!ptr)
+    return cudaSuccess;
+  State &st = state();
+  drain();
+  auto it = st.device.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == st.device.end())
+    return report(cudaErrorInvalidValue,
+                  "cudaFree of a pointer cudaMalloc did not return");
+  st.device.erase(it);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size) {
+  STICKY();
+  void *p = std::aligned_alloc(4096, (size + 4095) / 4096 * 4096 + 4096);
+  if (!p)
+    return report(cudaErrorMemoryAllocation,
+                  "cudaMallocHost of " + std::to_string(size) +
+                      " bytes failed");
+  state().pinned[reinterpret_cast<uintptr_t>(p)] = size ? size : 1;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int) {
+  return cudaMallocHost(ptr, size);
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+  if (!ptr)
+    return cudaSuccess;
+  State &st = state();
+  drain();
+  auto it = st.pinned.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == st.pinned.end())
+    return report(cudaErrorInvalidValue,
+                  "cudaFreeHost of a pointer cudaMallocHost did not return");
+  st.pinned.erase(it);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                       cudaMemcpyKind) {
+  STICKY();
+  if (cudaError_t err = synchronizeAll("cudaMemcpy"))
+    return err;
+  std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                            cudaMemcpyKind, cudaStream_t stream) {
+  STICKY();
+  bool toPageable = !isDeviceMemory(dst) && !isPinnedMemory(dst);
+  bool fromPageable = !isDeviceMemory(src) && !isPinnedMemory(src);
+  if (toPageable && !isLegacy(stream) && !stateOf(stream)->capture) {
+    // To pageable memory the copy completes before the call returns.
+    if (cudaError_t err = synchronizeAll("cudaMemcpyAsync to pageable memory"))
+      return err;
+    std::memmove(dst, src, count);
+    return cudaSuccess;
+  }
+  if (fromPageable) {
+    // From pageable memory the source is staged when the call is made.
+    auto staged = std::make_shared<std::vector<char>>(
+        static_cast<const char *>(src), static_cast<const char *>(src) + count);
+    return enqueue(stream, "cudaMemcpyAsync", [dst, staged]() {
+      std::memcpy(dst, staged->data(), staged->size());
+    });
+  }
+  return enqueue(stream, "cudaMemcpyAsync",
+                 [dst, src, count]() { std::memmove(dst, src, count); });
+}
+
+cudaError_t cudaMemset(void *dst, int value, size_t count) {
+  STICKY();
+  if (cudaError_t err = synchronizeAll("cudaMemset"))
+    return err;
+  std::memset(dst, value, count);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t count,
+                            cudaStream_t stream) {
+  STICKY();
+  return enqueue(stream, "cudaMemsetAsync",
+                 [dst, value, count]() { std::memset(dst, value, count); });
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
+  STICKY();
+  State &st = state();
+  auto *s = new StreamState;
+  s->order = st.created++;
+  st.streams.push_back(s);
+  *stream = reinterpret_cast<cudaStream_t>(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (isLegacy(stream))
+    return cudaSuccess;
+  State &st = state();
+  drain();
+  StreamState *s = stateOf(stream);
+  st.streams.erase(std::find(st.streams.begin(), st.streams.end(), s));
+  delete s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return synchronizeAll("cudaStreamSynchronize");
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return cudaStreamSynchronize(stream);
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  return synchronizeAll("cudaDeviceSynchronize");
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+  STICKY();
+  auto *e = new EventState;
+  e->timing = !(flags & cudaEventDisableTiming);
+  *event = reinterpret_cast<cudaEvent_t>(e);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete stateOf(event);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  STICKY();
+  EventState *e = stateOf(event);
+  Op op;
+  op.kind = Op::Record;
+  op.what = "cudaEventRecord";
+  op.event = e;
+  op.gen = ++e->enqueued;
+  if (isLegacy(stream)) {
+    if (cudaError_t err = synchronizeAll("cudaEventRecord on the legacy stream"))
+      return err;
+    runOp(op);
+    return cudaSuccess;
+  }
+  StreamState *s = stateOf(stream);
+  if (s->capture) {
+    e->capture = s->capture;
+    e->captureStream = s;
+    e->captureIndex = s->capture->ops.size();
+    append(s, std::move(op));
+  } else {
+    e->capture = nullptr;
+    s->queue.push_back(std::move(op));
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                     unsigned int) {
+  return cudaEventRecord(event, stream);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                unsigned int) {
+  STICKY();
+  EventState *e = stateOf(event);
+  Op op;
+  op.kind = Op::Wait;
+  op.what = "cudaStreamWaitEvent";
+  op.event = e;
+  op.gen = e->enqueued;
+  if (isLegacy(stream))
+    return synchronizeAll("cudaStreamWaitEvent on the legacy stream");
+  StreamState *s = stateOf(stream);
+  Graph *g = e->capture;
+  if (g && !g->invalid) {
+    // A wait on a captured event: the stream joins (or stays in) the
+    // capture; the origin waiting on a joined stream's event joins it back.
+    if (s->capture && s->capture != g)
+      return report(cudaErrorStreamCaptureIsolation,
+                    "cudaStreamWaitEvent joins two captures");
+    if (!s->capture) {
+      s->capture = g;
+      g->last[s] = 0;
+    }
+    if (s == g->origin && e->captureStream != g->origin) {
+      size_t &upTo = g->joinedUpTo[e->captureStream];
+      upTo = std::max(upTo, e->captureIndex);
+    }
+    append(s, std::move(op));
+    return cudaSuccess;
+  }
+  if (s->capture)
+    return report(cudaErrorStreamCaptureIsolation,
+                  "a captured stream waits on an event recorded outside the "
+                  "capture");
+  s->queue.push_back(std::move(op));
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  return synchronizeAll("cudaEventSynchronize");
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t) {
+  return synchronizeAll("cudaEventQuery");
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
+                                 cudaEvent_t end) {
+  STICKY();
+  EventState *a = stateOf(start), *b = stateOf(end);
+  if (!a->timing || !b->timing)
+    return report(cudaErrorInvalidResourceHandle,
+                  "cudaEventElapsedTime of an event created with "
+                  "cudaEventDisableTiming");
+  if (cudaError_t err = synchronizeAll("cudaEventElapsedTime"))
+    return err;
+  if (!a->completed || !b->completed)
+    return report(cudaErrorInvalidResourceHandle,
+                  "cudaEventElapsedTime of an event never recorded");
+  *ms = float(b->ms - a->ms);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
+                                   cudaStreamCaptureMode) {
+  STICKY();
+  if (isLegacy(stream))
+    return report(cudaErrorStreamCaptureUnsupported,
+                  "the legacy default stream cannot be captured");
+  StreamState *s = stateOf(stream);
+  if (s->capture)
+    return report(cudaErrorIllegalState, "the stream is already captured");
+  auto *g = new Graph;
+  g->origin = s;
+  s->capture = g;
+  ++state().activeCaptures;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                  cudaStreamCaptureStatus *status) {
+  *status = !isLegacy(stream) && stateOf(stream)->capture
+                ? (stateOf(stream)->capture->invalid
+                       ? cudaStreamCaptureStatusInvalidated
+                       : cudaStreamCaptureStatusActive)
+                : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+  StreamState *s = stateOf(stream);
+  Graph *g = s->capture;
+  *graph = nullptr;
+  if (!g || g->origin != s)
+    return report(cudaErrorIllegalState,
+                  "cudaStreamEndCapture on a stream that did not begin one");
+  State &st = state();
+  --st.activeCaptures;
+  std::string unjoined;
+  for (StreamState *other : st.streams) {
+    if (other->capture != g)
+      continue;
+    other->capture = nullptr;
+    if (other == s)
+      continue;
+    auto last = g->last.find(other);
+    auto joined = g->joinedUpTo.find(other);
+    if (last != g->last.end() &&
+        (joined == g->joinedUpTo.end() || joined->second < last->second))
+      unjoined = "a stream joined the capture and its last work was not "
+                 "joined back to the origin stream";
+  }
+  if (g->invalid) {
+    std::string why = g->why;
+    delete g;
+    return report(cudaErrorStreamCaptureInvalidated,
+                  "the capture was invalidated: " + why);
+  }
+  if (!unjoined.empty()) {
+    delete g;
+    return report(cudaErrorStreamCaptureUnjoined, unjoined);
+  }
+  *graph = reinterpret_cast<cudaGraph_t>(g);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long) {
+  auto *g = reinterpret_cast<Graph *>(graph);
+  auto *x = new GraphExec;
+  // Captured order is an order that respects every captured dependency.
+  for (Op &op : g->ops)
+    if (op.kind == Op::Work)
+      x->work.push_back(op.work);
+  *exec = reinterpret_cast<cudaGraphExec_t>(x);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  STICKY();
+  auto *x = reinterpret_cast<GraphExec *>(exec);
+  return enqueue(stream, "cudaGraphLaunch", [x]() {
+    for (auto &w : x->work) {
+      if (state().sticky != cudaSuccess)
+        return;
+      w();
+    }
+  });
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete reinterpret_cast<Graph *>(graph);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  drain();
+  delete reinterpret_cast<GraphExec *>(exec);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *, cudaFuncAttribute, int) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError() {
+  State &st = state();
+  cudaError_t err = st.sticky != cudaSuccess ? st.sticky : st.last;
+  st.last = cudaSuccess;
+  return err;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  State &st = state();
+  return st.sticky != cudaSuccess ? st.sticky : st.last;
+}
+
+const char *cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+#define NAME(e)                                                                \
+  case e:                                                                      \
+    return #e;
+    NAME(cudaSuccess)
+    NAME(cudaErrorInvalidValue)
+    NAME(cudaErrorMemoryAllocation)
+    NAME(cudaErrorInvalidConfiguration)
+    NAME(cudaErrorInvalidDevice)
+    NAME(cudaErrorInvalidResourceHandle)
+    NAME(cudaErrorLaunchFailure)
+    NAME(cudaErrorIllegalState)
+    NAME(cudaErrorStreamCaptureUnsupported)
+    NAME(cudaErrorStreamCaptureInvalidated)
+    NAME(cudaErrorStreamCaptureUnjoined)
+    NAME(cudaErrorStreamCaptureIsolation)
+    NAME(cudaErrorStreamCaptureImplicit)
+    NAME(cudaErrorNotSupported)
+    NAME(cudaErrorUnknown)
+#undef NAME
+  default:
+    return "cudaErrorUnknown";
+  }
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+  case cudaSuccess:
+    return "no error";
+  case cudaErrorInvalidValue:
+    return "invalid argument";
+  case cudaErrorMemoryAllocation:
+    return "out of memory";
+  case cudaErrorInvalidConfiguration:
+    return "invalid configuration argument";
+  case cudaErrorInvalidDevice:
+    return "invalid device ordinal";
+  case cudaErrorInvalidResourceHandle:
+    return "invalid resource handle";
+  case cudaErrorLaunchFailure:
+    return "unspecified launch failure (the emulated device printed why)";
+  case cudaErrorStreamCaptureUnsupported:
+    return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated:
+    return "operation failed due to a previous error during capture";
+  case cudaErrorStreamCaptureUnjoined:
+    return "capture was not joined";
+  case cudaErrorStreamCaptureIsolation:
+    return "operation would make the legacy stream depend on a capturing "
+           "blocking stream";
+  case cudaErrorStreamCaptureImplicit:
+    return "operation would make the legacy stream depend on a capturing "
+           "blocking stream";
+  default:
+    return cudaGetErrorName(error);
+  }
+}
+
+} // extern "C"
