@@ -49,6 +49,13 @@ struct Context {
 /// a kernel has no CUDA implementation yet.
 const KernelFn *kernelTable();
 
+/// Each kernel file enters its kernels in the table (abi::kNumKernels
+/// entries, by abi::KernelId): attention.cu, tensor_kernels.cu,
+/// train_kernels.cu.
+void addAttentionKernels(KernelFn *table);
+void addTensorKernels(KernelFn *table);
+void addTrainKernels(KernelFn *table);
+
 /// Blocks of `threads` covering n elements.
 inline unsigned blocksFor(int64_t n, int threads = 256) {
   return unsigned((n + threads - 1) / threads);

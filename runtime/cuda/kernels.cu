@@ -554,6 +554,9 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::sgd, &shardc_cuda_k_sgd);
     set(A::KernelId::linear, &shardc_cuda_k_linear);
     set(A::KernelId::matmul, &shardc_cuda_k_matmul);
+    addAttentionKernels(t.data());
+    addTensorKernels(t.data());
+    addTrainKernels(t.data());
     return t;
   }();
   return table.data();

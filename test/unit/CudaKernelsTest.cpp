@@ -9,10 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
-#include "runtime/cuda/context.h"
-#include "runtime/kernels.h"
-#include "runtime/math.h"
-#include "test/unit/TestUtil.h"
+#include "test/unit/CudaCompare.h"
 
 #include <gtest/gtest.h>
 
@@ -32,120 +29,7 @@ using Id = A::KernelId;
 
 namespace {
 
-/// Why no test can run here, or empty when a GPU is present.
-std::string noGpu() {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess)
-    return std::string("no CUDA device: ") + cudaGetErrorString(err);
-  if (count == 0)
-    return "no CUDA device";
-  return "";
-}
-
-#define REQUIRE_GPU()                                                          \
-  do {                                                                         \
-    std::string why = noGpu();                                                 \
-    if (!why.empty())                                                          \
-      GTEST_SKIP() << why;                                                     \
-  } while (0)
-
-/// One buffer of a launch: its bytes, and whether the kernel writes it.
-struct Buffer {
-  std::vector<char> host;
-  bool output = false;
-};
-
-Buffer floats(const std::vector<float> &v, bool output = false) {
-  Buffer b;
-  b.host.resize(v.size() * sizeof(float));
-  std::memcpy(b.host.data(), v.data(), b.host.size());
-  b.output = output;
-  return b;
-}
-
-Buffer ints32(const std::vector<int32_t> &v) {
-  Buffer b;
-  b.host.resize(v.size() * sizeof(int32_t));
-  std::memcpy(b.host.data(), v.data(), b.host.size());
-  return b;
-}
-
-Buffer out(size_t elements, size_t bytesPer = sizeof(float)) {
-  Buffer b;
-  b.host.assign(elements * bytesPer, 0);
-  b.output = true;
-  return b;
-}
-
-class CudaKernels : public ::testing::Test {
-protected:
-  void SetUp() override {
-    REQUIRE_GPU();
-    ctx.create();
-  }
-  void TearDown() override {
-    if (ctx.lt)
-      ctx.destroy();
-  }
-
-  /// Runs kernel `id` on the CPU and on the GPU with the same inputs and
-  /// compares every output buffer (as f32, or as bytes if `exact`).
-  void compare(A::KernelId id, KernelFn cpu, std::vector<Buffer> bufs,
-               std::vector<int64_t> ints, std::vector<double> fl = {},
-               double tol = 1e-5, bool exact = false) {
-    const A::KernelInfo &k = A::kernelInfo(id);
-    SCOPED_TRACE(A::kernelLayout(k));
-    ASSERT_EQ(A::checkKernelArgs(k, int64_t(bufs.size()), ints.data(),
-                                 int64_t(ints.size()), int64_t(fl.size())),
-              "");
-    KernelFn gpu = cuda::kernelTable()[int64_t(id)];
-    ASSERT_NE(gpu, nullptr) << k.name << " has no CUDA kernel";
-    // CPU: outputs start as the inputs do (kernels may read what they
-    // overwrite, as adamw's outputs alias).
-    std::vector<void *> hostPtrs, devPtrs;
-    std::vector<std::vector<char>> cpuBufs;
-    for (Buffer &b : bufs)
-      cpuBufs.push_back(b.host);
-    for (auto &b : cpuBufs)
-      hostPtrs.push_back(b.data());
-    cpu(nullptr, hostPtrs.data(), ints.data(), fl.data(), A::kComputeStream);
-    // GPU: outputs poisoned with NaN (0xff bytes).
-    for (Buffer &b : bufs) {
-      void *d = nullptr;
-      CUDA_CHECK(cudaMalloc(&d, b.host.size() ? b.host.size() : 1));
-      if (b.output)
-        CUDA_CHECK(cudaMemset(d, 0xff, b.host.size()));
-      else
-        CUDA_CHECK(cudaMemcpy(d, b.host.data(), b.host.size(),
-                              cudaMemcpyHostToDevice));
-      devPtrs.push_back(d);
-    }
-    gpu(&ctx, devPtrs.data(), ints.data(), fl.data(), A::kComputeStream);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    ctx.checkErrors(); // valid inputs: no kernel reports bad input
-    for (size_t j = 0; j < bufs.size(); ++j) {
-      std::vector<char> got(bufs[j].host.size());
-      CUDA_CHECK(cudaMemcpy(got.data(), devPtrs[j], got.size(),
-                            cudaMemcpyDeviceToHost));
-      CUDA_CHECK(cudaFree(devPtrs[j]));
-      if (!bufs[j].output)
-        continue;
-      if (exact) {
-        EXPECT_EQ(got, cpuBufs[j]) << "buffer " << j;
-        continue;
-      }
-      const float *g = reinterpret_cast<const float *>(got.data());
-      const float *w = reinterpret_cast<const float *>(cpuBufs[j].data());
-      for (size_t e = 0; e < got.size() / sizeof(float); ++e)
-        ASSERT_LE(std::fabs(double(g[e]) - w[e]), tol * (1.0 + std::fabs(w[e])))
-            << "buffer " << j << " element " << e << ": cuda " << g[e]
-            << ", cpu " << w[e];
-    }
-  }
-
-  cuda::Context ctx;
-};
+using namespace shardc::test;
 
 constexpr int64_t kN = 3001; // not a multiple of a block
 
