@@ -191,7 +191,10 @@ Error shardc::compile(const DriverOptions &options) {
          << (model.infer ? "inference" : t.optimizer)
          << (t.recompute == "block" ? ", recompute block" : "")
          << (t.mesh != "1" ? ", mesh " + t.mesh : std::string())
-         << (out.target != "cpu" ? ", target " + out.target : std::string())
+         << (out.target != "cpu" ? ", target " + out.target +
+                                        (out.cudaEmulation ? " (emulated)"
+                                                           : "")
+                                  : std::string())
          << ") -> " << printable(path) << "\n";
   // Tensor names come from the model file: printable, one line each.
   auto names = [](const std::vector<std::string> &list) {

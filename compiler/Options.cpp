@@ -53,6 +53,13 @@ void DriverOptions::bindOptions() {
       "The backend the executable runs on: " + targetNames() +
       " (default cpu)";
   bind(output.target, "target", cl::desc(targetHelp));
+  bind(output.cudaEmulation, "cuda-emulation",
+       cl::desc("With --target cuda: link the executable against the "
+                "emulated CUDA device (the same CUDA kernels compiled for "
+                "the host, run under CUDA's execution model, with host "
+                "versions of the CUDA runtime and cuBLASLt) instead of the "
+                "GPU's libraries. It runs a CUDA program, slowly, on any "
+                "machine: for tests and debugging, never the default"));
   bind(model.seqLen, "seq-len",
        cl::desc("Tokens per sequence (default: the model's positions, at "
                 "most 1024)"));
@@ -155,7 +162,19 @@ void DriverOptions::bindOptions() {
 }
 
 Error DriverOptions::validate() {
-  output.targetDesc = lookupTarget(output.target);
+  if (output.cudaEmulation && output.target != "cuda")
+    return fail("--cuda-emulation emulates the CUDA target: it needs "
+                "--target cuda (got --target " + output.target + ")");
+  output.targetDesc = lookupTarget(output.target, output.cudaEmulation);
+  if (!output.targetDesc && output.cudaEmulation && lookupTarget("cuda"))
+    return fail("--cuda-emulation: this shardc was built without the "
+                "emulated CUDA device (it needs the CUDA toolkit's headers "
+                "and Boost.Context at build time)");
+  if (!output.targetDesc && output.target == "cuda" && !output.cudaEmulation &&
+      lookupTarget("cuda", /*emulated=*/true))
+    return fail("--target cuda: this shardc was built without nvcc, so it "
+                "cannot link for a GPU; --cuda-emulation links the emulated "
+                "CUDA device instead");
   if (!output.targetDesc)
     return fail("--target must be one of " + targetNames() +
                 " (the targets this shardc was built with), got '" +

@@ -67,6 +67,9 @@ struct OutputOptions {
   Emit emit = Emit::Exe;
   std::string output; ///< empty: the default of `emit`
   std::string target = "cpu";
+  /// --cuda-emulation: link the --target cuda executable against the
+  /// emulated CUDA device instead of the CUDA runtime and cuBLASLt.
+  bool cudaEmulation = false;
   const TargetDescription *targetDesc = nullptr; ///< set by validate()
   bool report = false;
   bool supportedOps = false;

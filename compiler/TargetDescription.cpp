@@ -45,18 +45,31 @@ const std::vector<TargetDescription> &targets() {
     cpu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt.a"};
     cpu.linkFlags = splitCommas(SHARDC_RUNTIME_LIBS);
     std::vector<TargetDescription> all = {cpu};
-#ifdef SHARDC_CUDA_LIBS
-    // Built where a CUDA toolkit was found: one NVIDIA GPU (sm_80, sm_90),
-    // cuBLASLt GEMMs, CUDA kernels. It computes in f32 until the bf16
-    // kernels land.
+    // The CUDA target: one NVIDIA GPU (sm_80, sm_90), cuBLASLt GEMMs, CUDA
+    // kernels. It computes in f32 until the bf16 kernels land.
     TargetDescription cuda = cpu;
     cuda.name = "cuda";
     cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
-    cuda.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt_cuda.a",
-                             "libshardc_rt.a"};
+#ifdef SHARDC_CUDA_LIBS
+    // Built where nvcc was found.
+    TargetDescription gpu = cuda;
+    gpu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt_cuda.a",
+                            "libshardc_rt.a"};
     for (const std::string &flag : splitCommas(SHARDC_CUDA_LIBS))
-      cuda.linkFlags.push_back(flag);
-    all.push_back(cuda);
+      gpu.linkFlags.push_back(flag);
+    all.push_back(gpu);
+#endif
+#ifdef SHARDC_CUDA_EMU_LIBS
+    // The same target on the emulated CUDA device (runtime/cuda_emu), built
+    // where the CUDA toolkit's headers were found.
+    TargetDescription emu = cuda;
+    emu.emulated = true;
+    emu.summary = "the CUDA target on the emulated CUDA device (host)";
+    emu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt_cuda_emu.a",
+                            "libshardc_cuda_emu.a", "libshardc_rt.a"};
+    for (const std::string &flag : splitCommas(SHARDC_CUDA_EMU_LIBS))
+      emu.linkFlags.push_back(flag);
+    all.push_back(emu);
 #endif
     return all;
   }();
@@ -83,9 +96,10 @@ std::string TargetDescription::indexTypeList() const {
   return typeList(indexTypes);
 }
 
-const TargetDescription *shardc::lookupTarget(const std::string &name) {
+const TargetDescription *shardc::lookupTarget(const std::string &name,
+                                              bool emulated) {
   for (const TargetDescription &t : targets())
-    if (t.name == name)
+    if (t.name == name && t.emulated == emulated)
       return &t;
   return nullptr;
 }
@@ -93,7 +107,8 @@ const TargetDescription *shardc::lookupTarget(const std::string &name) {
 std::string shardc::targetNames() {
   std::string s;
   for (const TargetDescription &t : targets())
-    s += (s.empty() ? "" : ", ") + t.name;
+    if (s.find(t.name) == std::string::npos)
+      s += (s.empty() ? "" : ", ") + t.name;
   return s;
 }
 

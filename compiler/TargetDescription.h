@@ -33,6 +33,8 @@ struct TargetDescription {
   std::vector<std::string> runtimeLibraries;
   /// The rest of the link line.
   std::vector<std::string> linkFlags;
+  /// Linked against the emulated CUDA device (--cuda-emulation).
+  bool emulated = false;
 
   bool computes(int64_t dtypeCode) const;
   bool indexes(int64_t dtypeCode) const;
@@ -41,8 +43,10 @@ struct TargetDescription {
   std::string indexTypeList() const;
 };
 
-/// The description of target `name`, or null if this shardc has none.
-const TargetDescription *lookupTarget(const std::string &name);
+/// The description of target `name` (its emulated build when `emulated`:
+/// --target cuda --cuda-emulation), or null if this shardc has none.
+const TargetDescription *lookupTarget(const std::string &name,
+                                      bool emulated = false);
 /// The targets this shardc was built with, comma-separated ("cpu").
 std::string targetNames();
 /// The default target: "cpu".

@@ -50,6 +50,9 @@ public:
   virtual void printProfile() const = 0;
   /// Launches of the runs that follow go to `trace` (null: none).
   virtual void setTrace(Trace *trace) = 0;
+  /// Whether the runs of an entry point after its first are captured once
+  /// and replayed (CUDA graphs); a backend without graphs ignores it.
+  virtual void setGraphs(bool on) {}
 };
 
 /// The CPU backend: host memory, OpenBLAS and OpenMP kernels, MPI

@@ -66,6 +66,10 @@ data and run:
                         and collective launched, per stream, with the bytes
                         of each collective; on a mesh, rank r > 0 writes
                         FILE.rank<r> (cpu target: host timestamps)
+  --cuda-graphs=B       cuda target: capture each entry point once as a CUDA
+                        graph and replay it (true, the default), or launch
+                        every kernel of every step (false); the losses are
+                        the same, bit for bit
   --collective-timeout S  on a mesh: a collective that has not completed
                         after S seconds (a rank died, hangs or is stopped)
                         ends the run with an error naming it (default 300;
@@ -203,6 +207,18 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       if (m.target != "cpu" && !m.target.empty())
         throw std::runtime_error("--trace: the " + m.target +
                                  " backend does not record traces yet");
+    } else if (flag == "--cuda-graphs") {
+      std::string v = inlineValue ? next() : "true";
+      if (v != "true" && v != "false")
+        throw std::runtime_error("--cuda-graphs expects true or false, got '" +
+                                 v + "'");
+      if (m.target != "cuda")
+        throw std::runtime_error("--cuda-graphs: this program was compiled "
+                                 "for the " +
+                                 (m.target.empty() ? std::string("cpu")
+                                                   : m.target) +
+                                 " target, which has no CUDA graphs");
+      o.cudaGraphs = v == "true";
     } else if (flag == "--skip-nonfinite") {
       o.skipNonfinite = parseInt(flag, next());
     } else if (flag == "--collective-timeout") {

@@ -36,6 +36,8 @@ struct Options {
   int64_t checkpointEvery = 0, keep = 0;
   /// Steps this invocation runs at most (0: up to --steps).
   int64_t runSteps = 0;
+  /// CUDA target: replay captured CUDA graphs (--cuda-graphs).
+  bool cudaGraphs = true;
 };
 
 /// Whether --help or -h is among the arguments.

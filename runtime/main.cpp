@@ -335,6 +335,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   const char *profileEnv = std::getenv("SHARDC_PROFILE");
   bool profiling = profileEnv && *profileEnv && std::string(profileEnv) != "0";
   backend->setProfiling(profiling);
+  backend->setGraphs(o.cudaGraphs);
   // Every launch is timed for the exposed-communication line (and kept for
   // --trace); a backend that cannot time them records none.
   Trace trace;

@@ -6,6 +6,14 @@
 // events; kernels launch asynchronously and `run` returns once both streams
 // are done. The constants region is copied to the device once.
 //
+// CUDA graphs: the first run of an entry point runs its launch table
+// directly (cuBLASLt picks its algorithms, scratch is sized); the second is
+// captured as one graph, from the compute stream, the communication stream
+// forked in and joined back; every run from then on replays the graph. A
+// step then costs one graph launch and one synchronization, after it.
+// `--cuda-graphs=false` (setGraphs) runs every step from the table: the
+// same kernels in the same order, so the same results, bit for bit.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/backend.h"
 #include "runtime/cuda/context.h"
@@ -80,6 +88,7 @@ void *cuda::Context::scratch(size_t bytes) {
     CUDA_CHECK(cudaFree(scratchBuffer));
     CUDA_CHECK(cudaMalloc(&scratchBuffer, bytes));
     scratchBytes = bytes;
+    ++scratchGeneration;
   }
   return scratchBuffer;
 }
@@ -114,9 +123,18 @@ public:
     CUDA_CHECK(cudaSetDevice(localDevice() % count));
     ctx.create();
     ctx.mesh = mesh;
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    for (cudaEvent_t &e : join)
+      CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
 
   ~CudaBackend() override {
+    for (auto &[program, c] : graphs)
+      if (c.exec)
+        cudaGraphExecDestroy(c.exec);
+    cudaEventDestroy(fork);
+    for (cudaEvent_t e : join)
+      cudaEventDestroy(e);
     ctx.destroy();
     cudaFree(arena);
     if (constants)
@@ -165,11 +183,16 @@ public:
     regions[abi::kRegionConstants] =
         deviceConstants(regionBases[abi::kRegionConstants]);
     ProgramTarget target{kernels, &ctx, &recordEvent, &waitEvent};
-    runProgram(program, regions, target);
+    if (graphsOn)
+      runCaptured(program, regions, target);
+    else
+      runProgram(program, regions, target);
     for (cudaStream_t s : ctx.streams)
       CUDA_CHECK(cudaStreamSynchronize(s));
     ctx.checkErrors();
   }
+
+  void setGraphs(bool on) override { graphsOn = on; }
 
   void setProfiling(bool) override {}
   /// Kernel timelines from CUDA events are not recorded yet: a host-timed
@@ -185,6 +208,56 @@ public:
   int64_t constantsBytes = 0;
 
 private:
+  /// One captured entry point: its graph, and the scratch it was captured
+  /// with.
+  struct Captured {
+    int64_t runs = 0;
+    cudaGraphExec_t exec = nullptr;
+    int64_t scratchGeneration = -1;
+  };
+
+  /// Runs `program` through its graph: directly the first time, captured
+  /// the second (or after the scratch moved), replayed after.
+  void runCaptured(const int64_t *program, void *const regions[],
+                   const ProgramTarget &target) {
+    Captured &c = graphs[program];
+    if (c.exec && c.scratchGeneration != ctx.scratchGeneration) {
+      CUDA_CHECK(cudaGraphExecDestroy(c.exec));
+      c.exec = nullptr;
+    }
+    if (c.runs++ == 0) {
+      runProgram(program, regions, target);
+      return;
+    }
+    if (!c.exec) {
+      cudaStream_t compute = ctx.stream(abi::kComputeStream);
+      int64_t generation = ctx.scratchGeneration;
+      CUDA_CHECK(
+          cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal));
+      // Fork every other stream from the compute stream, so that all their
+      // work is captured, and join them back at the end.
+      CUDA_CHECK(cudaEventRecord(fork, compute));
+      for (int64_t s = 0; s < abi::kNumStreams; ++s)
+        if (s != abi::kComputeStream)
+          CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(s), fork, 0));
+      runProgram(program, regions, target);
+      for (int64_t s = 0; s < abi::kNumStreams; ++s)
+        if (s != abi::kComputeStream) {
+          CUDA_CHECK(cudaEventRecord(join[s], ctx.stream(s)));
+          CUDA_CHECK(cudaStreamWaitEvent(compute, join[s], 0));
+        }
+      cudaGraph_t graph = nullptr;
+      CUDA_CHECK(cudaStreamEndCapture(compute, &graph));
+      if (ctx.scratchGeneration != generation)
+        fatal("a kernel grew its scratch while its entry point was captured "
+              "(only a first run may)");
+      CUDA_CHECK(cudaGraphInstantiate(&c.exec, graph, 0));
+      CUDA_CHECK(cudaGraphDestroy(graph));
+      c.scratchGeneration = generation;
+    }
+    CUDA_CHECK(cudaGraphLaunch(c.exec, ctx.stream(abi::kComputeStream)));
+  }
+
   /// A program that launches a kernel this backend lacks is refused before
   /// anything runs, with every missing kernel named.
   void refuseMissingKernels(const int64_t *program, const KernelFn *kernels) {
@@ -212,6 +285,9 @@ private:
   }
 
   cuda::Context ctx;
+  bool graphsOn = true;
+  std::map<const int64_t *, Captured> graphs;
+  cudaEvent_t fork = nullptr, join[abi::kNumStreams] = {};
   void *arena = nullptr, *constants = nullptr;
   int64_t capacity = 0, used = 0;
   std::set<const int64_t *> checked;

@@ -31,6 +31,8 @@ struct Context {
   /// losses); grows on first use of a larger size only.
   void *scratchBuffer = nullptr;
   size_t scratchBytes = 0;
+  /// Bumped when the scratch moves: graphs captured before it are stale.
+  int64_t scratchGeneration = 0;
 
   cudaStream_t stream(int64_t s) const { return streams[s]; }
 
@@ -38,7 +40,8 @@ struct Context {
   /// device.
   void create();
   void destroy();
-  /// At least `bytes` of scratch. Synchronizes the device when it grows.
+  /// At least `bytes` of scratch. Synchronizes the device when it grows
+  /// (so only the first, uncaptured run of an entry point may grow it).
   void *scratch(size_t bytes);
   /// After the streams are done: a fatal error naming the kernel whose
   /// input was bad, if any.

@@ -60,3 +60,261 @@ TEST(CudaEmulator, ReductionNeedsItsBarrier) {
   cudaFree(dx);
   cudaFree(dy);
 }
+
+namespace {
+
+// Threads below `half` meet at a barrier the others never reach.
+__global__ void divergentBarrier(float *y, int half) {
+  if (int(threadIdx.x) < half) {
+    __syncthreads();
+    y[threadIdx.x] = 1.0f;
+  }
+}
+
+// y[0] = threads that ran; nothing else.
+__global__ void countThreads(int *y) { atomicAdd(y, 1); }
+
+// Uses `want` floats of dynamic shared memory.
+__global__ void usesDynamicShared(float *y, int want) {
+  SHARDC_DYNAMIC_SHARED(float, tile, want);
+  tile[threadIdx.x] = float(threadIdx.x);
+  __syncthreads();
+  y[threadIdx.x] = tile[blockDim.x - 1 - threadIdx.x];
+}
+
+// y[lane] = the warp's values shuffled: down by 1, xor 3, from lane 5, and
+// the ballot of odd lanes.
+__global__ void shuffles(const int *x, int *y) {
+  int v = x[threadIdx.x];
+  int lane = threadIdx.x % 32;
+  y[threadIdx.x * 4 + 0] = __shfl_down_sync(0xffffffffu, v, 1);
+  y[threadIdx.x * 4 + 1] = __shfl_xor_sync(0xffffffffu, v, 3);
+  y[threadIdx.x * 4 + 2] = __shfl_sync(0xffffffffu, v, 5);
+  y[threadIdx.x * 4 + 3] = int(__ballot_sync(0xffffffffu, lane % 2));
+}
+
+// A lane that exits before the others shuffle.
+__global__ void shuffleAfterExit(int *y) {
+  if (threadIdx.x == 7)
+    return;
+  y[threadIdx.x] = __shfl_down_sync(0xffffffffu, int(threadIdx.x), 1);
+}
+
+// y[k] += 1 for k < n, in the grid-stride loop's order.
+__global__ void increment(float *y, int n) {
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n;
+       k += gridDim.x * blockDim.x)
+    y[k] += 1.0f;
+}
+
+// y[k] *= 2.
+__global__ void twice(float *y, int n) {
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n;
+       k += gridDim.x * blockDim.x)
+    y[k] *= 2.0f;
+}
+
+} // namespace
+
+// The fault is sticky (a GPU's context is lost), so every test after it in
+// this process would fail: the remaining checks run in a fresh process.
+// Faults: a divergent barrier, dynamic shared memory beyond the launch's,
+// a shuffle with an exited lane.
+TEST(CudaEmulatorDeathTest, FaultsAreStickyAndNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        float *y;
+        cudaMalloc(&y, 64 * 4);
+        // Unchecked, to see the error stay.
+        ::shardc::emu::launch("usesDynamicShared", usesDynamicShared, dim3(1),
+                              dim3(64), 32 * sizeof(float), nullptr, y, 64);
+        std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure &&
+                          cudaMalloc(&y, 4) == cudaErrorLaunchFailure
+                      ? 0
+                      : 1);
+      },
+      testing::ExitedWithCode(0),
+      "kernel 'usesDynamicShared', block \\(0,0,0\\): uses 256 bytes of "
+      "dynamic shared memory, but the launch asked for 128");
+  EXPECT_EXIT(
+      {
+        float *y;
+        cudaMalloc(&y, 64 * 4);
+        // The checked launch of the backend's kernels: a fatal error.
+        SHARDC_LAUNCH(divergentBarrier, 1, 64, 0, nullptr, y, 32);
+      },
+      testing::ExitedWithCode(1),
+      "kernel 'divergentBarrier', block \\(0,0,0\\): __syncthreads\\(\\) "
+      "reached by 32 of the block's 64 threads");
+  EXPECT_EXIT(
+      {
+        int *y;
+        cudaMalloc(&y, 64 * 4);
+        SHARDC_LAUNCH(shuffleAfterExit, 1, 32, 0, nullptr, y);
+      },
+      testing::ExitedWithCode(1),
+      "kernel 'shuffleAfterExit'.*__shfl_down_sync.*lane 7 .* exited without "
+      "reaching it");
+}
+
+TEST(CudaEmulator, OversizedBlockIsAnError) {
+  int *y;
+  ASSERT_EQ(cudaMalloc(&y, 4), cudaSuccess);
+  testing::internal::CaptureStderr();
+  ::shardc::emu::launch("countThreads", countThreads, dim3(1), dim3(1025), 0,
+                        nullptr, y);
+  cudaError_t err = cudaGetLastError();
+  std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, cudaErrorInvalidConfiguration);
+  EXPECT_NE(printed.find("launch of kernel 'countThreads' asks for a block of "
+                         "1025 threads"),
+            std::string::npos)
+      << printed;
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess); // not sticky
+}
+
+TEST(CudaEmulator, AtomicsAcrossBlocks) {
+  int *y;
+  ASSERT_EQ(cudaMalloc(&y, 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y, 0, 4), cudaSuccess);
+  SHARDC_LAUNCH(countThreads, 64, 256, 0, nullptr, y);
+  int got = 0;
+  ASSERT_EQ(cudaMemcpy(&got, y, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, 64 * 256);
+  cudaFree(y);
+}
+
+TEST(CudaEmulator, DynamicSharedMemoryWithinTheLaunch) {
+  float *y;
+  ASSERT_EQ(cudaMalloc(&y, 64 * 4), cudaSuccess);
+  SHARDC_LAUNCH(usesDynamicShared, 1, 64, 64 * sizeof(float), nullptr, y, 64);
+  std::vector<float> got(64);
+  ASSERT_EQ(cudaMemcpy(got.data(), y, 64 * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (int t = 0; t < 64; ++t)
+    EXPECT_EQ(got[t], float(63 - t));
+  cudaFree(y);
+}
+
+TEST(CudaEmulator, WarpShufflesAndVotes) {
+  const int n = 64; // two warps
+  std::vector<int> x(n);
+  for (int t = 0; t < n; ++t)
+    x[t] = 100 + t * 7;
+  int *dx, *dy;
+  ASSERT_EQ(cudaMalloc(&dx, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, n * 16), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  SHARDC_LAUNCH(shuffles, 1, n, 0, nullptr, dx, dy);
+  std::vector<int> y(n * 4);
+  ASSERT_EQ(cudaMemcpy(y.data(), dy, n * 16, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (int t = 0; t < n; ++t) {
+    int lane = t % 32, base = t - lane;
+    // Beyond the warp, a shuffle down returns the caller's own value.
+    EXPECT_EQ(y[t * 4 + 0], lane < 31 ? x[t + 1] : x[t]) << t;
+    EXPECT_EQ(y[t * 4 + 1], x[base + (lane ^ 3)]) << t;
+    EXPECT_EQ(y[t * 4 + 2], x[base + 5]) << t;
+    EXPECT_EQ(unsigned(y[t * 4 + 3]), 0xaaaaaaaau) << t;
+  }
+  cudaFree(dx);
+  cudaFree(dy);
+}
+
+// Streams run in the order their events give, not the order work was
+// enqueued in: of two streams with work ready the later-created runs first,
+// so a missing wait shows.
+TEST(CudaEmulator, StreamsOrderedByEventsOnly) {
+  cudaStream_t a, b;
+  cudaEvent_t done;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+            cudaSuccess);
+  float *y;
+  ASSERT_EQ(cudaMalloc(&y, 4), cudaSuccess);
+  for (bool wait : {true, false}) {
+    ASSERT_EQ(cudaMemset(y, 0, 4), cudaSuccess);
+    // (0 + 1) * 2 = 2 in order; 0 * 2 + 1 = 1 when b runs first.
+    SHARDC_LAUNCH(increment, 1, 32, 0, a, y, 1);
+    ASSERT_EQ(cudaEventRecord(done, a), cudaSuccess);
+    if (wait)
+      ASSERT_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);
+    SHARDC_LAUNCH(twice, 1, 32, 0, b, y, 1);
+    float got = 0;
+    ASSERT_EQ(cudaMemcpy(&got, y, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got, wait ? 2.0f : 1.0f) << (wait ? "with" : "without")
+                                       << " the wait";
+  }
+  cudaFree(y);
+  cudaEventDestroy(done);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+// A graph captured across two streams replays their work in order; a
+// synchronization during capture is an error, as is a joined stream left
+// unjoined.
+TEST(CudaEmulator, GraphCaptureAndReplay) {
+  cudaStream_t a, b;
+  cudaEvent_t fork, join;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming),
+            cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&join, cudaEventDisableTiming),
+            cudaSuccess);
+  float *y;
+  ASSERT_EQ(cudaMalloc(&y, 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y, 0, 4), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  SHARDC_LAUNCH(increment, 1, 32, 0, a, y, 1);
+  ASSERT_EQ(cudaEventRecord(fork, a), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(b, fork, 0), cudaSuccess);
+  SHARDC_LAUNCH(twice, 1, 32, 0, b, y, 1);
+  ASSERT_EQ(cudaEventRecord(join, b), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(a, join, 0), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamEndCapture(a, &graph), cudaSuccess);
+  float got = -1;
+  ASSERT_EQ(cudaMemcpy(&got, y, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, 0.0f) << "captured work does not run";
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int k = 0; k < 3; ++k)
+    ASSERT_EQ(cudaGraphLaunch(exec, a), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(&got, y, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, 14.0f); // ((0+1)*2+1)*2 = 6, then (6+1)*2 = 14
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  // A synchronization inside the capture invalidates it.
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  EXPECT_NE(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaStreamEndCapture(a, &graph), cudaErrorStreamCaptureInvalidated);
+  cudaGetLastError(); // as CUDA, the failed calls set the last error
+  // A forked stream not joined back.
+  ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(fork, a), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(b, fork, 0), cudaSuccess);
+  SHARDC_LAUNCH(twice, 1, 32, 0, b, y, 1);
+  EXPECT_EQ(cudaStreamEndCapture(a, &graph), cudaErrorStreamCaptureUnjoined);
+  std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_NE(printed.find("cudaDeviceSynchronize waits for the device while a "
+                         "stream is captured"),
+            std::string::npos)
+      << printed;
+  cudaGetLastError();
+  cudaFree(y);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
