@@ -10,8 +10,8 @@
 #define SHARDC_COMPILER_OPTIONS_H
 
 #include "compiler/Pipelines.h"
-#include "compiler/Sharding.h"
-#include "compiler/TargetDescription.h"
+#include "target/Sharding.h"
+#include "target/TargetDescription.h"
 
 #include "llvm/Support/Error.h"
 

@@ -30,7 +30,7 @@ struct PipelineOptions {
   /// Under gradient accumulation, reduce gradients once per optimizer step
   /// (on the last micro-batch) instead of after every micro-batch.
   bool gradSyncOnce = false;
-  /// The target (compiler/TargetDescription.h): "cpu".
+  /// The target (target/TargetDescription.h): "cpu".
   std::string target = "cpu";
   /// Mixed precision: "f32" or "bf16".
   std::string paramDtype = "f32";

@@ -2,7 +2,7 @@
 #ifndef SHARDC_COMPILER_TARGET_H
 #define SHARDC_COMPILER_TARGET_H
 
-#include "compiler/TargetDescription.h"
+#include "target/TargetDescription.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"

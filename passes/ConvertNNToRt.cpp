@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "compiler/TargetDescription.h"
+#include "target/TargetDescription.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"

@@ -1,7 +1,7 @@
 //===- FSDPReshard.cpp - free gathered parameters after forward -----------===//
 #include "passes/Passes.h"
 
-#include "compiler/Sharding.h"
+#include "target/Sharding.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"

@@ -1,8 +1,8 @@
 //===- FSDPShardParameters.cpp - group, shard and gather parameters -------===//
 #include "passes/Passes.h"
 
-#include "compiler/Sharding.h"
-#include "compiler/TargetDescription.h"
+#include "target/Sharding.h"
+#include "target/TargetDescription.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"

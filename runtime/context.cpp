@@ -1,6 +1,6 @@
 //===- context.cpp - streams and events of the CPU backend ----------------===//
 #include "runtime/runtime.h"
-#include "runtime/watchdog.h"
+#include "runtime/trainer/watchdog.h"
 
 #include <algorithm>
 #include <cstdarg>

@@ -1,7 +1,7 @@
 //===- mesh.cpp - the device mesh over MPI --------------------------------===//
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
-#include "runtime/watchdog.h"
+#include "runtime/trainer/watchdog.h"
 
 #include <cstdio>
 #include <cstdlib>

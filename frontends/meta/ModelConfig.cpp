@@ -1,6 +1,6 @@
 //===- ModelConfig.cpp - transformer configs and presets ------------------===//
 #include "frontends/meta/ModelConfig.h"
-#include "runtime/files.h"
+#include "runtime/formats/files.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"

@@ -18,7 +18,7 @@
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OpRegistry.h"
 #include "runtime/math.h"
-#include "runtime/files.h"
+#include "runtime/formats/files.h"
 #include "runtime/text.h"
 
 #include "dialects/nn/NNDialect.h"

@@ -9,7 +9,7 @@
 #ifndef SHARDC_FRONTENDS_ONNX_IMPORTER_H
 #define SHARDC_FRONTENDS_ONNX_IMPORTER_H
 
-#include "compiler/TargetDescription.h"
+#include "target/TargetDescription.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"

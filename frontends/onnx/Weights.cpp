@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
-#include "runtime/safetensors.h"
+#include "runtime/formats/safetensors.h"
 
 #include <exception>
 

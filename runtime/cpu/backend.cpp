@@ -1,7 +1,7 @@
 //===- backend.cpp - the CPU backend: host memory, in-order streams --------===//
 #include "runtime/backend.h"
 #include "runtime/kernels.h"
-#include "runtime/program.h"
+#include "runtime/trainer/program.h"
 #include "runtime/runtime.h"
 
 #include <cstdlib>

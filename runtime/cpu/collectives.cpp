@@ -8,7 +8,7 @@
 #include "runtime/kernels.h"
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
-#include "runtime/watchdog.h"
+#include "runtime/trainer/watchdog.h"
 #include "runtime/cpu/fastmath.h"
 #include "runtime/cpu/kernel_util.h"
 

@@ -4,7 +4,7 @@
 
 #include "runtime/abi/abi.h"
 #include "runtime/cuda/check.h"
-#include "runtime/program.h"
+#include "runtime/trainer/program.h"
 
 #include <vector>
 

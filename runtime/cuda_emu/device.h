@@ -106,6 +106,14 @@ template <typename T, typename Op> T atomicUpdate(T *p, Op op) {
 
 } // namespace shardc::emu
 
+/// The C++ overload nvcc's cuda_runtime.h declares for kernels (it is
+/// guarded by __CUDACC__ there).
+template <class T>
+cudaError_t cudaFuncSetAttribute(T *entry, cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void *>(entry), attr,
+                                value);
+}
+
 // The qualifiers: host functions, `__shared__` one per running block.
 #undef __global__
 #undef __device__

@@ -1,11 +1,11 @@
 //===- RuntimeTest.cpp - loaders, checkpoints and initialization ----------===//
 #include "runtime/abi/abi.h"
-#include "runtime/data.h"
-#include "runtime/files.h"
+#include "runtime/formats/data.h"
+#include "runtime/formats/files.h"
 #include "runtime/text.h"
-#include "runtime/hf_io.h"
-#include "runtime/model.h"
-#include "runtime/safetensors.h"
+#include "runtime/formats/hf_io.h"
+#include "runtime/trainer/model.h"
+#include "runtime/formats/safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,122 @@
+//===- checkpoint_io.cpp - weights in and out of the backend's memory -----===//
+#include "runtime/formats/checkpoint_io.h"
+#include "runtime/formats/hf_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <unistd.h>
+
+using namespace shardc::runtime;
+
+namespace {
+
+/// The checkpoint name of a parameter without its model prefix, if any.
+std::string withoutPrefix(const std::string &name) {
+  for (const char *prefix : {"transformer.", "model."})
+    if (name.rfind(prefix, 0) == 0)
+      return name.substr(std::strlen(prefix));
+  return name;
+}
+
+} // namespace
+
+void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
+                                     Backend &backend, char *params,
+                                     int64_t shardIndex) {
+  HfCheckpoint file(path);
+  const std::string &where = file.where();
+  // Every parameter is found and its shape checked before any is read.
+  std::vector<std::pair<const SafetensorsFile *, std::string>> found;
+  for (const TensorSlot &p : m.params) {
+    std::string key = p.name;
+    const SafetensorsFile *f = file.find(key);
+    if (!f)
+      f = file.find(key = withoutPrefix(p.name));
+    if (!f)
+      throw std::runtime_error(where + ": missing parameter '" + p.name + "'");
+    const std::vector<int64_t> &full = p.sharded() ? p.globalShape : p.shape;
+    const SafetensorsEntry &e = *f->find(key);
+    if (e.shape != full)
+      throw std::runtime_error(f->path() + ": parameter '" + p.name +
+                               "' has shape " + shapeString(e.shape) +
+                               ", expected " + shapeString(full));
+    found.push_back({f, key});
+  }
+  // This rank's rows only; padding rows stay zero.
+  std::vector<float> shard;
+  for (size_t k = 0; k < m.params.size(); ++k) {
+    const TensorSlot &p = m.params[k];
+    const std::vector<int64_t> &full = p.sharded() ? p.globalShape : p.shape;
+    int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+    int64_t globalRows = full.empty() ? 1 : full[0];
+    int64_t first = p.sharded() ? shardIndex * rows : 0;
+    int64_t count = std::max<int64_t>(0, std::min(rows, globalRows - first));
+    shard.assign(size_t(p.bytes / 4), 0.0f);
+    if (count > 0)
+      found[k].first->readF32(found[k].second, first * p.rowSize(),
+                              count * p.rowSize(), shard.data());
+    backend.copyToDevice(params + p.offset, shard.data(), p.bytes);
+  }
+}
+
+std::vector<float> shardc::runtime::gatherParameter(const TensorSlot &p,
+                                                   const Mesh &mesh,
+                                                   Backend &backend,
+                                                   const char *src) {
+  std::vector<float> local(size_t(p.numel()));
+  backend.copyToHost(local.data(), src, p.numel() * 4);
+  if (!p.sharded())
+    return local;
+  int64_t elements = 1;
+  for (int64_t d : p.globalShape)
+    elements *= d;
+  // The root of each replica's shard communicator (rank 0 among them).
+  const bool root = mesh.shardIndex() == 0;
+  std::vector<float> full(root ? size_t(p.numel() * mesh.shards) : 0);
+  if (MPI_Gather(local.data(), int(p.numel()), MPI_FLOAT, full.data(),
+                 int(p.numel()), MPI_FLOAT, 0, mesh.shardComm()) != MPI_SUCCESS)
+    throw std::runtime_error("gathering '" + p.name + "' failed");
+  full.resize(root ? size_t(elements) : 0); // padding rows dropped
+  return full;
+}
+
+std::vector<NamedTensor>
+shardc::runtime::gatherTensors(const Manifest &m, const Mesh &mesh,
+                               Backend &backend, const char *region,
+                               const std::string &prefix,
+                               std::vector<std::vector<float>> &storage) {
+  storage.assign(m.params.size(), {});
+  std::vector<NamedTensor> tensors;
+  for (size_t k = 0; k < m.params.size(); ++k) {
+    const TensorSlot &p = m.params[k];
+    int64_t offset =
+        prefix.empty() ? p.offset : m.stateSlot(prefix + p.name).offset;
+    storage[k] = gatherParameter(p, mesh, backend, region + offset);
+    tensors.push_back(
+        {p.name, p.sharded() ? p.globalShape : p.shape, storage[k].data()});
+  }
+  return tensors;
+}
+
+void shardc::runtime::saveTensors(const Manifest &m, const Mesh &mesh,
+                                  Backend &backend, const std::string &path,
+                                  const char *region,
+                                  const std::string &prefix) {
+  std::vector<std::vector<float>> storage;
+  std::vector<NamedTensor> tensors =
+      gatherTensors(m, mesh, backend, region, prefix, storage);
+  if (mesh.rank == 0)
+    writeSafetensors(path, tensors, {{"format", "pt"}, {"producer", "shardc"}});
+}
+
+std::string shardc::runtime::besideExecutable(const std::string &name) {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return name;
+  std::string exe(buf, size_t(n));
+  size_t slash = exe.rfind('/');
+  return slash == std::string::npos ? name : exe.substr(0, slash + 1) + name;
+}

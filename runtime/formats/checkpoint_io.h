@@ -1,0 +1,50 @@
+//===- checkpoint_io.h - weights in and out of the backend's memory -*- C++ -*-===//
+#ifndef SHARDC_RUNTIME_FORMATS_CHECKPOINT_IO_H
+#define SHARDC_RUNTIME_FORMATS_CHECKPOINT_IO_H
+
+#include "runtime/backend.h"
+#include "runtime/mesh.h"
+#include "runtime/trainer/model.h"
+#include "runtime/formats/safetensors.h"
+
+#include <string>
+#include <vector>
+
+namespace shardc::runtime {
+
+/// Loads every parameter from a Hugging Face checkpoint (a safetensors
+/// file, a directory, or a model.safetensors.index.json: runtime/hf_io.h;
+/// names with or without the transformer./model. prefix) into the
+/// parameter region `params` of `backend`: this shard's rows only, read by
+/// range, padding rows zero. Every parameter is found and checked before
+/// any is read.
+void loadParameters(const Manifest &m, const std::string &path,
+                    Backend &backend, char *params, int64_t shardIndex);
+
+/// Parameter `p`'s values at `src` in the backend's memory (this rank's
+/// shard of p.numel() f32), gathered over the shard axis onto its first
+/// rank (shard index 0 of each replica, rank 0 among them) with the padding
+/// rows dropped (empty on the other ranks); an unsharded parameter's own
+/// values on every rank.
+std::vector<float> gatherParameter(const TensorSlot &p, const Mesh &mesh,
+                                   Backend &backend, const char *src);
+
+/// One tensor per parameter, read from `region` at the slot of `prefix +
+/// name` (params: no prefix; gradients: abi::kStateGrad). Sharded tensors
+/// are gathered on the shard axis into `storage` (complete on rank 0).
+std::vector<NamedTensor> gatherTensors(const Manifest &m, const Mesh &mesh,
+                                       Backend &backend, const char *region,
+                                       const std::string &prefix,
+                                       std::vector<std::vector<float>> &storage);
+
+/// Writes the tensors gatherTensors reads as a safetensors file (rank 0).
+void saveTensors(const Manifest &m, const Mesh &mesh, Backend &backend,
+                 const std::string &path, const char *region,
+                 const std::string &prefix);
+
+/// A file that shardc wrote next to the executable.
+std::string besideExecutable(const std::string &name);
+
+} // namespace shardc::runtime
+
+#endif // SHARDC_RUNTIME_FORMATS_CHECKPOINT_IO_H

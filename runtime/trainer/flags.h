@@ -1,0 +1,65 @@
+//===- flags.h - the trainer's command line ------------------------*- C++ -*-===//
+#ifndef SHARDC_RUNTIME_TRAINER_FLAGS_H
+#define SHARDC_RUNTIME_TRAINER_FLAGS_H
+
+#include "runtime/trainer/model.h"
+
+#include <cstdint>
+#include <string>
+
+namespace shardc::runtime {
+
+/// The trainer's flags, as parsed (the usage text in flags.cpp says each).
+struct Options {
+  std::string data, initFrom, saveWeights, dumpGrads, log, exportOnnx;
+  int64_t steps = 10, gradAccum = 1, warmupSteps = 0;
+  uint64_t seed = 1337;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.0;
+  double weightDecay = -1.0; // -1: the optimizer's default
+  bool noDecay1D = false, exportExternal = false;
+  double clipGradNorm = 0.0;
+  std::string schedule = "constant";
+  /// Checkpoints: written under checkpointDir every checkpointEvery steps
+  /// (0: at the end only), the newest `keep` kept (0: all). resume: "" (do
+  /// not), "latest" (from checkpointDir; an error if none), "auto" (from
+  /// checkpointDir if there is one), or a directory.
+  std::string checkpointDir, resume;
+  /// Chrome trace output (rank r > 0 of a mesh writes FILE with .rank<r>).
+  std::string trace;
+  /// --export-hf DIR, split into files of at most maxShardBytes.
+  std::string exportHf;
+  int64_t maxShardBytes = 5000000000;
+  /// Seconds a collective may take before the run aborts (0: no limit).
+  double collectiveTimeout = 300;
+  /// Steps with a non-finite loss that may be skipped before the run stops.
+  int64_t skipNonfinite = 0;
+  int64_t checkpointEvery = 0, keep = 0;
+  /// Steps this invocation runs at most (0: up to --steps).
+  int64_t runSteps = 0;
+  /// CUDA target: replay captured CUDA graphs (--cuda-graphs).
+  bool cudaGraphs = true;
+};
+
+/// Whether --help or -h is among the arguments.
+bool wantsHelp(int argc, char **argv);
+/// Prints the usage of the compiled model `m`.
+void printUsage(const char *argv0, const Manifest &m);
+/// Parses the flags; throws std::runtime_error naming the flag at fault.
+Options parseOptions(int argc, char **argv, const Manifest &m);
+
+/// Checks the files the run will write before its first step: never a
+/// device node, a FIFO or a directory (where a file is written), never an
+/// input of the same run (--data, --init-from), in an existing writable
+/// directory. Throws std::runtime_error naming the flag and the path.
+void checkOutputs(const Options &o);
+
+/// The same check for one output: `what` names it in errors ("--log
+/// FILE"), `directory` says whether a directory is written there, and
+/// `inputs` are the (flag, path) pairs of the run's inputs.
+void checkOutputPath(
+    const std::string &what, const std::string &path, bool directory,
+    const std::vector<std::pair<std::string, std::string>> &inputs);
+
+} // namespace shardc::runtime
+
+#endif // SHARDC_RUNTIME_TRAINER_FLAGS_H

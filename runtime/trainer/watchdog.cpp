@@ -1,0 +1,61 @@
+//===- watchdog.cpp - a deadline on every collective ----------------------===//
+#include "runtime/trainer/watchdog.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <unistd.h>
+
+using namespace shardc::runtime;
+
+namespace {
+
+std::atomic<const char *> current{nullptr};
+std::atomic<int64_t> since{0}, inFlightBytes{0};
+std::atomic<bool> started{false};
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace
+
+void watchdog::enter(const char *what, int64_t bytes) {
+  inFlightBytes.store(bytes, std::memory_order_relaxed);
+  since.store(nowNs(), std::memory_order_relaxed);
+  current.store(what, std::memory_order_release);
+}
+
+void watchdog::leave() { current.store(nullptr, std::memory_order_release); }
+
+void watchdog::start(int rank, double seconds) {
+  if (seconds <= 0 || started.exchange(true))
+    return;
+  std::thread([rank, seconds] {
+    const int64_t limit = int64_t(seconds * 1e9);
+    // Checked a few times per deadline, at most every second.
+    const auto period = std::chrono::milliseconds(
+        int64_t(std::min(1000.0, std::max(10.0, seconds * 1000.0 / 10.0))));
+    for (;;) {
+      std::this_thread::sleep_for(period);
+      const char *what = current.load(std::memory_order_acquire);
+      if (!what)
+        continue;
+      int64_t waited = nowNs() - since.load(std::memory_order_relaxed);
+      if (waited < limit || current.load(std::memory_order_acquire) != what)
+        continue;
+      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "error: rank %d: collective %s (%lld bytes) did not "
+                   "complete within %.0f s (--collective-timeout): another "
+                   "rank died, hangs or is stopped; exiting\n",
+                   rank, what, (long long)inFlightBytes.load(), seconds);
+      std::fflush(stderr);
+      _exit(3);
+    }
+  }).detach();
+}

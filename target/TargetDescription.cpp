@@ -1,0 +1,115 @@
+//===- TargetDescription.cpp - the targets shardc compiles for ------------===//
+#include "target/TargetDescription.h"
+
+#include "runtime/abi/abi.h"
+
+#include <algorithm>
+
+#ifndef SHARDC_RUNTIME_LIBS
+#error "SHARDC_RUNTIME_LIBS must list the runtime's link flags"
+#endif
+
+using namespace shardc;
+
+namespace {
+
+std::vector<std::string> splitCommas(const std::string &s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos)
+      comma = s.size();
+    if (comma > start)
+      out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string typeList(const std::vector<int64_t> &codes) {
+  std::string s;
+  for (int64_t c : codes)
+    s += (s.empty() ? "" : ", ") + std::string(abi::dtypeName(c));
+  return s;
+}
+
+const std::vector<TargetDescription> &targets() {
+  static const std::vector<TargetDescription> table = [] {
+    TargetDescription cpu;
+    cpu.name = "cpu";
+    cpu.summary = "host CPU: OpenBLAS GEMMs, OpenMP kernels, MPI collectives";
+    cpu.computeTypes = {abi::kF32};
+    cpu.indexTypes = {abi::kI32, abi::kBool};
+    cpu.alignment = abi::kBufferAlignment;
+    cpu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt.a"};
+    cpu.linkFlags = splitCommas(SHARDC_RUNTIME_LIBS);
+    std::vector<TargetDescription> all = {cpu};
+    // The CUDA target: one NVIDIA GPU (sm_80, sm_90), cuBLASLt GEMMs, CUDA
+    // kernels. It computes in f32 until the bf16 kernels land.
+    TargetDescription cuda = cpu;
+    cuda.name = "cuda";
+    cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
+#ifdef SHARDC_CUDA_LIBS
+    // Built where nvcc was found.
+    TargetDescription gpu = cuda;
+    gpu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt_cuda.a",
+                            "libshardc_rt.a"};
+    for (const std::string &flag : splitCommas(SHARDC_CUDA_LIBS))
+      gpu.linkFlags.push_back(flag);
+    all.push_back(gpu);
+#endif
+#ifdef SHARDC_CUDA_EMU_LIBS
+    // The same target on the emulated CUDA device (runtime/cuda_emu), built
+    // where the CUDA toolkit's headers were found.
+    TargetDescription emu = cuda;
+    emu.emulated = true;
+    emu.summary = "the CUDA target on the emulated CUDA device (host)";
+    emu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt_cuda_emu.a",
+                            "libshardc_cuda_emu.a", "libshardc_rt.a"};
+    for (const std::string &flag : splitCommas(SHARDC_CUDA_EMU_LIBS))
+      emu.linkFlags.push_back(flag);
+    all.push_back(emu);
+#endif
+    return all;
+  }();
+  return table;
+}
+
+} // namespace
+
+bool TargetDescription::computes(int64_t code) const {
+  return std::find(computeTypes.begin(), computeTypes.end(), code) !=
+         computeTypes.end();
+}
+
+bool TargetDescription::indexes(int64_t code) const {
+  return std::find(indexTypes.begin(), indexTypes.end(), code) !=
+         indexTypes.end();
+}
+
+std::string TargetDescription::computeTypeList() const {
+  return typeList(computeTypes);
+}
+
+std::string TargetDescription::indexTypeList() const {
+  return typeList(indexTypes);
+}
+
+const TargetDescription *shardc::lookupTarget(const std::string &name,
+                                              bool emulated) {
+  for (const TargetDescription &t : targets())
+    if (t.name == name && t.emulated == emulated)
+      return &t;
+  return nullptr;
+}
+
+std::string shardc::targetNames() {
+  std::string s;
+  for (const TargetDescription &t : targets())
+    if (s.find(t.name) == std::string::npos)
+      s += (s.empty() ? "" : ", ") + t.name;
+  return s;
+}
+
+const TargetDescription &shardc::defaultTarget() { return targets().front(); }

@@ -1,0 +1,57 @@
+//===- TargetDescription.h - what a backend computes in and links --*- C++ -*-===//
+//
+// One description per `--target`: the element types its kernels compute
+// in, the integer types they index with, the buffer alignment, and the
+// runtime libraries and link line of its executables. The frontends, the
+// FSDP passes, convert-nn-to-rt and the link step ask it instead of
+// assuming "the CPU backend". No MLIR dependency: element types are the
+// runtime ABI's dtype codes (runtime/abi/abi.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_TARGET_TARGETDESCRIPTION_H
+#define SHARDC_TARGET_TARGETDESCRIPTION_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardc {
+
+struct TargetDescription {
+  /// The name `--target` takes ("cpu").
+  std::string name;
+  std::string summary;
+  /// Floating-point types the kernels compute in (abi dtype codes). Other
+  /// float types are only stored and moved (collectives, casts).
+  std::vector<int64_t> computeTypes;
+  /// Integer and bool types kernels read and write (ids, targets, masks).
+  std::vector<int64_t> indexTypes;
+  /// Byte alignment of every buffer.
+  int64_t alignment = 0;
+  /// Runtime libraries in the runtime directory, the trainer's main first;
+  /// a shared library (tests that drive entry points) takes all but main.
+  std::vector<std::string> runtimeLibraries;
+  /// The rest of the link line.
+  std::vector<std::string> linkFlags;
+  /// Linked against the emulated CUDA device (--cuda-emulation).
+  bool emulated = false;
+
+  bool computes(int64_t dtypeCode) const;
+  bool indexes(int64_t dtypeCode) const;
+  /// "f32" or "f32, bf16": for messages.
+  std::string computeTypeList() const;
+  std::string indexTypeList() const;
+};
+
+/// The description of target `name` (its emulated build when `emulated`:
+/// --target cuda --cuda-emulation), or null if this shardc has none.
+const TargetDescription *lookupTarget(const std::string &name,
+                                      bool emulated = false);
+/// The targets this shardc was built with, comma-separated ("cpu").
+std::string targetNames();
+/// The default target: "cpu".
+const TargetDescription &defaultTarget();
+
+} // namespace shardc
+
+#endif // SHARDC_TARGET_TARGETDESCRIPTION_H
