@@ -58,12 +58,14 @@ const uint64_t *warpExchange(unsigned mask, uint64_t value, const char *what);
 /// error naming the kernel if the launch asked for less.
 void *dynamicShared(size_t bytes);
 
-/// Enqueues a launch of `body` (the kernel applied to its arguments) on
-/// `stream`; checks the configuration (a block over 1024 threads, a grid
-/// over the device's limits) and reports a bad one through
-/// cudaGetLastError, naming `kernel`.
-void launchKernel(const char *kernel, dim3 grid, dim3 block, size_t smem,
-                  cudaStream_t stream, std::function<void()> body);
+/// Enqueues a launch of `body` (the kernel `entry` applied to its
+/// arguments) on `stream`; checks the configuration (a block over 1024
+/// threads, a grid over the device's limits, dynamic shared memory over
+/// 48 KiB that cudaFuncSetAttribute did not allow) and reports a bad one
+/// through cudaGetLastError, naming `kernel`.
+void launchKernel(const char *kernel, const void *entry, dim3 grid,
+                  dim3 block, size_t smem, cudaStream_t stream,
+                  std::function<void()> body);
 
 /// The kernel call `kernel(args...)`, arguments converted to the kernel's
 /// parameter types and copied, as a launch copies them.
@@ -73,7 +75,8 @@ void launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block,
   static_assert(sizeof...(P) == sizeof...(Args),
                 "a kernel launch passes one argument per parameter");
   std::tuple<std::decay_t<P>...> params(std::forward<Args>(args)...);
-  launchKernel(name, grid, block, smem, stream,
+  launchKernel(name, reinterpret_cast<const void *>(kernel), grid, block,
+               smem, stream,
                [kernel, params]() { std::apply(kernel, params); });
 }
 

@@ -34,8 +34,9 @@ cudaError_t enqueue(cudaStream_t stream, const char *what,
 cudaError_t synchronizeAll(const char *caller);
 
 /// Enqueues a kernel launch (device.h's launch calls it).
-void launchKernel(const char *kernel, dim3 grid, dim3 block, size_t smem,
-                  cudaStream_t stream, std::function<void()> body);
+void launchKernel(const char *kernel, const void *entry, dim3 grid,
+                  dim3 block, size_t smem, cudaStream_t stream,
+                  std::function<void()> body);
 
 /// Runs every block of a launch now (called by the launch's work).
 /// A fault inside (a divergent barrier, dynamic shared memory beyond the

@@ -80,7 +80,8 @@ struct State {
   std::map<uintptr_t, size_t> device, pinned;
   cudaError_t last = cudaSuccess, sticky = cudaSuccess;
   int activeCaptures = 0;
-  int currentDevice = 0;
+  /// Per kernel: the dynamic shared memory cudaFuncSetAttribute allowed.
+  std::map<const void *, int> maxDynamicShared;
 };
 
 State &state() {
@@ -231,8 +232,9 @@ cudaError_t synchronizeAll(const char *caller) {
 bool isDeviceMemory(const void *p) { return inAllocation(state().device, p); }
 bool isPinnedMemory(const void *p) { return inAllocation(state().pinned, p); }
 
-void launchKernel(const char *kernel, dim3 grid, dim3 block, size_t smem,
-                  cudaStream_t stream, std::function<void()> body) {
+void launchKernel(const char *kernel, const void *entry, dim3 grid,
+                  dim3 block, size_t smem, cudaStream_t stream,
+                  std::function<void()> body) {
   uint64_t threads = uint64_t(block.x) * block.y * block.z;
   std::string bad;
   if (threads == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0)
@@ -242,9 +244,13 @@ void launchKernel(const char *kernel, dim3 grid, dim3 block, size_t smem,
           " threads (at most 1024, and 1024 x 1024 x 64)";
   else if (grid.y > 65535 || grid.z > 65535 || grid.x > 2147483647u)
     bad = "a grid beyond 2^31-1 x 65535 x 65535 blocks";
-  else if (smem > size_t(227) << 10)
+  else if (smem > size_t(48) << 10 &&
+           int64_t(smem) > state().maxDynamicShared[entry])
     bad = std::to_string(smem) +
-          " bytes of dynamic shared memory (at most 227 KiB a block)";
+          " bytes of dynamic shared memory, over 48 KiB, and "
+          "cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) "
+          "allowed " +
+          std::to_string(state().maxDynamicShared[entry]);
   if (!bad.empty()) {
     report(cudaErrorInvalidConfiguration,
            "launch of kernel '" + std::string(kernel) + "' asks for " + bad);
@@ -706,7 +712,15 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   return cudaSuccess;
 }
 
-cudaError_t cudaFuncSetAttribute(const void *, cudaFuncAttribute, int) {
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
+                                 int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+    return cudaSuccess; // carveout preferences: nothing to emulate
+  if (value < 0 || value > (227 << 10))
+    return report(cudaErrorInvalidValue,
+                  "cudaFuncSetAttribute: " + std::to_string(value) +
+                      " bytes of dynamic shared memory (at most 227 KiB)");
+  state().maxDynamicShared[func] = value;
   return cudaSuccess;
 }
 

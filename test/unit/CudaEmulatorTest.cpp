@@ -174,6 +174,31 @@ TEST(CudaEmulator, OversizedBlockIsAnError) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess); // not sticky
 }
 
+// Over 48 KiB of dynamic shared memory needs the kernel's opt-in, as on a
+// GPU.
+TEST(CudaEmulator, LargeSharedMemoryNeedsOptIn) {
+  float *y;
+  ASSERT_EQ(cudaMalloc(&y, 64 * 4), cudaSuccess);
+  const int floats = 16384; // 64 KiB
+  testing::internal::CaptureStderr();
+  ::shardc::emu::launch("usesDynamicShared", usesDynamicShared, dim3(1),
+                        dim3(64), floats * sizeof(float), nullptr, y, floats);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_NE(printed.find("launch of kernel 'usesDynamicShared' asks for 65536 "
+                         "bytes of dynamic shared memory, over 48 KiB"),
+            std::string::npos)
+      << printed;
+  ASSERT_EQ(cudaFuncSetAttribute(usesDynamicShared,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 floats * int(sizeof(float))),
+            cudaSuccess);
+  SHARDC_LAUNCH(usesDynamicShared, 1, 64, floats * sizeof(float), nullptr, y,
+                floats);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaFree(y);
+}
+
 TEST(CudaEmulator, AtomicsAcrossBlocks) {
   int *y;
   ASSERT_EQ(cudaMalloc(&y, 4), cudaSuccess);
