@@ -183,7 +183,8 @@ Error shardc::compile(const DriverOptions &options) {
     return fail("cannot create a temporary object file: " + ec.message());
   FileRemover removeObject(objectPath);
   if (!emitObjectFile(*llvmModule, objectPath, error) ||
-      !linkExecutable(objectPath, path, *out.targetDesc, error))
+      !linkExecutable(objectPath, path, *out.targetDesc,
+                      options.training.meshShape.ranks(), error))
     return fail(error);
   const TrainingOptions &t = options.training;
   errs() << "shardc: compiled " << printable(model.model) << " ("

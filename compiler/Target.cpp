@@ -72,7 +72,7 @@ bool shardc::emitObjectFile(llvm::Module &module, llvm::StringRef path,
 }
 
 static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
-                 const TargetDescription &target, bool shared,
+                 const TargetDescription &target, int64_t ranks, bool shared,
                  std::string &error) {
   const char *cxxEnv = std::getenv("SHARDC_CXX");
   std::string cxxName = cxxEnv && *cxxEnv ? cxxEnv : "c++";
@@ -88,9 +88,15 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   if (shared)
     args.push_back("-shared");
   // The trainer's main is the first library; a shared library leaves it out.
-  llvm::ArrayRef<std::string> libs = target.runtimeLibraries;
+  std::vector<std::string> libs = target.runtimeLibraries;
   if (shared && !libs.empty())
-    libs = libs.drop_front();
+    libs.erase(libs.begin());
+  bool mpi = ranks != 1 || target.collectivesOnOneRank;
+  if (mpi)
+    libs.insert(libs.end(), target.mpiLibraries.begin(),
+                target.mpiLibraries.end());
+  else
+    libs.push_back(target.localMeshLibrary);
   for (const std::string &lib : libs) {
     llvm::SmallString<256> path(runtimeDir);
     llvm::sys::path::append(path, lib);
@@ -103,6 +109,9 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   }
   for (const std::string &flag : target.linkFlags)
     args.push_back(flag);
+  if (mpi)
+    for (const std::string &flag : target.mpiLinkFlags)
+      args.push_back(flag);
   args.push_back("-o");
   args.push_back(outputPath.str());
   llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
@@ -119,14 +128,15 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
 
 bool shardc::linkExecutable(llvm::StringRef objectPath,
                             llvm::StringRef outputPath,
-                            const TargetDescription &target,
+                            const TargetDescription &target, int64_t ranks,
                             std::string &error) {
-  return link(objectPath, outputPath, target, /*shared=*/false, error);
+  return link(objectPath, outputPath, target, ranks, /*shared=*/false, error);
 }
 
 bool shardc::linkSharedLibrary(llvm::StringRef objectPath,
                                llvm::StringRef outputPath,
                                const TargetDescription &target,
                                std::string &error) {
-  return link(objectPath, outputPath, target, /*shared=*/true, error);
+  return link(objectPath, outputPath, target, /*ranks=*/0, /*shared=*/true,
+              error);
 }

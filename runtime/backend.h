@@ -67,6 +67,10 @@ std::unique_ptr<Backend> makeBackend(const std::string &target,
 } // namespace shardc::runtime
 
 extern "C" {
+/// The CPU backend (runtime/cpu, linked with --target cpu executables).
+shardc::runtime::Backend *
+shardc_make_cpu_backend(const shardc::runtime::Mesh *mesh)
+    __attribute__((weak));
 /// The CUDA backend (runtime/cuda, linked with --target cuda executables
 /// only; null otherwise): GPU memory, CUDA streams and events, CUDA kernels
 /// and cuBLASLt. Throws std::runtime_error if no GPU is found.

@@ -18,6 +18,7 @@ using namespace shardc::runtime;
 Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards) {
   MPI_CHECK(MPI_Init(argc, argv));
   Mesh m;
+  m.shardComm_ = m.replicaComm_ = MPI_COMM_SELF;
   m.replicas = replicas;
   m.shards = shards;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &m.rank));
@@ -100,6 +101,16 @@ std::string Mesh::broadcastString(const std::string &value) const {
   std::string out = rank == 0 ? value : std::string(size_t(n), '\0');
   MPI_CHECK(MPI_Bcast(out.data(), int(n), MPI_CHAR, 0, MPI_COMM_WORLD));
   return out;
+}
+
+bool Mesh::gatherShards(const float *local, int64_t n, float *full) const {
+  return MPI_Gather(local, int(n), MPI_FLOAT, full, int(n), MPI_FLOAT, 0,
+                    shardComm_) == MPI_SUCCESS;
+}
+
+void Mesh::abort(int code) const {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
 }
 
 void Mesh::barrier() const {

@@ -5,6 +5,11 @@
 // axis 0 is the shard axis of a 1-D mesh, or the replicate axis of a 2-D
 // one (then axis 1 is the shard axis).
 //
+// Two implementations: mesh.cpp over MPI (libshardc_mesh_mpi), and
+// mesh_local.cpp, one process and no MPI (libshardc_mesh_local), which a
+// one-rank executable of a target that needs no collectives on one rank
+// (cuda) links instead, so that it runs without mpirun or libmpi.
+//
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_MESH_H
 #define SHARDC_RUNTIME_MESH_H
@@ -45,10 +50,16 @@ public:
   /// Rank 0's `value`, on every rank.
   std::string broadcastString(const std::string &value) const;
   void barrier() const;
+  /// The n floats of every rank of this rank's shard axis, in rank order,
+  /// into `full` (n x shards) on the axis's first rank; false on failure.
+  bool gatherShards(const float *local, int64_t n, float *full) const;
+  /// Ends every rank of the job with `code` (after an error on this one).
+  [[noreturn]] void abort(int code) const;
 
 private:
   mutable std::vector<std::pair<std::pair<int64_t, int64_t>, MPI_Comm>> subgroups_;
-  MPI_Comm shardComm_ = MPI_COMM_SELF, replicaComm_ = MPI_COMM_SELF;
+  // Set by init (no MPI symbol is named here: mesh_local links no MPI).
+  MPI_Comm shardComm_{}, replicaComm_{};
 };
 
 } // namespace shardc::runtime

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#ifndef SHARDC_RUNTIME_LIBS
-#error "SHARDC_RUNTIME_LIBS must list the runtime's link flags"
+#if !defined(SHARDC_RUNTIME_LIBS) || !defined(SHARDC_MPI_LIBS)
+#error "SHARDC_RUNTIME_LIBS and SHARDC_MPI_LIBS must list the link flags"
 #endif
 
 using namespace shardc;
@@ -44,12 +44,20 @@ const std::vector<TargetDescription> &targets() {
     cpu.alignment = abi::kBufferAlignment;
     cpu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt.a"};
     cpu.linkFlags = splitCommas(SHARDC_RUNTIME_LIBS);
+    cpu.mpiLibraries = {"libshardc_mesh_mpi.a"};
+    cpu.mpiLinkFlags = splitCommas(SHARDC_MPI_LIBS);
+    cpu.localMeshLibrary = "libshardc_mesh_local.a";
+    TargetDescription cuda = cpu;
+    // The CPU backend's kernel table holds its (MPI) collectives.
+    cpu.linkFlags.push_back("-Xlinker");
+    cpu.linkFlags.push_back("--undefined=shardc_make_cpu_backend");
     std::vector<TargetDescription> all = {cpu};
     // The CUDA target: one NVIDIA GPU (sm_80, sm_90), cuBLASLt GEMMs, CUDA
-    // kernels. It computes in f32 until the bf16 kernels land.
-    TargetDescription cuda = cpu;
+    // kernels. It computes in f32 until the bf16 kernels land. One GPU
+    // needs no MPI.
     cuda.name = "cuda";
     cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
+    cuda.collectivesOnOneRank = false;
 #ifdef SHARDC_CUDA_LIBS
     // Built where nvcc was found.
     TargetDescription gpu = cuda;

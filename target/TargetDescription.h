@@ -33,6 +33,12 @@ struct TargetDescription {
   std::vector<std::string> runtimeLibraries;
   /// The rest of the link line.
   std::vector<std::string> linkFlags;
+  /// The mesh over MPI (its library, then the link line's MPI libraries);
+  /// one-rank executables of a target without collectives on one rank
+  /// link the one-process mesh (localMeshLibrary) and no MPI instead.
+  std::vector<std::string> mpiLibraries, mpiLinkFlags;
+  std::string localMeshLibrary;
+  bool collectivesOnOneRank = true;
   /// Linked against the emulated CUDA device (--cuda-emulation).
   bool emulated = false;
 

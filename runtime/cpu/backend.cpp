@@ -78,18 +78,6 @@ std::unique_ptr<Backend> shardc::runtime::makeCpuBackend(const Mesh *mesh) {
   return std::make_unique<CpuBackend>(mesh);
 }
 
-std::unique_ptr<Backend> shardc::runtime::makeBackend(const std::string &target,
-                                                      const Mesh *mesh,
-                                                      int64_t constantsBytes) {
-  if (target.empty() || target == "cpu")
-    return makeCpuBackend(mesh);
-  if (target == "cuda") {
-    if (!shardc_make_cuda_backend)
-      throw std::runtime_error("the program was compiled for the cuda "
-                               "target, but this executable has no CUDA "
-                               "runtime linked in");
-    return std::unique_ptr<Backend>(shardc_make_cuda_backend(mesh, constantsBytes));
-  }
-  throw std::runtime_error("the program was compiled for target '" + target +
-                           "', which this runtime does not know");
+extern "C" Backend *shardc_make_cpu_backend(const Mesh *mesh) {
+  return new CpuBackend(mesh);
 }

@@ -75,8 +75,7 @@ std::vector<float> shardc::runtime::gatherParameter(const TensorSlot &p,
   // The root of each replica's shard communicator (rank 0 among them).
   const bool root = mesh.shardIndex() == 0;
   std::vector<float> full(root ? size_t(p.numel() * mesh.shards) : 0);
-  if (MPI_Gather(local.data(), int(p.numel()), MPI_FLOAT, full.data(),
-                 int(p.numel()), MPI_FLOAT, 0, mesh.shardComm()) != MPI_SUCCESS)
+  if (!mesh.gatherShards(local.data(), p.numel(), full.data()))
     throw std::runtime_error("gathering '" + p.name + "' failed");
   full.resize(root ? size_t(elements) : 0); // padding rows dropped
   return full;

@@ -629,7 +629,7 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "error: rank %d: %s\n", mesh.rank, message.c_str());
     std::fflush(stderr);
     if (mesh.world > 1)
-      MPI_Abort(MPI_COMM_WORLD, 1);
+      mesh.abort(1);
     Mesh::finalize();
     return 1;
   }
