@@ -68,6 +68,7 @@ void cuda::Context::create() {
   CUDA_CHECK(cudaMalloc(&workspace, workspaceBytes));
   CUDA_CHECK(cudaMalloc(&errors, abi::kNumKernels * sizeof(int64_t)));
   CUDA_CHECK(cudaMemset(errors, 0, abi::kNumKernels * sizeof(int64_t)));
+  CUDA_CHECK(cudaMalloc(&normPartials, kNormBlocks * sizeof(double)));
 }
 
 void cuda::Context::destroy() {
@@ -80,6 +81,7 @@ void cuda::Context::destroy() {
   cudaFree(workspace);
   cudaFree(errors);
   cudaFree(scratchBuffer);
+  cudaFree(normPartials);
 }
 
 void *cuda::Context::scratch(size_t bytes) {

@@ -33,6 +33,9 @@ struct Context {
   size_t scratchBytes = 0;
   /// Bumped when the scratch moves: graphs captured before it are stale.
   int64_t scratchGeneration = 0;
+  /// The per-block partial sums of squared_norm (kNormBlocks doubles).
+  static constexpr int kNormBlocks = 1024;
+  double *normPartials = nullptr;
 
   cudaStream_t stream(int64_t s) const { return streams[s]; }
 

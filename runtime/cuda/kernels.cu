@@ -16,6 +16,7 @@
 #include "runtime/cuda/launch.h"
 #include "runtime/math.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -75,11 +76,35 @@ __global__ void embeddingKernel(const int32_t *ids, const float *table,
   }
 }
 
-// y[] = sum x[n]^2 (one block; double accumulation)
-__global__ void squaredNormKernel(const float *x, float *y, int64_t n) {
+// x[n] -> part[gridDim.x]: each block's sum of x^2 over its grid-stride
+// share, in double; 128-bit loads (x is 16-byte aligned: every buffer is
+// kBufferAlignment-aligned), the n % 4 tail by block 0
+__global__ void squaredNormPartialKernel(const float *x, int64_t n,
+                                         double *part) {
   double s = 0;
-  for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
-    s += double(x[k]) * x[k];
+  const float4 *x4 = reinterpret_cast<const float4 *>(x);
+  int64_t n4 = n / 4;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n4;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    float4 v = x4[k];
+    s += double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z +
+         double(v.w) * v.w;
+  }
+  if (blockIdx.x == 0 && threadIdx.x < n - n4 * 4) {
+    float v = x[n4 * 4 + threadIdx.x];
+    s += double(v) * v;
+  }
+  s = blockSum(s);
+  if (threadIdx.x == 0)
+    part[blockIdx.x] = s;
+}
+
+// part[blocks] -> y[] = their sum, in block order (one block): the result
+// depends on n only, never on scheduling
+__global__ void sumPartialsKernel(const double *part, int blocks, float *y) {
+  double s = 0;
+  for (int k = threadIdx.x; k < blocks; k += blockDim.x)
+    s += part[k];
   s = blockSum(s);
   if (threadIdx.x == 0)
     y[0] = float(s);
@@ -440,8 +465,19 @@ SHARDC_CUDA_KERNEL(embedding) {
   SHARDC_LAUNCH(embeddingKernel, gridFor(N * C), kThreads, 0, c.stream(stream), static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C, c.errors + int64_t(A::KernelId::embedding));
 }
 
+// x[n] -> y[] = sum x^2: a multi-block reduction (blocks by n alone, at
+// most Context::kNormBlocks), then one block over the partials.
 SHARDC_CUDA_KERNEL(squared_norm) {
-  SHARDC_LAUNCH(squaredNormKernel, 1, 1024, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), i[A::squared_norm::n]);
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  int64_t n = i[A::squared_norm::n];
+  int64_t perBlock = int64_t(kThreads) * 16;
+  int blocks = int(std::min<int64_t>(cuda::Context::kNormBlocks,
+                                     std::max<int64_t>(1, (n + perBlock - 1) /
+                                                              perBlock)));
+  SHARDC_LAUNCH(squaredNormPartialKernel, blocks, kThreads, 0,
+                c.stream(stream), F(b[0]), n, c.normPartials);
+  SHARDC_LAUNCH(sumPartialsKernel, 1, kThreads, 0, c.stream(stream),
+                c.normPartials, blocks, F(b[1]));
 }
 
 SHARDC_CUDA_KERNEL(clip_coef) {
