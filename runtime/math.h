@@ -279,6 +279,105 @@ SHARDC_HD inline void softmaxGradColumn(const float *y, const float *dy,
     dx[k * inner] = float(y[k * inner] * (dy[k * inner] - dot));
 }
 
+/// Whether `fn` is a function code of the unary kernels (abi::UnaryFn).
+SHARDC_HD inline bool isUnaryFn(int64_t fn) {
+  return fn >= 0 && fn < int64_t(abi::UnaryFn::kNumFns);
+}
+
+/// The unary kernels' function `fn` (abi::UnaryFn) at x, in double: the
+/// kernels compute in double and round once, as ONNX Runtime's f32 results
+/// are expected to be correctly rounded to within an ulp. NaN for a code
+/// that is not a function (the kernels refuse such a code before calling).
+SHARDC_HD inline double unaryFn(int64_t fn, double x) {
+  switch (abi::UnaryFn(fn)) {
+  case abi::UnaryFn::sqrt:
+    return sqrt(x);
+  case abi::UnaryFn::erf:
+    return erf(x);
+  case abi::UnaryFn::tanh:
+    return tanh(x);
+  case abi::UnaryFn::sigmoid:
+    return 1.0 / (1.0 + exp(-x));
+  case abi::UnaryFn::neg:
+    return -x;
+  case abi::UnaryFn::reciprocal:
+    return 1.0 / x;
+  case abi::UnaryFn::exp:
+    return exp(x);
+  case abi::UnaryFn::log:
+    return log(x);
+  case abi::UnaryFn::relu:
+    return x > 0 ? x : 0.0;
+  case abi::UnaryFn::softplus:
+    // torch.nn.functional.softplus (beta 1, threshold 20).
+    return x > 20 ? x : log1p(exp(x));
+  case abi::UnaryFn::nan_to_zero:
+    return x != x ? 0.0 : x;
+  case abi::UnaryFn::round_f16: // x is an f32 value: rounded once, to the half
+    return roundToHalf(float(x));
+  case abi::UnaryFn::round_bf16:
+    return roundToBf16(float(x));
+  case abi::UnaryFn::kNumFns:
+    break;
+  }
+  return NAN;
+}
+
+/// f'(x) of the unary function `fn`, given y = f(x), in double; NaN for a
+/// code that is not a function.
+SHARDC_HD inline double unaryFnDerivative(int64_t fn, double x, double y) {
+  switch (abi::UnaryFn(fn)) {
+  case abi::UnaryFn::sqrt:
+    return 0.5 / y;
+  case abi::UnaryFn::erf: // 2 / sqrt(pi) exp(-x^2)
+    return 2.0 / sqrt(3.14159265358979323846) * exp(-x * x);
+  case abi::UnaryFn::tanh:
+    return 1.0 - y * y;
+  case abi::UnaryFn::sigmoid:
+    return y * (1.0 - y);
+  case abi::UnaryFn::neg:
+    return -1.0;
+  case abi::UnaryFn::reciprocal:
+    return -y * y;
+  case abi::UnaryFn::exp:
+    return y;
+  case abi::UnaryFn::log:
+    return 1.0 / x;
+  case abi::UnaryFn::relu:
+    return x > 0 ? 1.0 : 0.0; // 0 at 0, as PyTorch
+  case abi::UnaryFn::softplus:
+    return x > 20 ? 1.0 : 1.0 / (1.0 + exp(-x));
+  case abi::UnaryFn::nan_to_zero:
+    return x != x ? 0.0 : 1.0;
+  case abi::UnaryFn::round_f16:
+  case abi::UnaryFn::round_bf16:
+    return 1.0; // the cast's gradient passes through, as in PyTorch
+  case abi::UnaryFn::kNumFns:
+    break;
+  }
+  return NAN;
+}
+
+/// The inverse frequency of rotary pair k of a head of D: 1 / theta^(2k/D),
+/// formed in f32 as in Hugging Face's LlamaRotaryEmbedding.
+SHARDC_HD inline float rotaryInvFreq(double theta, int64_t k, int64_t D) {
+  return 1.0f / float(pow(theta, double(2 * k) / double(D)));
+}
+
+/// The rotary angle of position t, in f32: t * invFreq.
+SHARDC_HD inline float rotaryAngle(int64_t t, float invFreq) {
+  return float(t) * invFreq;
+}
+
+/// One rotary pair (a, b) = (x[k], x[k + D/2]) rotated by the angle whose
+/// cosine and sine are c and s: x cat(cos, cos) + rotate_half(x) cat(sin,
+/// sin), i.e. (a c - b s, b c + a s).
+SHARDC_HD inline void rotatePair(float a, float b, float c, float s, float &ya,
+                                 float &yb) {
+  ya = a * c - b * s;
+  yb = b * c + a * s;
+}
+
 } // namespace shardc::runtime
 
 #endif // SHARDC_RUNTIME_MATH_H

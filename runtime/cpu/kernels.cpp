@@ -168,9 +168,8 @@ static void rotate(const float *x, float *y, const float *cosT,
       for (int64_t k = 0; k < half; ++k) {
         float c = cosT[t * half + k],
               s = negateSin ? -sinT[t * half + k] : sinT[t * half + k];
-        float a = xr[k], bb = xr[k + half];
-        yr[k] = a * c - bb * s;
-        yr[k + half] = bb * c + a * s;
+        shardc::runtime::rotatePair(xr[k], xr[k + half], c, s, yr[k],
+                                    yr[k + half]);
       }
     }
 }
@@ -188,9 +187,9 @@ SHARDC_KERNEL(rotary) {
   // Hugging Face's LlamaRotaryEmbedding.
   std::vector<float> cosT(T * half), sinT(T * half);
   for (int64_t k = 0; k < half; ++k) {
-    float invFreq = 1.0f / float(std::pow(theta, double(2 * k) / double(D)));
+    float invFreq = shardc::runtime::rotaryInvFreq(theta, k, D);
     for (int64_t t = 0; t < T; ++t) {
-      float angle = float(t) * invFreq;
+      float angle = shardc::runtime::rotaryAngle(t, invFreq);
       cosT[t * half + k] = std::cos(angle);
       sinT[t * half + k] = inverse ? -std::sin(angle) : std::sin(angle);
     }

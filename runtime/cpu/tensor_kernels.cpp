@@ -23,91 +23,6 @@ using shardc::runtime::cpu::broadcastRows;
 using shardc::runtime::cpu::F;
 using shardc::runtime::cpu::trailingStart;
 
-namespace {
-
-// The function codes of abi::UnaryFn.
-constexpr int64_t code(shardc::abi::UnaryFn fn) { return int64_t(fn); }
-constexpr int64_t kSqrt = code(shardc::abi::UnaryFn::sqrt),
-                  kErf = code(shardc::abi::UnaryFn::erf),
-                  kTanh = code(shardc::abi::UnaryFn::tanh),
-                  kSigmoid = code(shardc::abi::UnaryFn::sigmoid),
-                  kNeg = code(shardc::abi::UnaryFn::neg),
-                  kReciprocal = code(shardc::abi::UnaryFn::reciprocal),
-                  kExp = code(shardc::abi::UnaryFn::exp),
-                  kLog = code(shardc::abi::UnaryFn::log),
-                  kRelu = code(shardc::abi::UnaryFn::relu),
-                  kSoftplus = code(shardc::abi::UnaryFn::softplus),
-                  kNanToZero = code(shardc::abi::UnaryFn::nan_to_zero),
-                  kRoundF16 = code(shardc::abi::UnaryFn::round_f16),
-                  kRoundBf16 = code(shardc::abi::UnaryFn::round_bf16);
-
-double apply(int64_t fn, double x) {
-  switch (fn) {
-  case kSqrt:
-    return std::sqrt(x);
-  case kErf:
-    return std::erf(x);
-  case kTanh:
-    return std::tanh(x);
-  case kSigmoid:
-    return 1.0 / (1.0 + std::exp(-x));
-  case kNeg:
-    return -x;
-  case kReciprocal:
-    return 1.0 / x;
-  case kExp:
-    return std::exp(x);
-  case kLog:
-    return std::log(x);
-  case kRelu:
-    return x > 0 ? x : 0.0;
-  case kSoftplus:
-    // torch.nn.functional.softplus (beta 1, threshold 20).
-    return x > 20 ? x : std::log1p(std::exp(x));
-  case kNanToZero:
-    return std::isnan(x) ? 0.0 : x;
-  case kRoundF16: // x is an f32 value: rounded once, to the half
-    return shardc::runtime::roundToHalf(float(x));
-  case kRoundBf16:
-    return shardc::runtime::roundToBf16(float(x));
-  }
-  fatal("unary: unknown function code %lld", (long long)fn);
-}
-
-/// f'(x), given y = f(x).
-double derivative(int64_t fn, double x, double y) {
-  switch (fn) {
-  case kSqrt:
-    return 0.5 / y;
-  case kErf:
-    return 2.0 / std::sqrt(M_PI) * std::exp(-x * x);
-  case kTanh:
-    return 1.0 - y * y;
-  case kSigmoid:
-    return y * (1.0 - y);
-  case kNeg:
-    return -1.0;
-  case kReciprocal:
-    return -y * y;
-  case kExp:
-    return y;
-  case kLog:
-    return 1.0 / x;
-  case kRelu:
-    return x > 0 ? 1.0 : 0.0; // 0 at 0, as PyTorch
-  case kSoftplus:
-    return x > 20 ? 1.0 : 1.0 / (1.0 + std::exp(-x));
-  case kNanToZero:
-    return std::isnan(x) ? 0.0 : 1.0;
-  case kRoundF16:
-  case kRoundBf16:
-    return 1.0; // the cast's gradient passes through, as in PyTorch
-  }
-  fatal("unary_grad: unknown function code %lld", (long long)fn);
-}
-
-} // namespace
-
 // a, b broadcast to y[dims] -> y = a - b
 SHARDC_KERNEL(sub) {
   broadcastBinary<A::KernelId::sub>(b, i,
@@ -175,22 +90,28 @@ SHARDC_KERNEL(equal) {
 // y[n] = fn(x[n]), fn an abi::UnaryFn code
 SHARDC_KERNEL(unary) {
   int64_t n = i[A::unary::n], fn = i[A::unary::fn];
+  if (!shardc::runtime::isUnaryFn(fn))
+    fatal("unary: unknown function code %lld", (long long)fn);
   const float *x = F(b[0]);
   float *y = F(b[1]);
+  // The math is runtime/math.h's, shared with the CUDA kernel.
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t k = 0; k < n; ++k)
-    y[k] = float(apply(fn, double(x[k])));
+    y[k] = float(shardc::runtime::unaryFn(fn, double(x[k])));
   launched(ctx, stream);
 }
 
 // x[n], y[n] = fn(x), dy[n] -> dx[n] = dy fn'(x)
 SHARDC_KERNEL(unary_grad) {
   int64_t n = i[A::unary_grad::n], fn = i[A::unary_grad::fn];
+  if (!shardc::runtime::isUnaryFn(fn))
+    fatal("unary_grad: unknown function code %lld", (long long)fn);
   const float *x = F(b[0]), *y = F(b[1]), *dy = F(b[2]);
   float *dx = F(b[3]);
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t k = 0; k < n; ++k)
-    dx[k] = float(double(dy[k]) * derivative(fn, double(x[k]), double(y[k])));
+    dx[k] = float(double(dy[k]) * shardc::runtime::unaryFnDerivative(
+                                      fn, double(x[k]), double(y[k])));
   launched(ctx, stream);
 }
 

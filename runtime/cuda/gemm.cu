@@ -115,3 +115,153 @@ SHARDC_CUDA_KERNEL(matmul) {
   Shape s{N, M, K, tb ? K : N, ta ? M : K, N, tb, ta, false};
   gemm(ctx, stream, s, F(b[1]), F(b[0]), nullptr, F(b[2]));
 }
+
+//===----------------------------------------------------------------------===//
+// batch_matmul: strided-batched GEMMs
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `count` GEMMs of one Shape whose stored operands lie strideA, strideB and
+/// strideC elements apart (0: the same matrix for every product).
+struct BatchedShape {
+  Shape s;
+  int64_t count, strideA, strideB, strideC;
+  auto key() const {
+    return std::make_tuple(s.key(), count, strideA, strideB, strideC);
+  }
+  bool operator<(const BatchedShape &o) const { return key() < o.key(); }
+};
+
+/// The descriptors and algorithm of a batched shape, made once: planFor's,
+/// with the layouts' batch count and strides set before the heuristic.
+const Plan &batchedPlanFor(cuda::Context &ctx, const BatchedShape &bs) {
+  static std::map<BatchedShape, Plan> plans;
+  auto it = plans.find(bs);
+  if (it != plans.end())
+    return it->second;
+  const Shape &s = bs.s;
+  Plan p;
+  CUBLAS_CHECK(
+      cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
+      &p.a, CUDA_R_32F, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
+      &p.b, CUDA_R_32F, s.transB ? s.n : s.k, s.transB ? s.k : s.n, s.ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, s.m, s.n, s.ldc));
+  if (bs.count > 1) {
+    int32_t count = int32_t(bs.count);
+    std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+        {p.a, bs.strideA}, {p.b, bs.strideB}, {p.c, bs.strideC}};
+    for (auto [layout, stride] : layouts) {
+      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+          sizeof(stride)));
+    }
+  }
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspaceBytes,
+      sizeof(ctx.workspaceBytes)));
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.desc, p.a, p.b, p.c,
+                                              p.c, pref, 1, &result, &found));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (found == 0)
+    fatal("cuBLASLt has no algorithm for %lld batched %lld x %lld x %lld "
+          "GEMMs",
+          (long long)bs.count, (long long)s.m, (long long)s.n, (long long)s.k);
+  p.algo = result.algo;
+  return plans.emplace(bs, p).first->second;
+}
+
+/// C[count] = op(A[count]) op(B[count]) on `stream`, one cublasLtMatmul.
+void gemmBatched(cuda::Context &ctx, int64_t stream, const BatchedShape &bs,
+                 const float *a, const float *b, float *c) {
+  const Plan &p = batchedPlanFor(ctx, bs);
+  float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
+                              p.c, c, p.c, &p.algo, ctx.workspace,
+                              ctx.workspaceBytes, ctx.stream(stream)));
+}
+
+} // namespace
+
+// a[batch..,M,K] (or [..,K,M] with ta), b[batch..,K,N] (or [..,N,K] with tb)
+// -> c[batch[R],M,N]; the batch of a and b at matrix strides astr, bstr (0
+// where broadcast). The innermost batch dimensions whose strides are one
+// stride per flattened index (for a and b alike, 0 included) are one
+// strided-batched cublasLtMatmul; one such call per index of the others.
+SHARDC_CUDA_KERNEL(batch_matmul) {
+  namespace K = A::batch_matmul;
+  int64_t M = i[K::M], Kd = i[K::K], N = i[K::N], R = i[K::R];
+  bool ta = i[K::ta] != 0, tb = i[K::tb] != 0;
+  const int64_t *dims = i + K::kNumInts, *as = dims + R, *bs = as + R;
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  const float *a = F(b[0]), *bm = F(b[1]);
+  float *y = F(b[2]);
+  int64_t batches = 1;
+  for (int64_t d = 0; d < R; ++d)
+    batches *= dims[d];
+  if (batches == 0 || M == 0 || N == 0)
+    return;
+  if (Kd == 0) { // empty products: zeros, as sgemm writes
+    CUDA_CHECK(cudaMemsetAsync(y, 0, size_t(batches * M * N) * sizeof(float),
+                               c.stream(stream)));
+    return;
+  }
+  // The innermost batch dimensions [split, R) with matrix strides sa, sb per
+  // flattened index.
+  int64_t split = R, count = 1, sa = 0, sb = 0;
+  bool strided = false;
+  for (; split > 0; --split) {
+    int64_t d = split - 1;
+    if (dims[d] == 1)
+      continue;
+    if (!strided) {
+      sa = as[d];
+      sb = bs[d];
+      strided = true;
+    } else if (as[d] != sa * count || bs[d] != sb * count) {
+      break;
+    }
+    if (count * dims[d] > INT32_MAX)
+      break;
+    count *= dims[d];
+  }
+  if (count == 1)
+    sa = sb = 0; // one product a call: no batch strides
+  // Y^T = op(b)^T op(a)^T, as matmul: b is cuBLASLt's A, a its B.
+  BatchedShape shape{{N, M, Kd, tb ? Kd : N, ta ? M : Kd, N, tb, ta, false},
+                     count,
+                     sb * Kd * N,
+                     sa * M * Kd,
+                     M * N};
+  // One call per index of the outer dimensions [0, split).
+  int64_t outer = batches / count;
+  std::vector<int64_t> idx(size_t(split), 0);
+  int64_t ao = 0, bo = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    gemmBatched(c, stream, shape, bm + bo * Kd * N, a + ao * M * Kd,
+                y + o * count * M * N);
+    for (int64_t d = split - 1; d >= 0; --d) {
+      ao += as[d];
+      bo += bs[d];
+      if (++idx[d] < dims[d])
+        break;
+      ao -= as[d] * dims[d];
+      bo -= bs[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}

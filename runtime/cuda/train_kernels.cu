@@ -1,4 +1,470 @@
-//===- train_kernels.cu - CUDA kernels of the runtime ABI ----------------------------===//
+//===- train_kernels.cu - CUDA backward, loss and rotary kernels ----------===//
+//
+// layer_norm_grad, rms_norm_grad, cross_entropy, cross_entropy_grad, rotary
+// and rotary_table (runtime/abi/kernels.def); the CPU twins are
+// runtime/cpu/train_kernels.cpp and runtime/cpu/kernels.cpp, whose
+// arithmetic these follow step by step (double statistics and sums, the
+// per-element math of runtime/math.h).
+//
+// No atomics: every sum has a fixed association, so results do not depend
+// on block scheduling.
+//  - Norm gradients: one block a row computes the row's statistics and dx,
+//    and keeps the statistics in scratch; the parameter gradients (column
+//    sums over rows) are then partial sums over chunks of rows (a thread a
+//    column, coalesced) and a final sum of the chunks in order.
+//  - Cross entropy: one block a row (max, then a double sum of exps), the
+//    row losses in scratch, then one block for their mean.
+//  - Rotary: the cos/sin table [T, D/2] is built once in scratch (as the
+//    CPU kernel builds it), then the rotation is a grid-stride loop over
+//    pairs.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/context.h"
 #include "runtime/cuda/kernel_util.cuh"
+#include "runtime/cuda/launch.h"
+#include "runtime/math.h"
 
-void shardc::runtime::cuda::addTrainKernels(KernelFn *table) {}
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace A = shardc::abi;
+using namespace shardc::runtime;
+using namespace shardc::runtime::cuda;
+
+namespace {
+
+/// Blocks that fill the device (gridFor's cap).
+int64_t deviceBlocks() { return int64_t(gridFor(int64_t(1) << 30)); }
+
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+/// How the column sums of a [M, C] gradient are split: `chunks` chunks of
+/// `rows` rows each (the last may be shorter), enough blocks of kThreads
+/// columns to fill the device, at least kMinRows rows a chunk.
+struct RowChunks {
+  int64_t chunks, rows;
+};
+
+RowChunks rowChunks(int64_t M, int64_t C) {
+  constexpr int64_t kMinRows = 16;
+  int64_t colBlocks = std::max<int64_t>(1, blocksFor(C, kThreads));
+  int64_t chunks = std::min((deviceBlocks() + colBlocks - 1) / colBlocks,
+                            (M + kMinRows - 1) / kMinRows);
+  chunks = std::clamp<int64_t>(chunks, 1, 65535);
+  int64_t rows = std::max<int64_t>(1, (M + chunks - 1) / chunks);
+  return {std::max<int64_t>(1, (M + rows - 1) / rows), rows};
+}
+
+// x[M,C], w[C], dy[M,C] -> dx[M,C], stats[M,2] = (mean, rstd) of each row
+// (one block a row, double statistics, as the CPU kernel)
+__global__ void layerNormGradRowsKernel(const float *x, const float *w,
+                                        const float *dy, float *dx,
+                                        double *stats, int64_t C, double eps) {
+  const float *xr = x + blockIdx.x * C, *dyr = dy + blockIdx.x * C;
+  float *dxr = dx + blockIdx.x * C;
+  __shared__ double sMean, sRstd, sMeanG, sMeanGX;
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    s += xr[c];
+  s = blockSum(s);
+  if (threadIdx.x == 0)
+    sMean = s / C;
+  __syncthreads();
+  double mean = sMean;
+  double q = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    q += (xr[c] - mean) * (xr[c] - mean);
+  q = blockSum(q);
+  if (threadIdx.x == 0)
+    sRstd = 1.0 / sqrt(q / C + eps);
+  __syncthreads();
+  double rstd = sRstd;
+  double sumG = 0, sumGX = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    double xhat = (xr[c] - mean) * rstd, g = double(dyr[c]) * w[c];
+    sumG += g;
+    sumGX += g * xhat;
+  }
+  sumG = blockSum(sumG);
+  sumGX = blockSum(sumGX);
+  if (threadIdx.x == 0) {
+    sMeanG = sumG / C;
+    sMeanGX = sumGX / C;
+    stats[2 * blockIdx.x] = mean;
+    stats[2 * blockIdx.x + 1] = rstd;
+  }
+  __syncthreads();
+  double meanG = sMeanG, meanGX = sMeanGX;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    double xhat = (xr[c] - mean) * rstd, g = double(dyr[c]) * w[c];
+    dxr[c] = float(rstd * (g - meanG - xhat * meanGX));
+  }
+}
+
+// x[M,C], w[C], dy[M,C] -> dx[M,C], stats[M] = 1 / rms of each row (one
+// block a row, double sums, as the CPU kernel)
+__global__ void rmsNormGradRowsKernel(const float *x, const float *w,
+                                      const float *dy, float *dx, double *stats,
+                                      int64_t C, double eps) {
+  const float *xr = x + blockIdx.x * C, *dyr = dy + blockIdx.x * C;
+  float *dxr = dx + blockIdx.x * C;
+  __shared__ double sR, sGx;
+  double ss = 0, gx = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    ss += double(xr[c]) * xr[c];
+    gx += double(dyr[c]) * w[c] * xr[c];
+  }
+  ss = blockSum(ss);
+  gx = blockSum(gx);
+  if (threadIdx.x == 0) {
+    sR = 1.0 / sqrt(ss / C + eps);
+    sGx = gx;
+    stats[blockIdx.x] = sR;
+  }
+  __syncthreads();
+  double r = sR;
+  gx = sGx;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    dxr[c] = float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C);
+}
+
+// x[M,C], dy[M,C], stats of the rows -> partial column sums over chunk
+// blockIdx.y of `rows` rows: pw[chunks,C] (dw), pb[chunks,C] (db, layer
+// norm only). A thread a column, rows in order.
+template <bool Layer>
+__global__ void normColumnPartialsKernel(const float *x, const float *dy,
+                                         const double *stats, double *pw,
+                                         double *pb, int64_t M, int64_t C,
+                                         int64_t rows) {
+  int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= C)
+    return;
+  int64_t m0 = blockIdx.y * rows, m1 = m0 + rows < M ? m0 + rows : M;
+  double sw = 0, sb = 0;
+  for (int64_t m = m0; m < m1; ++m) {
+    float xv = x[m * C + c], g = dy[m * C + c];
+    if (Layer) {
+      double xhat = (xv - stats[2 * m]) * stats[2 * m + 1];
+      sw += double(g) * xhat;
+      sb += g;
+    } else {
+      sw += double(g) * xv * stats[m];
+    }
+  }
+  pw[blockIdx.y * C + c] = sw;
+  if (Layer)
+    pb[blockIdx.y * C + c] = sb;
+}
+
+// pw[chunks,C] (and pb) -> dw[C] (and db) = the chunks summed in order
+__global__ void sumChunksKernel(const double *pw, const double *pb, float *dw,
+                                float *db, int64_t chunks, int64_t C) {
+  FOR_EACH(c, C) {
+    double sw = 0, sb = 0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      sw += pw[k * C + c];
+      if (pb)
+        sb += pb[k * C + c];
+    }
+    dw[c] = float(sw);
+    if (db)
+      db[c] = float(sb);
+  }
+}
+
+/// The norm gradients: rows, then the parameter gradients' column sums.
+/// Scratch: the row statistics, then the partial sums.
+void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
+              int64_t C, double eps) {
+  auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
+  cudaStream_t s = ctx.stream(stream);
+  const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
+  float *dx = F(b[3]), *dw = F(b[4]), *db = layer ? F(b[5]) : nullptr;
+  if (C == 0)
+    return;
+  RowChunks rc = rowChunks(M, C);
+  int64_t statWords = (layer ? 2 : 1) * M;
+  int64_t partials = rc.chunks * C;
+  auto *stats = static_cast<double *>(ctx.scratch(
+      size_t(statWords + (layer ? 2 : 1) * partials) * sizeof(double)));
+  double *pw = stats + statWords, *pb = layer ? pw + partials : nullptr;
+  if (M > 0) {
+    if (layer)
+      SHARDC_LAUNCH(layerNormGradRowsKernel, unsigned(M), kThreads, 0, s, x, w,
+                    dy, dx, stats, C, eps);
+    else
+      SHARDC_LAUNCH(rmsNormGradRowsKernel, unsigned(M), kThreads, 0, s, x, w,
+                    dy, dx, stats, C, eps);
+  }
+  dim3 grid(blocksFor(C, kThreads), unsigned(rc.chunks));
+  if (layer)
+    SHARDC_LAUNCH(normColumnPartialsKernel<true>, grid, kThreads, 0, s, x, dy,
+                  stats, pw, pb, M, C, rc.rows);
+  else
+    SHARDC_LAUNCH(normColumnPartialsKernel<false>, grid, kThreads, 0, s, x, dy,
+                  stats, pw, pb, M, C, rc.rows);
+  SHARDC_LAUNCH(sumChunksKernel, gridFor(C), kThreads, 0, s, pw, pb, dw, db,
+                rc.chunks, C);
+}
+
+/// fn(v, row[v]) for the elements of row[0, V) the calling thread owns in a
+/// block-strided loop, read as float4 when `vec` (V a multiple of 4, the
+/// row 16-byte aligned; block-uniform).
+template <typename Fn>
+__device__ inline void forRow(const float *row, int64_t V, bool vec, Fn fn) {
+  if (vec) {
+    const float4 *r4 = reinterpret_cast<const float4 *>(row);
+    for (int64_t j = threadIdx.x; j < V / 4; j += blockDim.x) {
+      float4 q = r4[j];
+      fn(4 * j, q.x);
+      fn(4 * j + 1, q.y);
+      fn(4 * j + 2, q.z);
+      fn(4 * j + 3, q.w);
+    }
+    return;
+  }
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    fn(v, row[v]);
+}
+
+/// The max of a row and the double sum of fastExp(row - max), as the CPU's
+/// rowMax and expSum (every thread of the block calls it; the sum is valid
+/// in thread 0).
+__device__ inline void rowMaxExpSum(const float *row, int64_t V, bool vec,
+                                    float &mx, double &sum) {
+  float m = -INFINITY;
+  forRow(row, V, vec, [&](int64_t, float x) { m = fmaxf(m, x); });
+  mx = blockMax(m);
+  double s = 0;
+  float shift = mx;
+  forRow(row, V, vec, [&](int64_t, float x) { s += fastExp(x - shift); });
+  sum = blockSum(s);
+}
+
+// logits[N,V], t[N] -> rowLoss[N] = logsumexp(logits[n]) - logits[n, t[n]]
+// (0 for ignored rows); one block a row: the max, then a double sum of
+// fastExp as the CPU's expSum; a target outside [0, V) sets *bad to V
+__global__ void crossEntropyLossRowsKernel(const float *logits,
+                                           const int32_t *targets, int64_t V,
+                                           int64_t ignore, bool vec,
+                                           double *rowLoss, int64_t *bad) {
+  int64_t n = blockIdx.x, t = targets[n];
+  const float *row = logits + n * V;
+  bool outside = t < 0 || t >= V;
+  double loss = 0;
+  if (t != ignore && outside) {
+    if (threadIdx.x == 0)
+      *bad = V;
+  } else if (t != ignore) { // block-uniform: every thread meets the barriers
+    float mx;
+    double sum;
+    rowMaxExpSum(row, V, vec, mx, sum);
+    loss = log(sum) + mx - row[t];
+  }
+  if (threadIdx.x == 0)
+    rowLoss[n] = loss;
+}
+
+// rowLoss[N], t[N] -> loss[] = mean of rowLoss over the rows not ignored, NaN
+// if none (one block; a fixed association, so deterministic)
+__global__ void meanRowLossKernel(const double *rowLoss, const int32_t *targets,
+                                  int64_t N, int64_t ignore, float *loss) {
+  double total = 0, count = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
+    if (targets[n] != ignore) {
+      total += rowLoss[n];
+      count += 1;
+    }
+  total = blockSum(total);
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    loss[0] = count != 0 ? float(total / int64_t(count)) : NAN;
+}
+
+// t[N], dloss[] -> *scale = dloss / (rows not ignored), 0 if none (one block)
+__global__ void gradScaleKernel(const int32_t *targets, int64_t N,
+                                int64_t ignore, const float *dloss,
+                                float *scale) {
+  double count = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
+    count += targets[n] != ignore;
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    *scale = count != 0 ? dloss[0] / float(int64_t(count)) : 0.0f;
+}
+
+// logits[N,V], t[N] -> dl[N,V] = scale (softmax - onehot(t)), zero for
+// ignored rows (one block a row; float4 loads and stores with vec); a
+// target outside [0, V) sets *bad to V
+__global__ void crossEntropyGradRowsKernel(const float *logits,
+                                           const int32_t *targets, int64_t V,
+                                           int64_t ignore, bool vec,
+                                           const float *scalePtr, float *dl,
+                                           int64_t *bad) {
+  int64_t n = blockIdx.x, t = targets[n];
+  const float *row = logits + n * V;
+  float *out = dl + n * V;
+  if (t == ignore || t < 0 || t >= V) { // block-uniform, no barrier
+    if (t != ignore && threadIdx.x == 0)
+      *bad = V;
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+      out[v] = 0.0f;
+    return;
+  }
+  float scale = *scalePtr;
+  float mx;
+  double sum;
+  rowMaxExpSum(row, V, vec, mx, sum);
+  __shared__ double total;
+  if (threadIdx.x == 0)
+    total = sum;
+  __syncthreads();
+  float factor = float(scale / total);
+  // The exps again rather than a store and a reload: the same values.
+  auto grad = [&](int64_t v, float x) {
+    float p = fastExp(x - mx) * factor;
+    return v == t ? p - scale : p;
+  };
+  if (vec) {
+    const float4 *r4 = reinterpret_cast<const float4 *>(row);
+    float4 *o4 = reinterpret_cast<float4 *>(out);
+    for (int64_t j = threadIdx.x; j < V / 4; j += blockDim.x) {
+      float4 q = r4[j];
+      o4[j] = make_float4(grad(4 * j, q.x), grad(4 * j + 1, q.y),
+                          grad(4 * j + 2, q.z), grad(4 * j + 3, q.w));
+    }
+    return;
+  }
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    out[v] = grad(v, row[v]);
+}
+
+// cosT[T,half], sinT[T,half] of position t and pair k (sin negated with
+// inverse), as the CPU kernel builds them
+__global__ void rotaryTableKernel(float *cosT, float *sinT, int64_t T,
+                                  int64_t D, double theta, bool inverse) {
+  int64_t half = D / 2;
+  FOR_EACH(e, T * half) {
+    int64_t t = e / half, k = e % half;
+    float angle = rotaryAngle(t, rotaryInvFreq(theta, k, D));
+    float s = sinf(angle);
+    cosT[e] = cosf(angle);
+    sinT[e] = inverse ? -s : s;
+  }
+}
+
+// x[BH,T,D], cos[T,D/2], sin[T,D/2] -> y[BH,T,D]: each pair (k, k + D/2)
+// rotated (sin negated with negateSin); a thread a pair, consecutive
+// threads consecutive k (coalesced)
+__global__ void rotateKernel(const float *x, const float *cosT,
+                             const float *sinT, float *y, int64_t rows,
+                             int64_t T, int64_t D, bool negateSin) {
+  int64_t half = D / 2;
+  FOR_EACH(e, rows * half) {
+    int64_t row = e / half, k = e % half, at = (row % T) * half + k;
+    float c = cosT[at], s = negateSin ? -sinT[at] : sinT[at];
+    const float *xr = x + row * D;
+    float *yr = y + row * D;
+    rotatePair(xr[k], xr[k + half], c, s, yr[k], yr[k + half]);
+  }
+}
+
+} // namespace
+
+// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C], db[C] of layer_norm
+SHARDC_CUDA_KERNEL(layer_norm_grad) {
+  namespace K = A::layer_norm_grad;
+  normGrad(ctx, stream, /*layer=*/true, b, i[K::M], i[K::C], f[K::f::eps]);
+}
+
+// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C] of rms_norm
+SHARDC_CUDA_KERNEL(rms_norm_grad) {
+  namespace K = A::rms_norm_grad;
+  normGrad(ctx, stream, /*layer=*/false, b, i[K::M], i[K::C], f[K::f::eps]);
+}
+
+// logits[N,V], t[N] (int32) -> loss[] = mean over rows with t != ignore of
+// logsumexp(logits[n]) - logits[n, t[n]]
+SHARDC_CUDA_KERNEL(cross_entropy) {
+  namespace K = A::cross_entropy;
+  int64_t N = i[K::N], V = i[K::V], ignore = i[K::ignore_index];
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  cudaStream_t s = c.stream(stream);
+  const int32_t *targets = static_cast<const int32_t *>(b[1]);
+  // Scratch: the row losses.
+  auto *rowLoss =
+      static_cast<double *>(c.scratch(size_t(std::max<int64_t>(N, 1)) * 8));
+  // A bad target is reported after the run (Context::checkErrors).
+  bool vec = V % 4 == 0 && aligned16(b[0]);
+  if (N > 0)
+    SHARDC_LAUNCH(crossEntropyLossRowsKernel, unsigned(N), kThreads, 0, s,
+                  F(b[0]), targets, V, ignore, vec, rowLoss,
+                  c.errors + int64_t(A::KernelId::cross_entropy));
+  SHARDC_LAUNCH(meanRowLossKernel, 1, 1024, 0, s, rowLoss, targets, N, ignore,
+                F(b[2]));
+}
+
+// logits[N,V], t[N] (int32), dloss[] -> dlogits[N,V] of cross_entropy
+SHARDC_CUDA_KERNEL(cross_entropy_grad) {
+  namespace K = A::cross_entropy_grad;
+  int64_t N = i[K::N], V = i[K::V], ignore = i[K::ignore_index];
+  if (N == 0)
+    return;
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  cudaStream_t s = c.stream(stream);
+  const int32_t *targets = static_cast<const int32_t *>(b[1]);
+  // Scratch: the scale dloss / count.
+  auto *scale = static_cast<float *>(c.scratch(16));
+  SHARDC_LAUNCH(gradScaleKernel, 1, 1024, 0, s, targets, N, ignore, F(b[2]),
+                scale);
+  // A bad target is reported after the run (Context::checkErrors).
+  bool vec = V % 4 == 0 && aligned16(b[0]) && aligned16(b[3]);
+  SHARDC_LAUNCH(crossEntropyGradRowsKernel, unsigned(N), kThreads, 0, s,
+                F(b[0]), targets, V, ignore, vec, scale, F(b[3]),
+                c.errors + int64_t(A::KernelId::cross_entropy_grad));
+}
+
+// x[B,H,T,D] -> y[B,H,T,D]: the halves of D rotated by position t (by -t
+// with inverse)
+SHARDC_CUDA_KERNEL(rotary) {
+  namespace K = A::rotary;
+  int64_t B = i[K::B], H = i[K::H], T = i[K::T], D = i[K::D], half = D / 2;
+  int64_t rows = B * H * T;
+  if (rows * half == 0)
+    return;
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  cudaStream_t s = c.stream(stream);
+  // Scratch: the cos and sin tables [T, D/2].
+  auto *cosT = static_cast<float *>(c.scratch(size_t(2 * T * half) * 4));
+  float *sinT = cosT + T * half;
+  SHARDC_LAUNCH(rotaryTableKernel, gridFor(T * half), kThreads, 0, s, cosT,
+                sinT, T, D, f[K::f::theta], i[K::inverse] != 0);
+  SHARDC_LAUNCH(rotateKernel, gridFor(rows * half), kThreads, 0, s, F(b[0]),
+                cosT, sinT, F(b[1]), rows, T, D, false);
+}
+
+// x[B,H,T,D], cos[T,D/2], sin[T,D/2] -> y[B,H,T,D]: the halves of D rotated
+// by the tables' angles (their opposites with inverse)
+SHARDC_CUDA_KERNEL(rotary_table) {
+  namespace K = A::rotary_table;
+  int64_t B = i[K::B], H = i[K::H], T = i[K::T], D = i[K::D];
+  int64_t rows = B * H * T;
+  if (rows * (D / 2) == 0)
+    return;
+  SHARDC_LAUNCH(rotateKernel, gridFor(rows * (D / 2)), kThreads, 0,
+                streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), F(b[3]), rows,
+                T, D, i[K::inverse] != 0);
+}
+
+void shardc::runtime::cuda::addTrainKernels(KernelFn *table) {
+  table[int64_t(A::KernelId::layer_norm_grad)] = &shardc_cuda_k_layer_norm_grad;
+  table[int64_t(A::KernelId::rms_norm_grad)] = &shardc_cuda_k_rms_norm_grad;
+  table[int64_t(A::KernelId::cross_entropy)] = &shardc_cuda_k_cross_entropy;
+  table[int64_t(A::KernelId::cross_entropy_grad)] =
+      &shardc_cuda_k_cross_entropy_grad;
+  table[int64_t(A::KernelId::rotary)] = &shardc_cuda_k_rotary;
+  table[int64_t(A::KernelId::rotary_table)] = &shardc_cuda_k_rotary_table;
+}

@@ -221,24 +221,439 @@ TEST_F(CudaKernels, Gemms) {
               {}, 1e-4);
 }
 
+//===----------------------------------------------------------------------===//
+// Backward, loss and rotary kernels (train_kernels.cu)
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, NormGrads) {
+  namespace LG = A::layer_norm_grad;
+  namespace RG = A::rms_norm_grad;
+  // C not a multiple of 32; M large enough that the parameter gradients'
+  // column sums are split into several chunks of rows.
+  for (auto [M, C] :
+       {std::pair<int64_t, int64_t>{37, 300}, {203, 45}, {1, 7}}) {
+    SCOPED_TRACE("M " + std::to_string(M) + " C " + std::to_string(C));
+    auto x = randomVec(M * C, 30, 2.0f), w = randomVec(C, 31),
+         dy = randomVec(M * C, 32);
+    for (float &v : x)
+      v += 0.5f; // a mean away from 0
+    compare(Id::layer_norm_grad, shardc_k_layer_norm_grad,
+            {floats(x), floats(w), floats(dy), out(M * C), out(C), out(C)},
+            packInts(Id::layer_norm_grad, {{LG::M, M}, {LG::C, C}}),
+            packFloats(Id::layer_norm_grad, {{LG::f::eps, 1e-5}}));
+    compare(Id::rms_norm_grad, shardc_k_rms_norm_grad,
+            {floats(x), floats(w), floats(dy), out(M * C), out(C)},
+            packInts(Id::rms_norm_grad, {{RG::M, M}, {RG::C, C}}),
+            packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-6}}));
+  }
+}
+
+TEST_F(CudaKernels, CrossEntropy) {
+  namespace CE = A::cross_entropy;
+  namespace CG = A::cross_entropy_grad;
+  const int64_t N = 41, ignore = -100;
+  // V 1003: float by float; 1000: float4 vectors.
+  for (int64_t V : {1003, 1000}) {
+    SCOPED_TRACE("V " + std::to_string(V));
+    std::vector<int32_t> t(N);
+    std::mt19937 gen(33);
+    for (int32_t &v : t)
+      v = int32_t(gen() % V);
+    t[3] = int32_t(ignore); // an ignored row
+    t[7] = int32_t(V - 1);  // the last class
+    auto logits = floats(randomVec(N * V, 34, 3.0f));
+    compare(Id::cross_entropy, shardc_k_cross_entropy,
+            {logits, ints32(t), out(1)},
+            packInts(Id::cross_entropy,
+                     {{CE::N, N}, {CE::V, V}, {CE::ignore_index, ignore}}));
+    compare(Id::cross_entropy_grad, shardc_k_cross_entropy_grad,
+            {logits, ints32(t), floats({0.7f}), out(N * V)},
+            packInts(Id::cross_entropy_grad,
+                     {{CG::N, N}, {CG::V, V}, {CG::ignore_index, ignore}}));
+    // Every row ignored: a zero gradient (the loss is NaN on both).
+    std::vector<int32_t> none(N, int32_t(ignore));
+    compare(Id::cross_entropy_grad, shardc_k_cross_entropy_grad,
+            {logits, ints32(none), floats({1.0f}), out(N * V)},
+            packInts(Id::cross_entropy_grad,
+                     {{CG::N, N}, {CG::V, V}, {CG::ignore_index, ignore}}));
+  }
+}
+
+/// A target outside the vocabulary: the CPU kernels stop; the CUDA kernels
+/// flag it on the device and the run's error check stops, naming the kernel.
+using CudaKernelsDeathTest = CudaKernels;
+TEST_F(CudaKernelsDeathTest, CrossEntropyBadTarget) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const int64_t N = 4, V = 10;
+  auto run = [&](A::KernelId id) {
+    std::vector<int32_t> t = {1, 2, int32_t(V), 3};
+    void *bufs[4];
+    size_t bytes[4] = {N * V * 4, N * 4, 4, N * V * 4};
+    for (int k = 0; k < 4; ++k)
+      CUDA_CHECK(cudaMalloc(&bufs[k], bytes[k]));
+    CUDA_CHECK(cudaMemset(bufs[0], 0, bytes[0]));
+    CUDA_CHECK(cudaMemset(bufs[2], 0, bytes[2]));
+    CUDA_CHECK(cudaMemcpy(bufs[1], t.data(), bytes[1], cudaMemcpyHostToDevice));
+    std::vector<int64_t> ints = {N, V, -100};
+    cuda::kernelTable()[int64_t(id)](&ctx, bufs, ints.data(), nullptr,
+                                     A::kComputeStream);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    ctx.checkErrors();
+    std::exit(0);
+  };
+  for (A::KernelId id : {Id::cross_entropy, Id::cross_entropy_grad})
+    EXPECT_EXIT(run(id), testing::ExitedWithCode(1),
+                std::string(A::kernelInfo(id).name) + ": .*10");
+}
+
+TEST_F(CudaKernels, Rotary) {
+  namespace Ro = A::rotary;
+  namespace RT = A::rotary_table;
+  const int64_t B = 2, H = 3, T = 17;
+  for (int64_t D : {10, 64}) {
+    int64_t n = B * H * T * D, half = D / 2;
+    auto x = randomVec(n, 35);
+    for (int64_t inverse : {0, 1}) {
+      compare(Id::rotary, shardc_k_rotary, {floats(x), out(n)},
+              packInts(Id::rotary, {{Ro::B, B},
+                                    {Ro::H, H},
+                                    {Ro::T, T},
+                                    {Ro::D, D},
+                                    {Ro::inverse, inverse}}),
+              packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}));
+      compare(Id::rotary_table, shardc_k_rotary_table,
+              {floats(x), floats(randomVec(T * half, 36)),
+               floats(randomVec(T * half, 37)), out(n)},
+              packInts(Id::rotary_table, {{RT::B, B},
+                                          {RT::H, H},
+                                          {RT::T, T},
+                                          {RT::D, D},
+                                          {RT::inverse, inverse}}));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Generic tensor kernels (tensor_kernels.cu, gemm.cu)
+//===----------------------------------------------------------------------===//
+
+/// As CudaKernels::compare, but every output starts on the GPU as on the CPU
+/// (its given contents), for kernels that write only part of an output.
+class CudaPartialWrites : public CudaKernels {
+protected:
+  void comparePrefilled(A::KernelId id, KernelFn cpu, std::vector<Buffer> bufs,
+                        std::vector<int64_t> ints) {
+    const A::KernelInfo &k = A::kernelInfo(id);
+    SCOPED_TRACE(A::kernelLayout(k));
+    ASSERT_EQ(A::checkKernelArgs(k, int64_t(bufs.size()), ints.data(),
+                                 int64_t(ints.size()), 0),
+              "");
+    KernelFn gpu = cuda::kernelTable()[int64_t(id)];
+    ASSERT_NE(gpu, nullptr) << k.name << " has no CUDA kernel";
+    std::vector<std::vector<char>> cpuBufs;
+    std::vector<void *> hostPtrs, devPtrs;
+    for (Buffer &b : bufs)
+      cpuBufs.push_back(b.host);
+    for (auto &b : cpuBufs)
+      hostPtrs.push_back(b.data());
+    cpu(nullptr, hostPtrs.data(), ints.data(), nullptr, A::kComputeStream);
+    for (Buffer &b : bufs) {
+      void *d = nullptr;
+      CUDA_CHECK(cudaMalloc(&d, b.host.size() ? b.host.size() : 1));
+      CUDA_CHECK(
+          cudaMemcpy(d, b.host.data(), b.host.size(), cudaMemcpyHostToDevice));
+      devPtrs.push_back(d);
+    }
+    gpu(&ctx, devPtrs.data(), ints.data(), nullptr, A::kComputeStream);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    ctx.checkErrors();
+    for (size_t j = 0; j < bufs.size(); ++j) {
+      std::vector<char> got(bufs[j].host.size());
+      CUDA_CHECK(cudaMemcpy(got.data(), devPtrs[j], got.size(),
+                            cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaFree(devPtrs[j]));
+      if (bufs[j].output) {
+        EXPECT_EQ(got, cpuBufs[j]) << "buffer " << j;
+      }
+    }
+  }
+};
+
+TEST_F(CudaKernels, Transpose) {
+  struct Case {
+    std::vector<int64_t> dims, perm;
+  };
+  const Case cases[] = {
+      {{37, 45}, {1, 0}},
+      {{37, 45}, {0, 1}}, // the identity: a copy
+      {{5, 33, 7}, {0, 2, 1}},
+      {{5, 33, 7}, {2, 1, 0}},
+      {{5, 33, 7}, {1, 0, 2}}, // the innermost stays: a gather
+      {{5, 33, 7}, {2, 0, 1}},
+      {{5, 33, 7}, {1, 2, 0}}, // merges to a rank-2 transpose
+      {{3, 4, 5, 6}, {0, 2, 1, 3}},
+      {{3, 4, 5, 6}, {3, 2, 1, 0}},
+      {{3, 4, 5, 6}, {0, 1, 3, 2}},
+      {{3, 4, 5, 6}, {2, 3, 0, 1}},
+      {{3, 4, 5, 6}, {1, 0, 3, 2}},
+      {{3, 1, 5, 40}, {3, 1, 0, 2}}, // a size-1 dimension
+  };
+  for (const Case &c : cases) {
+    int64_t R = int64_t(c.dims.size()), n = 1;
+    for (int64_t d : c.dims)
+      n *= d;
+    std::vector<int64_t> tail = c.dims;
+    tail.insert(tail.end(), c.perm.begin(), c.perm.end());
+    compare(Id::transpose, shardc_k_transpose,
+            {floats(randomVec(n, 40)), out(n)},
+            packInts(Id::transpose, {{A::transpose::R, R}}, tail), {}, 0,
+            /*exact=*/true);
+  }
+}
+
+TEST_F(CudaPartialWrites, SliceAndConcat) {
+  namespace S = A::slice;
+  namespace SG = A::slice_grad;
+  namespace CP = A::concat_part;
+  // inner 7: float by float; inner 8: float4 vectors.
+  for (int64_t inner : {7, 8, 1}) {
+    const int64_t outer = 4, n = 10, start = 3, size = 5;
+    SCOPED_TRACE("inner " + std::to_string(inner));
+    compare(
+        Id::slice, shardc_k_slice,
+        {floats(randomVec(outer * n * inner, 41)), out(outer * size * inner)},
+        packInts(Id::slice, {{S::outer, outer},
+                             {S::n, n},
+                             {S::start, start},
+                             {S::size, size},
+                             {S::inner, inner}}),
+        {}, 0, /*exact=*/true);
+    compare(
+        Id::slice_grad, shardc_k_slice_grad,
+        {floats(randomVec(outer * size * inner, 42)), out(outer * n * inner)},
+        packInts(Id::slice_grad, {{SG::outer, outer},
+                                  {SG::n, n},
+                                  {SG::start, start},
+                                  {SG::size, size},
+                                  {SG::inner, inner}}),
+        {}, 0, /*exact=*/true);
+  }
+  // Into the middle of y, whose other elements stay as they were.
+  for (int64_t inner : {6, 4, 3}) {
+    const int64_t outer = 3, nx = 4, ny = 11, start = 5;
+    SCOPED_TRACE("inner " + std::to_string(inner));
+    comparePrefilled(Id::concat_part, shardc_k_concat_part,
+                     {floats(randomVec(outer * nx * inner, 43)),
+                      floats(randomVec(outer * ny * inner, 44), true)},
+                     packInts(Id::concat_part, {{CP::outer, outer},
+                                                {CP::n_x, nx},
+                                                {CP::n_y, ny},
+                                                {CP::start, start},
+                                                {CP::inner, inner}}));
+  }
+}
+
+TEST_F(CudaKernels, SumTo) {
+  struct Case {
+    std::vector<int64_t> dims, ystr;
+    int64_t outN;
+  };
+  const Case cases[] = {
+      {{6, 35, 40}, {0, 0, 1}, 40},     // leading dims: a thread a column
+      {{300, 5}, {0, 1}, 5},            // ... its rows in chunks
+      {{4, 5, 6, 7}, {0, 7, 0, 1}, 35}, // two summed dims apart
+      {{4, 5, 6}, {6, 0, 1}, 24},       // the middle dim
+      {{37, 50}, {1, 0}, 37},           // the innermost: a warp a row
+      {{4, 5, 6}, {0, 1, 0}, 5},        // innermost and outer summed
+      {{3, 2000}, {1, 0}, 3},           // a block a row
+      {{2, 9000}, {1, 0}, 2},           // ... in chunks
+      {{3001}, {0}, 1},                 // everything
+      {{20000}, {0}, 1},                // ... in chunks
+      {{3, 1, 4}, {4, 0, 1}, 12},       // nothing summed
+      {{3, 4}, {1, 3}, 12},             // y transposed: the general walk
+  };
+  for (const Case &c : cases) {
+    int64_t R = int64_t(c.dims.size()), n = 1;
+    for (int64_t d : c.dims)
+      n *= d;
+    std::vector<int64_t> tail = c.dims;
+    tail.insert(tail.end(), c.ystr.begin(), c.ystr.end());
+    compare(Id::sum_to, shardc_k_sum_to,
+            {floats(randomVec(n, 45)), out(c.outN)},
+            packInts(Id::sum_to,
+                     {{A::sum_to::R, R}, {A::sum_to::out_n, c.outN}}, tail));
+  }
+}
+
+TEST_F(CudaKernels, WhereAndEqual) {
+  // y[2,3,4] = c[2,1,4] ? a[2,3,4] : b[] (strides 0 where broadcast).
+  std::vector<float> cf = randomVec(8, 46);
+  Buffer cond = out(8, 1);
+  cond.output = false;
+  for (int64_t k = 0; k < 8; ++k)
+    cond.host[k] = cf[k] > 0;
+  compare(Id::where, shardc_k_where,
+          {cond, floats(randomVec(24, 47)), floats({2.5f}), out(24)},
+          packInts(Id::where, {{A::where::R, 3}},
+                   {2, 3, 4, 4, 0, 1, 12, 4, 1, 0, 0, 0}),
+          {}, 0, /*exact=*/true);
+  // Rank 0: one element.
+  compare(Id::where, shardc_k_where,
+          {cond, floats({1.0f}), floats({2.0f}), out(1)},
+          packInts(Id::where, {{A::where::R, 0}}), {}, 0, /*exact=*/true);
+  // a[3,5] == b[5], as f32, i32 and bool.
+  auto a = randomVec(15, 48), bv = randomVec(5, 49);
+  for (int64_t k = 0; k < 15; k += 2)
+    a[k] = bv[k % 5]; // some equal
+  std::vector<int64_t> tail = {3, 5, 5, 1, 0, 1};
+  auto withDtype = [&](int64_t dtype) {
+    std::vector<int64_t> t = tail;
+    t.push_back(dtype);
+    return packInts(Id::equal, {{A::equal::R, 2}}, t);
+  };
+  compare(Id::equal, shardc_k_equal, {floats(a), floats(bv), out(15, 1)},
+          withDtype(A::kF32), {}, 0, /*exact=*/true);
+  std::vector<int32_t> ai(15), bi(5);
+  for (int64_t k = 0; k < 15; ++k)
+    ai[k] = int32_t(a[k] * 2);
+  for (int64_t k = 0; k < 5; ++k)
+    bi[k] = int32_t(bv[k] * 2);
+  compare(Id::equal, shardc_k_equal, {ints32(ai), ints32(bi), out(15, 1)},
+          withDtype(A::kI32), {}, 0, /*exact=*/true);
+  Buffer ab = out(15, 1), bb = out(5, 1);
+  ab.output = bb.output = false;
+  for (int64_t k = 0; k < 15; ++k)
+    ab.host[k] = a[k] > 0;
+  for (int64_t k = 0; k < 5; ++k)
+    bb.host[k] = bv[k] > 0;
+  compare(Id::equal, shardc_k_equal, {ab, bb, out(15, 1)}, withDtype(A::kBool),
+          {}, 0, /*exact=*/true);
+}
+
+TEST_F(CudaKernels, Unary) {
+  namespace U = A::unary;
+  namespace UG = A::unary_grad;
+  for (int64_t fn = 0; fn < int64_t(A::UnaryFn::kNumFns); ++fn) {
+    SCOPED_TRACE("function code " + std::to_string(fn));
+    A::UnaryFn f = A::UnaryFn(fn);
+    auto x = randomVec(kN, 50, 3.0f);
+    if (f == A::UnaryFn::sqrt || f == A::UnaryFn::log)
+      for (float &v : x)
+        v = std::fabs(v) + 0.01f;
+    if (f == A::UnaryFn::softplus)
+      x[5] = 25.0f; // beyond the threshold
+    if (f == A::UnaryFn::relu)
+      x[6] = 0.0f;
+    if (f == A::UnaryFn::round_f16)
+      x[7] = 65519.0f; // rounds down to the largest half, 65504
+    if (f == A::UnaryFn::nan_to_zero)
+      x[8] = NAN;
+    compare(Id::unary, shardc_k_unary, {floats(x), out(kN)},
+            packInts(Id::unary, {{U::n, kN}, {U::fn, fn}}));
+    // y = f(x) from the CPU kernel, then the gradient.
+    std::vector<float> y(kN);
+    void *bufs[] = {x.data(), y.data()};
+    std::vector<int64_t> ints = packInts(Id::unary, {{U::n, kN}, {U::fn, fn}});
+    shardc_k_unary(nullptr, bufs, ints.data(), nullptr, A::kComputeStream);
+    compare(Id::unary_grad, shardc_k_unary_grad,
+            {floats(x), floats(y), floats(randomVec(kN, 51)), out(kN)},
+            packInts(Id::unary_grad, {{UG::n, kN}, {UG::fn, fn}}));
+  }
+}
+
+TEST_F(CudaKernels, LeakyReluAndTrilu) {
+  namespace L = A::leaky_relu;
+  namespace LG = A::leaky_relu_grad;
+  auto x = randomVec(kN, 52), dy = randomVec(kN, 53);
+  x[10] = 0.0f; // alpha at 0
+  for (int64_t n : {kN, int64_t(3)}) {
+    compare(Id::leaky_relu, shardc_k_leaky_relu, {floats(x), out(n)},
+            packInts(Id::leaky_relu, {{L::n, n}}),
+            packFloats(Id::leaky_relu, {{L::f::alpha, 0.01}}), 0, true);
+    compare(Id::leaky_relu_grad, shardc_k_leaky_relu_grad,
+            {floats(x), floats(dy), out(n)},
+            packInts(Id::leaky_relu_grad, {{LG::n, n}}),
+            packFloats(Id::leaky_relu_grad, {{LG::f::alpha, 0.2}}), 0, true);
+  }
+  namespace Tr = A::trilu;
+  const int64_t batch = 3, rows = 7, cols = 9;
+  auto m = randomVec(batch * rows * cols, 54);
+  for (int64_t upper : {0, 1})
+    for (int64_t k : {-2, 0, 3})
+      compare(Id::trilu, shardc_k_trilu, {floats(m), out(m.size())},
+              packInts(Id::trilu, {{Tr::batch, batch},
+                                   {Tr::rows, rows},
+                                   {Tr::cols, cols},
+                                   {Tr::upper, upper},
+                                   {Tr::k, k}}),
+              {}, 0, /*exact=*/true);
+}
+
+TEST_F(CudaKernels, BatchMatmul) {
+  namespace BM = A::batch_matmul;
+  const int64_t M = 5, K = 7, N = 6;
+  struct Case {
+    std::vector<int64_t> batch, astr, bstr;
+    int64_t aMats, bMats;
+  };
+  const Case cases[] = {
+      {{4}, {1}, {1}, 4, 4},                   // one strided-batched call
+      {{4}, {1}, {0}, 4, 1},                   // b broadcast (stride 0)
+      {{3, 4}, {4, 1}, {0, 1}, 12, 4},         // b [1,4]: 3 calls of 4
+      {{3, 4}, {1, 0}, {4, 1}, 3, 12},         // a [3,1]: 3 calls of 4
+      {{2, 1, 3}, {3, 0, 1}, {3, 3, 1}, 6, 6}, // a size-1 dimension
+      {{}, {}, {}, 1, 1},                      // no batch: one GEMM
+  };
+  for (const Case &c : cases) {
+    int64_t R = int64_t(c.batch.size()), batches = 1;
+    for (int64_t d : c.batch)
+      batches *= d;
+    std::vector<int64_t> tail = c.batch;
+    tail.insert(tail.end(), c.astr.begin(), c.astr.end());
+    tail.insert(tail.end(), c.bstr.begin(), c.bstr.end());
+    auto a = randomVec(c.aMats * M * K, 55),
+         bm = randomVec(c.bMats * K * N, 56);
+    for (int64_t ta : {0, 1})
+      for (int64_t tb : {0, 1})
+        compare(Id::batch_matmul, shardc_k_batch_matmul,
+                {floats(a), floats(bm), out(batches * M * N)},
+                packInts(Id::batch_matmul,
+                         {{BM::M, M},
+                          {BM::K, K},
+                          {BM::N, N},
+                          {BM::ta, ta},
+                          {BM::tb, tb},
+                          {BM::R, R}},
+                         tail),
+                {}, 1e-4);
+  }
+}
+
 /// Runs everywhere: the table names each kernel the backend implements by
 /// its ABI id, and these tests cover every one of them.
 TEST(CudaKernelTable, CoveredByTests) {
   const A::KernelId tested[] = {
-      A::KernelId::fill,       A::KernelId::gelu,
-      A::KernelId::gelu_grad,  A::KernelId::silu,
-      A::KernelId::silu_grad,  A::KernelId::accumulate,
-      A::KernelId::copy,       A::KernelId::cast,
-      A::KernelId::layer_norm, A::KernelId::rms_norm,
-      A::KernelId::squared_norm, A::KernelId::clip_coef,
-      A::KernelId::embedding,  A::KernelId::adamw,
-      A::KernelId::linear,     A::KernelId::matmul,
-      A::KernelId::softmax,    A::KernelId::softmax_grad,
+      A::KernelId::fill, A::KernelId::gelu, A::KernelId::gelu_grad,
+      A::KernelId::silu, A::KernelId::silu_grad, A::KernelId::accumulate,
+      A::KernelId::copy, A::KernelId::cast, A::KernelId::layer_norm,
+      A::KernelId::rms_norm, A::KernelId::squared_norm, A::KernelId::clip_coef,
+      A::KernelId::embedding, A::KernelId::adamw, A::KernelId::linear,
+      A::KernelId::matmul, A::KernelId::softmax, A::KernelId::softmax_grad,
       A::KernelId::cross_entropy_with_grad, A::KernelId::embedding_grad,
-      A::KernelId::sgd,        A::KernelId::add,
-      A::KernelId::mul,        A::KernelId::sub,
-      A::KernelId::div,        A::KernelId::pow,
-      A::KernelId::broadcast};
+      A::KernelId::sgd, A::KernelId::add, A::KernelId::mul, A::KernelId::sub,
+      A::KernelId::div, A::KernelId::pow, A::KernelId::broadcast,
+      // train_kernels.cu
+      A::KernelId::layer_norm_grad, A::KernelId::rms_norm_grad,
+      A::KernelId::cross_entropy, A::KernelId::cross_entropy_grad,
+      A::KernelId::rotary, A::KernelId::rotary_table,
+      // tensor_kernels.cu, gemm.cu
+      A::KernelId::transpose, A::KernelId::slice, A::KernelId::slice_grad,
+      A::KernelId::concat_part, A::KernelId::sum_to, A::KernelId::where,
+      A::KernelId::equal, A::KernelId::unary, A::KernelId::unary_grad,
+      A::KernelId::leaky_relu, A::KernelId::leaky_relu_grad, A::KernelId::trilu,
+      A::KernelId::batch_matmul,
+      // attention.cu (CudaAttentionTest.cpp)
+      A::KernelId::attention, A::KernelId::attention_grad};
   int64_t implemented = 0;
   for (int64_t id = 0; id < A::kNumKernels; ++id)
     implemented += cuda::kernelTable()[id] != nullptr;
