@@ -58,6 +58,9 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   ConvertNNToRtOptions lower;
   lower.target = options.target;
   pm.addPass(createConvertNNToRt(lower));
+  RtFuseEpiloguesOptions epilogues;
+  epilogues.target = options.target;
+  pm.addNestedPass<func::FuncOp>(createRtFuseEpilogues(epilogues));
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   pm.addNestedPass<func::FuncOp>(createRtPlanMemory());
 }

@@ -234,6 +234,35 @@ def RtCoalesceCollectives : Pass<"rt-coalesce-collectives", "mlir::func::FuncOp"
   }];
 }
 
+def RtFuseEpilogues : Pass<"rt-fuse-epilogues", "mlir::func::FuncOp"> {
+  let summary = "GELU and its gradient as GEMM epilogues, where the target has them";
+  let description = [{
+    On a target whose GEMMs have epilogues (the CUDA target: cuBLASLt's
+    GELU_AUX_BIAS and DGELU_BGRAD), fuses a `linear` whose output only a
+    tanh `gelu` reads into `linear_gelu` (the pre-activation kept for the
+    backward pass as the epilogue's aux output), and a `linear` whose
+    output only a tanh `gelu_grad` reads into `linear_dgelu`, with the
+    `sum_to` of the result over its leading dimensions (the bias gradient)
+    as its BGRAD output. The fused kernel takes the GEMM's place; the
+    buffers it writes early are allocated above it. Other targets: no
+    change. Runs after convert-nn-to-rt, before memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {ints = array<i64: 8, 4, 16, 1, 1>, floats = array<f64>}
+    %y = rt.alloc 512 : !rt.buffer
+    rt.kernel %ctx, "gelu"(%pre, %y) {ints = array<i64: 128, 1>, floats = array<f64>}
+    // becomes
+    %y = rt.alloc 512 : !rt.buffer
+    rt.kernel %ctx, "linear_gelu"(%x, %w, %b, %pre, %y) {ints = array<i64: 8, 4, 16, 1, 1>, floats = array<f64>}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose GEMM epilogues are used">,
+  ];
+}
+
 def RtPlanMemory : Pass<"rt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place transient buffers in one arena by liveness";
   let description = [{

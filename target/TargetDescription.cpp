@@ -58,6 +58,7 @@ const std::vector<TargetDescription> &targets() {
     cuda.name = "cuda";
     cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
     cuda.collectivesOnOneRank = false;
+    cuda.gemmEpilogues = true;
 #ifdef SHARDC_CUDA_LIBS
     // Built where nvcc was found.
     TargetDescription gpu = cuda;

@@ -39,6 +39,9 @@ struct TargetDescription {
   std::vector<std::string> mpiLibraries, mpiLinkFlags;
   std::string localMeshLibrary;
   bool collectivesOnOneRank = true;
+  /// Its GEMMs apply GELU, its gradient and the bias gradient as epilogues
+  /// (linear_gelu, linear_dgelu: rt-fuse-epilogues).
+  bool gemmEpilogues = false;
   /// Linked against the emulated CUDA device (--cuda-emulation).
   bool emulated = false;
 

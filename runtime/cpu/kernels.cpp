@@ -73,6 +73,51 @@ SHARDC_KERNEL(linear) {
   launched(ctx, stream);
 }
 
+// x[M,K], w, b[N]? -> pre[M,N] = linear(x, w, b), y[M,N] = gelu_tanh(pre):
+// the linear kernel, then the GELU (the CPU twin of the fused GEMM; the
+// CPU target's pipeline does not fuse)
+SHARDC_KERNEL(linear_gelu) {
+  namespace L = A::linear_gelu;
+  static_assert(int64_t(L::kNumInts) == int64_t(A::linear::kNumInts) &&
+                int64_t(L::has_bias) == int64_t(A::linear::has_bias));
+  bool hasBias = i[L::has_bias];
+  int64_t n = i[L::M] * i[L::N];
+  shardc_k_linear(ctx, b, i, f, stream); // x, w, b?, pre
+  const float *pre = F(b[hasBias ? 3 : 2]);
+  float *y = F(b[hasBias ? 4 : 3]);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = shardc::runtime::gelu(pre[k], /*tanhForm=*/true);
+}
+
+// dy[M,K], w, pre[M,N] -> dx[M,N] = linear(dy, w) gelu_tanh'(pre), db[N]? =
+// the sum of dx's rows (in double, in row order, as sum_to)
+SHARDC_KERNEL(linear_dgelu) {
+  namespace L = A::linear_dgelu;
+  int64_t M = i[L::M], N = i[L::N];
+  bool hasBias = i[L::has_bias];
+  int64_t ints[A::linear::kNumInts];
+  std::copy(i, i + A::linear::kNumInts, ints);
+  ints[A::linear::has_bias] = 0;
+  const float *pre = F(b[2]);
+  float *dx = F(b[3]);
+  void *bufs[3] = {b[0], b[1], dx};
+  shardc_k_linear(ctx, bufs, ints, f, stream);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < M * N; ++k)
+    dx[k] = dx[k] * shardc::runtime::geluGrad(pre[k], /*tanhForm=*/true);
+  if (hasBias) {
+    float *db = F(b[4]);
+    std::vector<double> acc(N, 0.0);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t c = 0; c < N; ++c)
+        acc[c] += dx[m * N + c];
+    for (int64_t c = 0; c < N; ++c)
+      db[c] = float(acc[c]);
+  }
+  launched(ctx, stream);
+}
+
 // a, b broadcast to y[dims] (element strides astr, bstr) -> y = a + b
 SHARDC_KERNEL(add) {
   broadcastBinary<A::KernelId::add>(b, i,

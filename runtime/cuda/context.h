@@ -61,6 +61,8 @@ const KernelFn *kernelTable();
 void addAttentionKernels(KernelFn *table);
 void addTensorKernels(KernelFn *table);
 void addTrainKernels(KernelFn *table);
+/// collectives.cu: the collectives of a mesh of one rank.
+void addCollectives(KernelFn *table);
 
 /// Blocks of `threads` covering n elements.
 inline unsigned blocksFor(int64_t n, int threads = 256) {
@@ -75,6 +77,8 @@ inline unsigned blocksFor(int64_t n, int threads = 256) {
                             const double *f, int64_t stream)
 
 SHARDC_CUDA_KERNEL(linear);
+SHARDC_CUDA_KERNEL(linear_gelu);
+SHARDC_CUDA_KERNEL(linear_dgelu);
 SHARDC_CUDA_KERNEL(matmul);
 
 #endif // SHARDC_RUNTIME_CUDA_CONTEXT_H

@@ -24,8 +24,11 @@ namespace {
 struct Shape {
   int64_t m, n, k, lda, ldb, ldc;
   bool transA, transB, bias;
+  /// The epilogue (CUBLASLT_EPILOGUE_BIAS when `bias` and none given).
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   auto key() const {
-    return std::make_tuple(m, n, k, lda, ldb, ldc, transA, transB, bias);
+    return std::make_tuple(m, n, k, lda, ldb, ldc, transA, transB, bias,
+                           int(epilogue));
   }
   bool operator<(const Shape &o) const { return key() < o.key(); }
 };
@@ -50,10 +53,16 @@ const Plan &planFor(cuda::Context &ctx, const Shape &s) {
       p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (s.bias) {
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  cublasLtEpilogue_t epilogue = s.epilogue;
+  if (epilogue == CUBLASLT_EPILOGUE_DEFAULT && s.bias)
+    epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  if (epilogue & 128) { // an aux matrix (GELU's input), laid out as C
+    int64_t ld = s.ldc;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
   // Stored shapes: A is [m,k] (or [k,m] transposed), B [k,n] (or [n,k]).
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, s.transA ? s.k : s.m,
@@ -78,14 +87,19 @@ const Plan &planFor(cuda::Context &ctx, const Shape &s) {
   return plans.emplace(s, p).first->second;
 }
 
-/// C = op(A) op(B) (+ bias) on `stream`.
+/// C = op(A) op(B) (+ bias) on `stream`, then the shape's epilogue: `aux`
+/// its aux matrix, `bias` its bias (BIAS) or bias gradient (BGRAD).
 void gemm(void *ctxPtr, int64_t stream, const Shape &s, const float *a,
-          const float *b, const float *bias, float *c) {
+          const float *b, const float *bias, float *c,
+          const float *aux = nullptr) {
   auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
   const Plan &p = planFor(ctx, s);
   if (bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (aux)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   float alpha = 1.0f, beta = 0.0f;
   CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
                               p.c, c, p.c, &p.algo, ctx.workspace,
@@ -105,6 +119,35 @@ SHARDC_CUDA_KERNEL(linear) {
   Shape s{N, M, K, inOut ? N : K, K, N, !inOut, false, hasBias};
   gemm(ctx, stream, s, F(b[1]), F(b[0]), hasBias ? F(b[2]) : nullptr,
        F(b[hasBias ? 3 : 2]));
+}
+
+// x[M,K], w[N,K] (or [K,N] when in_out), b[N]? -> pre[M,N] = x w^T + b,
+// y[M,N] = gelu_tanh(pre): one GEMM, cuBLASLt's GELU_AUX(_BIAS) epilogue
+// writing y and, as its aux matrix, pre (kept for the backward pass)
+SHARDC_CUDA_KERNEL(linear_gelu) {
+  namespace L = A::linear_gelu;
+  int64_t M = i[L::M], K = i[L::K], N = i[L::N];
+  bool inOut = i[L::in_out] != 0, hasBias = i[L::has_bias] != 0;
+  Shape s{N, M, K, inOut ? N : K, K, N, !inOut, false, hasBias};
+  s.epilogue = hasBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                       : CUBLASLT_EPILOGUE_GELU_AUX;
+  int out = hasBias ? 3 : 2;
+  gemm(ctx, stream, s, F(b[1]), F(b[0]), hasBias ? F(b[2]) : nullptr,
+       F(b[out + 1]), F(b[out]));
+}
+
+// dy[M,K], w as linear's, pre[M,N] -> dx[M,N] = linear(dy, w) *
+// gelu_tanh'(pre), db[N]? = sum over rows of dx: one GEMM, cuBLASLt's
+// DGELU(_BGRAD) epilogue
+SHARDC_CUDA_KERNEL(linear_dgelu) {
+  namespace L = A::linear_dgelu;
+  int64_t M = i[L::M], K = i[L::K], N = i[L::N];
+  bool inOut = i[L::in_out] != 0, hasBias = i[L::has_bias] != 0;
+  Shape s{N, M, K, inOut ? N : K, K, N, !inOut, false, false};
+  s.epilogue =
+      hasBias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+  gemm(ctx, stream, s, F(b[1]), F(b[0]), hasBias ? F(b[4]) : nullptr,
+       F(b[3]), F(b[2]));
 }
 
 // y[M,N] = op(a) op(b): a[M,K] or [K,M] (trans_a), b[K,N] or [N,K] (trans_b)

@@ -8,14 +8,14 @@
 // The manifest gains each entry's arena, their maximum and the constants'
 // size.
 //
-// rms_norm is kernel 5: x = params + 64 (0 << 56 | 64), w = params + 0,
+// rms_norm is kernel 7: x = params + 64 (0 << 56 | 64), w = params + 0,
 // y = arena + 0 (3 << 56 = 216172782113783808); ints 8, 4; eps 1e-5
-// (4532020583610935537). silu (7) on stream 1 from the arena to io + 128
+// (4532020583610935537). silu (9) on stream 1 from the arena to io + 128
 // (2 << 56 | 128 = 144115188075856000). Then the two events, the end.
-// CHECK-DAG: llvm.mlir.global external constant @shardc_manifest("{\22arena_bytes\22:4096,\22arenas\22:[{\22arena_bytes\22:4096,\22symbol\22:\22shardc_step\22}],\22constants_bytes\22:0,\22format\22:3}\00")
-// CHECK-DAG: llvm.mlir.global external constant @shardc_program_step(dense<[1, 5, 0, 3, 2, 1, 64, 0, 216172782113783808, 8, 4, 4532020583610935537, 1, 7, 1, 2, 1, 0, 216172782113783808, 144115188075856000, 8, 2, 0, 1, 3, 0, 0, 0]> : tensor<28xi64>) {addr_space = 0 : i32, alignment = 8 : i64} : !llvm.array<28 x i64>
+// CHECK-DAG: llvm.mlir.global external constant @shardc_manifest("{\22arena_bytes\22:4096,\22arenas\22:[{\22arena_bytes\22:4096,\22symbol\22:\22shardc_step\22}],\22constants_bytes\22:0,\22format\22:4}\00")
+// CHECK-DAG: llvm.mlir.global external constant @shardc_program_step(dense<[1, 7, 0, 3, 2, 1, 64, 0, 216172782113783808, 8, 4, 4532020583610935537, 1, 9, 1, 2, 1, 0, 216172782113783808, 144115188075856000, 8, 2, 0, 1, 3, 0, 0, 0]> : tensor<28xi64>) {addr_space = 0 : i32, alignment = 8 : i64} : !llvm.array<28 x i64>
 // CHECK-NOT: func.func
-module attributes {rt.manifest = {format = 3 : i64}} {
+module attributes {rt.manifest = {format = 4 : i64}} {
 func.func @shardc_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) attributes {rt.arena_bytes = 4096 : i64} {
   %x = rt.view %p[64] : !rt.buffer
   %w = rt.view %p[0] : !rt.buffer
@@ -33,12 +33,12 @@ func.func @shardc_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !
 
 // Constants are placed in the constants region at 64-byte aligned offsets;
 // views of views add their offsets. The typed collectives become the ABI's
-// collective kernels: all_gather (48) of one input, all_gather_group (49) of
-// several (k, axis, dtype, counts), reduce_scatter (50), all_reduce (51),
-// all_gather_subgroup (53) with the subgroup size last; bf16 is dtype 1.
+// collective kernels: all_gather (50) of one input, all_gather_group (51) of
+// several (k, axis, dtype, counts), reduce_scatter (52), all_reduce (53),
+// all_gather_subgroup (55) with the subgroup size last; bf16 is dtype 1.
 // CHECK-DAG: llvm.mlir.global external constant @shardc_constants("\01\00\00\00\02\00\00\00{{(\\00)+}}\03\00\00\00")
-// CHECK-DAG: llvm.mlir.global external constant @shardc_program_consts(dense<[1, 15, 0, 2, 1, 0, 288230376151711744, 216172782113783872, 4, 1, 15, 0, 2, 1, 0, 288230376151711808, 216172782113783872, 4, 0]>
-// CHECK-DAG: llvm.mlir.global external constant @shardc_program_comm(dense<[1, 48, 1, 2, 3, 0, 0, 216172782113783808, 16, 0, 0, 1, 49, 1, 6, 5, 0, 0, 64, 216172782113783808, 216172782113783872, 216172782113783936, 216172782113784000, 2, 1, 1, 16, 8, 1, 50, 1, 3, 3, 0, 216172782113783808, 216172782113783872, 216172782113783936, 16, 1, 0, 1, 51, 1, 2, 3, 0, 72057594037927936, 72057594037927936, 16, 0, 0, 1, 53, 1, 2, 4, 0, 0, 216172782113783808, 16, 0, 0, 2, 0]>
+// CHECK-DAG: llvm.mlir.global external constant @shardc_program_consts(dense<[1, 17, 0, 2, 1, 0, 288230376151711744, 216172782113783872, 4, 1, 17, 0, 2, 1, 0, 288230376151711808, 216172782113783872, 4, 0]>
+// CHECK-DAG: llvm.mlir.global external constant @shardc_program_comm(dense<[1, 50, 1, 2, 3, 0, 0, 216172782113783808, 16, 0, 0, 1, 51, 1, 6, 5, 0, 0, 64, 216172782113783808, 216172782113783872, 216172782113783936, 216172782113784000, 2, 1, 1, 16, 8, 1, 52, 1, 3, 3, 0, 216172782113783808, 216172782113783872, 216172782113783936, 16, 1, 0, 1, 53, 1, 2, 3, 0, 72057594037927936, 72057594037927936, 16, 0, 0, 1, 55, 1, 2, 4, 0, 0, 216172782113783808, 16, 0, 0, 2, 0]>
 module {
 func.func @shardc_consts(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
   %a = rt.constant dense<[1, 2]> : tensor<2xi32> : !rt.buffer

@@ -221,6 +221,44 @@ TEST_F(CudaKernels, Gemms) {
               {}, 1e-4);
 }
 
+// The GEMMs with GELU epilogues (cuBLASLt's GELU_AUX(_BIAS) and
+// DGELU(_BGRAD)) against the CPU's linear followed by the GELU, its
+// gradient and the bias gradient.
+TEST_F(CudaKernels, GemmEpilogues) {
+  const int64_t M = 67, K = 129, N = 45;
+  auto x = randomVec(M * K, 16), w = randomVec(N * K, 17), b = randomVec(N, 18);
+  auto pre = randomVec(M * N, 19);
+  for (int64_t inOut : {0, 1})
+    for (int64_t hasBias : {0, 1}) {
+      namespace LG = A::linear_gelu;
+      namespace LD = A::linear_dgelu;
+      std::vector<Buffer> fwd = {floats(x), floats(w)};
+      if (hasBias)
+        fwd.push_back(floats(b));
+      fwd.push_back(out(M * N));
+      fwd.push_back(out(M * N));
+      compare(Id::linear_gelu, shardc_k_linear_gelu, fwd,
+              packInts(Id::linear_gelu, {{LG::M, M},
+                                         {LG::K, K},
+                                         {LG::N, N},
+                                         {LG::in_out, inOut},
+                                         {LG::has_bias, hasBias}}),
+              {}, 1e-4);
+      // dy[M,K] through w to [M,N]: the same GEMM shapes as the forward.
+      std::vector<Buffer> bwd = {floats(x), floats(w), floats(pre),
+                                 out(M * N)};
+      if (hasBias)
+        bwd.push_back(out(N));
+      compare(Id::linear_dgelu, shardc_k_linear_dgelu, bwd,
+              packInts(Id::linear_dgelu, {{LD::M, M},
+                                          {LD::K, K},
+                                          {LD::N, N},
+                                          {LD::in_out, inOut},
+                                          {LD::has_bias, hasBias}}),
+              {}, 1e-4);
+    }
+}
+
 //===----------------------------------------------------------------------===//
 // Backward, loss and rotary kernels (train_kernels.cu)
 //===----------------------------------------------------------------------===//
@@ -629,6 +667,80 @@ TEST_F(CudaKernels, BatchMatmul) {
   }
 }
 
+// The collectives of a mesh of one rank are copies: every output equals
+// its input (reshard_chunk: the first chunk), f32 and bf16 alike.
+TEST_F(CudaKernels, CollectivesOfOneRank) {
+  const int64_t n = 301;
+  auto x = randomVec(n, 40), z = randomVec(n + 7, 41);
+  auto run = [&](A::KernelId id, std::vector<Buffer> bufs,
+                 std::vector<int64_t> ints,
+                 std::vector<std::pair<size_t, size_t>> equal) {
+    SCOPED_TRACE(A::kernelInfo(id).name);
+    ASSERT_EQ(A::checkKernelArgs(A::kernelInfo(id), int64_t(bufs.size()),
+                                 ints.data(), int64_t(ints.size()), 0),
+              "");
+    std::vector<void *> dev;
+    for (Buffer &b : bufs) {
+      void *d;
+      CUDA_CHECK(cudaMalloc(&d, b.host.size()));
+      CUDA_CHECK(cudaMemcpy(d, b.host.data(), b.host.size(),
+                            cudaMemcpyHostToDevice));
+      if (b.output)
+        CUDA_CHECK(cudaMemset(d, 0xff, b.host.size()));
+      dev.push_back(d);
+    }
+    cuda::kernelTable()[int64_t(id)](&ctx, dev.data(), ints.data(), nullptr,
+                                     A::kCommStream);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (auto [out, in] : equal) {
+      std::vector<char> got(bufs[out].host.size());
+      CUDA_CHECK(cudaMemcpy(got.data(), dev[out], got.size(),
+                            cudaMemcpyDeviceToHost));
+      EXPECT_EQ(0, std::memcmp(got.data(), bufs[in].host.data(), got.size()))
+          << "buffer " << out;
+    }
+    for (void *d : dev)
+      CUDA_CHECK(cudaFree(d));
+  };
+  for (int64_t dtype : {int64_t(A::kF32), int64_t(A::kBF16)}) {
+    // bf16: the same bytes read as half as many elements of twice as many.
+    int64_t m = dtype == A::kF32 ? n : 2 * n;
+    run(Id::all_gather, {floats(x), out(n)},
+        packInts(Id::all_gather, {{A::all_gather::n, m},
+                                  {A::all_gather::axis, 0},
+                                  {A::all_gather::dtype, dtype}}),
+        {{1, 0}});
+    run(Id::reduce_scatter, {floats(x), out(n), out(n)},
+        packInts(Id::reduce_scatter, {{A::reduce_scatter::n, m},
+                                      {A::reduce_scatter::axis, 0},
+                                      {A::reduce_scatter::dtype, dtype}}),
+        {{1, 0}});
+    run(Id::all_gather_subgroup, {floats(x), out(n)},
+        packInts(Id::all_gather_subgroup,
+                 {{A::all_gather_subgroup::n, m},
+                  {A::all_gather_subgroup::axis, 0},
+                  {A::all_gather_subgroup::dtype, dtype},
+                  {A::all_gather_subgroup::N, 1}}),
+        {{1, 0}});
+  }
+  run(Id::all_reduce, {floats(x), out(n)},
+      packInts(Id::all_reduce, {{A::all_reduce::n, n},
+                                {A::all_reduce::axis, 0},
+                                {A::all_reduce::dtype, A::kF32}}),
+      {{1, 0}});
+  run(Id::reshard_chunk, {floats(x), out(n)},
+      packInts(Id::reshard_chunk, {{A::reshard_chunk::bytes, n * 4},
+                                   {A::reshard_chunk::N, 1},
+                                   {A::reshard_chunk::axis, 0}}),
+      {{1, 0}});
+  // Two tensors of one group: each output its input.
+  std::vector<int64_t> ints = {2, 0, A::kF32, n, n + 7};
+  run(Id::all_gather_group,
+      {floats(x), floats(z), out(n), out(n + 7), out(2 * n + 7),
+       out(2 * n + 7)},
+      ints, {{2, 0}, {3, 1}});
+}
+
 /// Runs everywhere: the table names each kernel the backend implements by
 /// its ABI id, and these tests cover every one of them.
 TEST(CudaKernelTable, CoveredByTests) {
@@ -640,7 +752,8 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::embedding, A::KernelId::adamw, A::KernelId::linear,
       A::KernelId::matmul, A::KernelId::softmax, A::KernelId::softmax_grad,
       A::KernelId::cross_entropy_with_grad, A::KernelId::embedding_grad,
-      A::KernelId::sgd, A::KernelId::add, A::KernelId::mul, A::KernelId::sub,
+      A::KernelId::sgd, A::KernelId::linear_gelu, A::KernelId::linear_dgelu,
+      A::KernelId::add, A::KernelId::mul, A::KernelId::sub,
       A::KernelId::div, A::KernelId::pow, A::KernelId::broadcast,
       // train_kernels.cu
       A::KernelId::layer_norm_grad, A::KernelId::rms_norm_grad,
@@ -653,7 +766,11 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::leaky_relu, A::KernelId::leaky_relu_grad, A::KernelId::trilu,
       A::KernelId::batch_matmul,
       // attention.cu (CudaAttentionTest.cpp)
-      A::KernelId::attention, A::KernelId::attention_grad};
+      A::KernelId::attention, A::KernelId::attention_grad,
+      // collectives.cu (one rank)
+      A::KernelId::all_gather, A::KernelId::all_gather_group,
+      A::KernelId::reduce_scatter, A::KernelId::all_reduce,
+      A::KernelId::reshard_chunk, A::KernelId::all_gather_subgroup};
   int64_t implemented = 0;
   for (int64_t id = 0; id < A::kNumKernels; ++id)
     implemented += cuda::kernelTable()[id] != nullptr;

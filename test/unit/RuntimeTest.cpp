@@ -259,7 +259,7 @@ TEST(Init, CounterBasedNormalIsMeshInvariantAndCalibrated) {
 }
 
 TEST(Manifest, ParsesAndInitializes) {
-  const char *json = R"({"format": 3,
+  const char *json = R"({"format": 4,
     "model": {"family": "gpt2", "source": "t", "vocab_size": 10,
               "micro_batch": 2, "seq_len": 3},
     "params": [{"name": "w", "dtype": "f32", "shape": [4, 8], "offset": 0,
@@ -279,12 +279,12 @@ TEST(Manifest, ParsesAndInitializes) {
     EXPECT_FLOAT_EQ(w[k], float(0.5 * counterNormal(key, k)));
   for (int k = 0; k < 8; ++k)
     EXPECT_EQ(g[k], 1.0f);
-  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 3}"); })
+  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 4}"); })
                 .find("malformed model manifest"),
             std::string::npos);
   // A program compiled against another ABI is refused by name.
   EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 2}"); })
-                .find("has format 2 but this runtime reads format 3"),
+                .find("has format 2 but this runtime reads format 4"),
             std::string::npos);
   // Slots are checked before the runtime multiplies or offsets by them: a
   // size that is not its shape's (here one that wrapped), or a slot past

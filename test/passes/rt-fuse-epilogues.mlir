@@ -1,0 +1,97 @@
+// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(rt-fuse-epilogues{target=cuda}))' | FileCheck %s
+// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(rt-fuse-epilogues{target=cpu}))' | FileCheck %s --check-prefix=CPU
+
+// The CPU target has no GEMM epilogues: nothing changes.
+// CPU-NOT: linear_gelu
+// CPU-NOT: linear_dgelu
+
+// Forward: the GELU of a linear's output becomes its epilogue; the linear's
+// output stays as the aux (pre-activation) buffer, and y is allocated
+// above the fused kernel.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[PRE:.*]] = rt.alloc 2880
+// CHECK-NEXT: %[[Y:.*]] = rt.alloc 2880
+// CHECK-NEXT: rt.kernel %{{.*}}, "linear_gelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[PRE]], %[[Y]]) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 1>}
+// CHECK-NOT: "gelu"
+// CHECK: rt.kernel %{{.*}}, "gelu_grad"(%[[PRE]]
+func.func @forward(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.buffer, %d: !rt.buffer) {
+  %pre = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 1>}
+  %y = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "gelu"(%pre, %y) {floats = array<f64>, ints = array<i64: 720, 1>}
+  %g = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %y, %g) {floats = array<f64>, ints = array<i64: 720, 1>}
+  return
+}
+
+// -----
+
+// Backward: the gradient through a linear, then the GELU's gradient, then
+// the bias gradient (sum_to over the rows) become one GEMM; the matmul in
+// between reads dy only. t, no longer written, is gone.
+// CHECK-LABEL: func.func @backward
+// CHECK: %[[DPRE:.*]] = rt.alloc 2880
+// CHECK-NEXT: %[[DB:.*]] = rt.alloc 180
+// CHECK-NEXT: rt.kernel %{{.*}}, "linear_dgelu"(%[[DY:.*]], %[[W:.*]], %[[PRE:.*]], %[[DPRE]], %[[DB]]) {floats = array<f64>, ints = array<i64: 16, 8, 45, 1, 1>}
+// CHECK-NEXT: %[[DW:.*]] = rt.alloc
+// CHECK-NEXT: rt.kernel %{{.*}}, "matmul"(%{{.*}}, %[[DY]], %[[DW]])
+// CHECK-NOT: rt.kernel
+// CHECK: return
+func.func @backward(%ctx: !rt.context, %dy: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer, %h: !rt.buffer) {
+  %t = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "linear"(%dy, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 45, 1, 0>}
+  %dw = rt.alloc 256 : !rt.buffer
+  rt.kernel %ctx, "matmul"(%h, %dy, %dw) {floats = array<f64>, ints = array<i64: 8, 16, 8, 1, 0>}
+  %dpre = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {floats = array<f64>, ints = array<i64: 720, 1>}
+  %db = rt.alloc 180 : !rt.buffer
+  rt.kernel %ctx, "sum_to"(%dpre, %db) {floats = array<f64>, ints = array<i64: 3, 45, 4, 4, 45, 0, 0, 1>}
+  return
+}
+
+// -----
+
+// Not fused: the erf GELU (cuBLASLt's is the tanh form); a linear output
+// another kernel also reads.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: linear_gelu
+// CHECK-NOT: linear_dgelu
+// CHECK: return
+func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer) {
+  %a = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %a) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
+  %b = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "gelu"(%a, %b) {floats = array<f64>, ints = array<i64: 720, 0>}
+  %t = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
+  %d = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 720, 1>}
+  %e = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "silu"(%t, %e) {floats = array<f64>, ints = array<i64: 720>}
+  return
+}
+
+// -----
+
+// An event between the two: the fused kernel writes y earlier, at the
+// linear's place, so the event still follows every write it followed.
+// A bias gradient over part of the rows only stays a sum_to.
+// CHECK-LABEL: func.func @across_event
+// CHECK: rt.kernel %{{.*}}, "linear_gelu"
+// CHECK-NEXT: rt.event_record
+// CHECK: rt.kernel %{{.*}}, "linear_dgelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[D:.*]]) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
+// CHECK: rt.kernel %{{.*}}, "sum_to"(%[[D]]
+func.func @across_event(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer) {
+  %c = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %c) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
+  rt.event_record %ctx {event = 0 : i64, stream = 0 : i64}
+  %y = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "gelu"(%c, %y) {floats = array<f64>, ints = array<i64: 720, 1>}
+  %t = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
+  %d = rt.alloc 2880 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 720, 1>}
+  %db = rt.alloc 720 : !rt.buffer
+  rt.kernel %ctx, "sum_to"(%d, %db) {floats = array<f64>, ints = array<i64: 3, 180, 4, 4, 45, 0, 45, 1>}
+  return
+}
