@@ -18,6 +18,10 @@ llvm_config.use_default_substitutions()
 
 # The system interpreter: it has Debian's PyTorch for the reference checks.
 config.substitutions.append(("%python", config.python_executable))
+# shardc links --target cuda --cuda-emulation (the CUDA toolkit's headers
+# and Boost.Context were found at build time).
+if config.shardc_cuda_emulation == "ON":
+    config.available_features.add("cuda-emulation")
 config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e")))
 
 tool_dirs = [config.shardc_tools_dir, config.llvm_tools_dir]

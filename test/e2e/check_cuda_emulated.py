@@ -1,0 +1,99 @@
+"""End-to-end: the CUDA backend, on the emulated CUDA device, trains as the
+CPU backend does.
+
+Compiles MODEL (a preset, a config.json, an ONNX file or a Hugging Face
+directory) twice: for the CPU target and for the CUDA target linked with
+the emulated CUDA device (--target cuda --cuda-emulation). Both train
+--steps AdamW steps from the same seed and token file; every step's loss on
+the emulated device must equal the CPU's within --rtol. With --no-graphs the
+emulated executable trains again with --cuda-graphs=false, and its losses
+must equal the graph-replayed ones bit for bit. --cuda-flags are compiled
+into the CUDA run only (--param-dtype bf16: compared with the f32 CPU curve
+at a looser --rtol).
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import torch_models as tm  # noqa: E402
+from harness import read_log, run  # noqa: E402
+
+
+def losses(path):
+    return [e["loss"] for e in read_log(path)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--shardc", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--shape-flags", default="--micro-batch 4 --seq-len 16",
+                    help="shardc flags fixing the input shape (both targets)")
+    ap.add_argument("--data", default=None,
+                    help="token file (default: random tokens of the config's "
+                         "vocabulary, or of --vocab)")
+    ap.add_argument("--vocab", type=int, default=None,
+                    help="vocabulary of the random tokens (presets)")
+    ap.add_argument("--compile-flags", default="",
+                    help="extra shardc flags of both builds")
+    ap.add_argument("--cuda-flags", default="",
+                    help="extra shardc flags of the CUDA build only")
+    ap.add_argument("--train-flags", default="--lr 3e-3")
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--no-graphs", action="store_true",
+                    help="also train with --cuda-graphs=false and require the "
+                         "same losses, bit for bit")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    data = args.data
+    if data is None:
+        vocab = args.vocab or tm.load_config(args.model)["vocab_size"]
+        rng = np.random.default_rng(0)
+        data = os.path.join(args.workdir, "tokens.bin")
+        tm.write_tokens(data, rng.integers(0, vocab,
+                                           size=64 * 64 * args.steps + 1))
+    train = ["--data", data, "--steps", str(args.steps), "--seed", "5",
+             *args.train_flags.split()]
+    shape = args.shape_flags.split() + args.compile_flags.split()
+
+    def compile_and_train(name, flags, extra_train=()):
+        exe = os.path.join(args.workdir, f"train-{name}")
+        log = os.path.join(args.workdir, f"log-{name}.jsonl")
+        if not os.path.exists(exe):
+            run([args.shardc, args.model, *shape, *flags, "-o", exe])
+        run([exe, *train, *extra_train, "--log", log], timeout=1800)
+        got = losses(log)
+        if len(got) != args.steps:
+            sys.exit(f"FAIL: {name} logged {len(got)} steps, not {args.steps}")
+        return got
+
+    cpu = compile_and_train("cpu", [])
+    cuda_flags = ["--target", "cuda", "--cuda-emulation", *args.cuda_flags.split()]
+    emu = compile_and_train("cuda", cuda_flags)
+    worst, at = 0.0, 0
+    for s, (a, b) in enumerate(zip(cpu, emu)):
+        rel = abs(a - b) / abs(a)
+        if rel > worst:
+            worst, at = rel, s
+    print(f"cpu:  loss {cpu[0]:.6f} -> {cpu[-1]:.6f}")
+    print(f"cuda (emulated): loss {emu[0]:.6f} -> {emu[-1]:.6f}")
+    print(f"worst relative difference {worst:.2e} at step {at}")
+    if not worst <= args.rtol:
+        sys.exit(f"FAIL: the emulated CUDA curve differs from the CPU's by "
+                 f"{worst:.2e} > {args.rtol:g}")
+    if args.no_graphs:
+        direct = compile_and_train("cuda", cuda_flags, ["--cuda-graphs=false"])
+        if direct != emu:
+            sys.exit("FAIL: --cuda-graphs=false changed the losses: "
+                     f"{direct} vs {emu}")
+        print("--cuda-graphs=false: the same losses, bit for bit")
+    print(f"PASS: {args.steps} steps")
+
+
+if __name__ == "__main__":
+    main()
