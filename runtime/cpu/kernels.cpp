@@ -277,7 +277,7 @@ SHARDC_KERNEL(attention) {
                   D, kh, D, 0.0f, scores.data(), S);
       for (int64_t t = 0; t < T; ++t) {
         float *row = scores.data() + t * S;
-        int64_t valid = causal ? t + 1 : S;
+        int64_t valid = causal ? std::min(t + 1, S) : S;
         float mx = rowMax(row, valid);
         double sum = expSum(row, valid, mx, row);
         float inv = float(1.0 / sum);

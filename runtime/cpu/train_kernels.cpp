@@ -35,7 +35,7 @@ void zero(float *p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
 void maskedSoftmax(float *scores, int64_t T, int64_t S, bool causal) {
   for (int64_t t = 0; t < T; ++t) {
     float *row = scores + t * S;
-    int64_t valid = causal ? t + 1 : S;
+    int64_t valid = causal ? std::min(t + 1, S) : S;
     float mx = rowMax(row, valid);
     double sum = expSum(row, valid, mx, row);
     float inv = float(1.0 / sum);

@@ -104,9 +104,11 @@ void cuda::Context::checkErrors() {
     if (id == int64_t(abi::KernelId::embedding))
       fatal("embedding: an id is outside the table of %lld rows",
             (long long)host[id]);
-    if (id == int64_t(abi::KernelId::cross_entropy_with_grad))
-      fatal("cross_entropy: a target is outside the vocabulary of %lld",
-            (long long)host[id]);
+    if (id == int64_t(abi::KernelId::cross_entropy_with_grad) ||
+        id == int64_t(abi::KernelId::cross_entropy) ||
+        id == int64_t(abi::KernelId::cross_entropy_grad))
+      fatal("%s: a target is outside the vocabulary of %lld",
+            abi::kKernels[id].name, (long long)host[id]);
     fatal("%s: bad input (%lld)", abi::kKernels[id].name, (long long)host[id]);
   }
 }

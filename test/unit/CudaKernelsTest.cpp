@@ -341,7 +341,8 @@ TEST_F(CudaKernelsDeathTest, CrossEntropyBadTarget) {
   };
   for (A::KernelId id : {Id::cross_entropy, Id::cross_entropy_grad})
     EXPECT_EXIT(run(id), testing::ExitedWithCode(1),
-                std::string(A::kernelInfo(id).name) + ": .*10");
+                std::string(A::kernelInfo(id).name) +
+                    ": a target is outside the vocabulary of 10");
 }
 
 TEST_F(CudaKernels, Rotary) {
