@@ -1,0 +1,405 @@
+//===- nccl.cpp - NCCL of the emulated device, over MPI -------------------===//
+//
+// Host versions of NCCL's calls, with the real declarations of nccl.h, for
+// ranks launched by mpirun: every rank is a process with its own emulated
+// device, and a communicator is an MPI communicator.
+//  - ncclGetUniqueId names a communicator; ncclCommInitRank(Config) makes
+//    it from MPI_COMM_WORLD, which every MPI rank must join (as a world
+//    communicator is made); ncclCommSplit is MPI_Comm_split of its parent;
+//  - the collectives (all-gather, reduce-scatter, all-reduce, broadcast)
+//    are enqueued on their stream and run, in stream order, as MPI
+//    collectives when the stream's work runs; bf16 and f16 reductions go
+//    through f32 and are rounded once;
+//  - ncclGroupStart/End bracket calls that are issued together (they run
+//    in issue order, as NCCL requires the same order on every rank);
+//  - ncclCommAbort marks the communicator: its collectives not yet run
+//    are dropped and report ncclRemoteError through
+//    ncclCommGetAsyncError.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda_emu/emu.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+struct ncclComm {
+  MPI_Comm mpi = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  bool aborted = false;
+  ncclResult_t asyncError = ncclSuccess;
+};
+
+namespace {
+
+int groupDepth = 0;
+
+ncclResult_t fail(ncclResult_t result, const std::string &why) {
+  std::fprintf(stderr, "cuda-emulation: NCCL: %s\n", why.c_str());
+  std::fflush(stderr);
+  return result;
+}
+
+/// MPI must be running: NCCL's ranks are MPI's.
+bool mpiReady(const char *call) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    fail(ncclInvalidUsage,
+         std::string(call) + ": the emulated NCCL runs over MPI, which is "
+                             "not initialized (launch with mpirun)");
+  return initialized != 0;
+}
+
+size_t typeBytes(ncclDataType_t t) {
+  switch (t) {
+  case ncclInt8:
+  case ncclUint8:
+  case ncclFloat8e4m3:
+  case ncclFloat8e5m2:
+    return 1;
+  case ncclFloat16:
+  case ncclBfloat16:
+    return 2;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32:
+    return 4;
+  default:
+    return 8;
+  }
+}
+
+/// Reductions of these types run as MPI reductions (f16 and bf16 widened
+/// to f32).
+bool reducible(ncclDataType_t t) {
+  return t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16 ||
+         t == ncclFloat16 || t == ncclInt32 || t == ncclInt64;
+}
+
+MPI_Datatype mpiType(ncclDataType_t t) {
+  switch (t) {
+  case ncclFloat64:
+    return MPI_DOUBLE;
+  case ncclInt32:
+    return MPI_INT32_T;
+  case ncclInt64:
+    return MPI_INT64_T;
+  default:
+    return MPI_FLOAT;
+  }
+}
+
+MPI_Op mpiOp(ncclRedOp_t op) {
+  switch (op) {
+  case ncclProd:
+    return MPI_PROD;
+  case ncclMax:
+    return MPI_MAX;
+  case ncclMin:
+    return MPI_MIN;
+  default:
+    return MPI_SUM;
+  }
+}
+
+/// `count` elements of t as the MPI type they reduce in.
+std::vector<char> widen(const void *p, size_t count, ncclDataType_t t) {
+  std::vector<char> out;
+  if (t == ncclBfloat16 || t == ncclFloat16) {
+    out.resize(count * 4);
+    float *f = reinterpret_cast<float *>(out.data());
+    for (size_t k = 0; k < count; ++k)
+      f[k] = t == ncclBfloat16
+                 ? __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[k])
+                 : __half2float(static_cast<const __half *>(p)[k]);
+  } else {
+    out.assign(static_cast<const char *>(p),
+               static_cast<const char *>(p) + count * typeBytes(t));
+  }
+  return out;
+}
+
+void narrow(const std::vector<char> &wide, void *p, size_t count,
+            ncclDataType_t t, double scale) {
+  if (t == ncclBfloat16 || t == ncclFloat16) {
+    const float *f = reinterpret_cast<const float *>(wide.data());
+    for (size_t k = 0; k < count; ++k) {
+      float v = float(f[k] * scale);
+      if (t == ncclBfloat16)
+        static_cast<__nv_bfloat16 *>(p)[k] = __float2bfloat16(v);
+      else
+        static_cast<__half *>(p)[k] = __float2half(v);
+    }
+    return;
+  }
+  std::memcpy(p, wide.data(), count * typeBytes(t));
+  if (scale != 1.0) {
+    if (t == ncclFloat32)
+      for (size_t k = 0; k < count; ++k)
+        static_cast<float *>(p)[k] = float(static_cast<float *>(p)[k] * scale);
+    else if (t == ncclFloat64)
+      for (size_t k = 0; k < count; ++k)
+        static_cast<double *>(p)[k] *= scale;
+  }
+}
+
+/// Enqueues collective `what` of `comm` on `stream`.
+ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char *what,
+                     std::function<int()> run) {
+  if (!comm)
+    return fail(ncclInvalidArgument, std::string(what) + ": no communicator");
+  if (comm->aborted)
+    return fail(ncclInvalidUsage,
+                std::string(what) + " on an aborted communicator");
+  cudaError_t err = shardc::emu::enqueue(stream, what, [comm, what, run]() {
+    if (comm->aborted) {
+      comm->asyncError = ncclRemoteError;
+      return;
+    }
+    if (run() != MPI_SUCCESS) {
+      comm->asyncError = ncclSystemError;
+      fail(ncclSystemError,
+           std::string(what) + ": the MPI collective failed on rank " +
+               std::to_string(comm->rank));
+    }
+  });
+  return err == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+} // namespace
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int *version) {
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  static std::atomic<uint64_t> counter{0};
+  std::memset(id->internal, 0, sizeof(id->internal));
+  uint64_t words[2] = {uint64_t(getpid()), ++counter};
+  std::memcpy(id->internal, words, sizeof(words));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
+                                    ncclUniqueId id, int rank,
+                                    ncclConfig_t *) {
+  *comm = nullptr;
+  if (!mpiReady("ncclCommInitRank"))
+    return ncclInvalidUsage;
+  // Ranks that share the id form the communicator, ordered by `rank`.
+  uint64_t h = 1469598103934665603ull;
+  for (char c : id.internal)
+    h = (h ^ uint8_t(c)) * 1099511628211ull;
+  auto *c = new ncclComm;
+  if (MPI_Comm_split(MPI_COMM_WORLD, int(h & 0x3fffffff), rank, &c->mpi) !=
+      MPI_SUCCESS) {
+    delete c;
+    return fail(ncclSystemError, "ncclCommInitRank: MPI_Comm_split failed");
+  }
+  MPI_Comm_rank(c->mpi, &c->rank);
+  MPI_Comm_size(c->mpi, &c->size);
+  if (c->size != nranks || c->rank != rank) {
+    std::string why = "ncclCommInitRank: rank " + std::to_string(rank) +
+                      " of " + std::to_string(nranks) +
+                      ", but the MPI ranks with this id are " +
+                      std::to_string(c->size);
+    MPI_Comm_free(&c->mpi);
+    delete c;
+    return fail(ncclInvalidArgument, why);
+  }
+  *comm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                              int rank) {
+  return ncclCommInitRankConfig(comm, nranks, id, rank, nullptr);
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                           ncclComm_t *newcomm, ncclConfig_t *) {
+  *newcomm = nullptr;
+  if (!comm || comm->aborted)
+    return fail(ncclInvalidUsage, "ncclCommSplit of an aborted communicator");
+  MPI_Comm out;
+  if (MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED
+                                                            : color,
+                     key, &out) != MPI_SUCCESS)
+    return fail(ncclSystemError, "ncclCommSplit: MPI_Comm_split failed");
+  if (color == NCCL_SPLIT_NOCOLOR)
+    return ncclSuccess;
+  auto *c = new ncclComm;
+  c->mpi = out;
+  MPI_Comm_rank(out, &c->rank);
+  MPI_Comm_size(out, &c->size);
+  *newcomm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  shardc::emu::synchronizeAll("ncclCommFinalize");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm)
+    return ncclSuccess;
+  if (!comm->aborted)
+    shardc::emu::synchronizeAll("ncclCommDestroy");
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm->mpi != MPI_COMM_NULL)
+    MPI_Comm_free(&comm->mpi);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm)
+    return ncclSuccess;
+  // Its collectives not yet run are dropped when their stream reaches them
+  // (so the record stays, a few bytes); the MPI communicator is left to
+  // MPI_Finalize (freeing it is collective).
+  comm->aborted = true;
+  comm->asyncError = ncclRemoteError;
+  return ncclSuccess;
+}
+
+const char *ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+  case ncclSuccess:
+    return "no error";
+  case ncclUnhandledCudaError:
+    return "unhandled cuda error (the emulated device printed why)";
+  case ncclSystemError:
+    return "unhandled system error (the emulated NCCL printed why)";
+  case ncclInternalError:
+    return "internal error";
+  case ncclInvalidArgument:
+    return "invalid argument (the emulated NCCL printed why)";
+  case ncclInvalidUsage:
+    return "invalid usage (the emulated NCCL printed why)";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
+  case ncclInProgress:
+    return "NCCL operation in progress";
+  default:
+    return "unknown result code";
+  }
+}
+
+const char *ncclGetLastError(ncclComm_t) { return ""; }
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
+  *error = comm ? comm->asyncError : ncclInvalidArgument;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
+  *count = comm->size;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t, int *device) {
+  *device = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() {
+  ++groupDepth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (groupDepth == 0)
+    return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  --groupDepth;
+  return ncclSuccess;
+}
+
+// sendbuff[sendcount] of each rank -> recvbuff[nranks * sendcount], rank
+// order
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
+                           size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  size_t bytes = sendcount * typeBytes(datatype);
+  return enqueue(comm, stream, "ncclAllGather", [=]() {
+    if (sendbuff == static_cast<char *>(recvbuff) + comm->rank * bytes)
+      return MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, recvbuff, int(bytes),
+                           MPI_BYTE, comm->mpi);
+    return MPI_Allgather(sendbuff, int(bytes), MPI_BYTE, recvbuff, int(bytes),
+                         MPI_BYTE, comm->mpi);
+  });
+}
+
+// sendbuff[nranks * recvcount] -> recvbuff[recvcount]: block `rank` of the
+// reduction over ranks
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
+                               size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  if (!reducible(datatype) || op >= ncclNumOps)
+    return fail(ncclInvalidArgument,
+                "ncclReduceScatter: type or operation not emulated");
+  return enqueue(comm, stream, "ncclReduceScatter", [=]() {
+    size_t total = recvcount * size_t(comm->size);
+    std::vector<char> in = widen(sendbuff, total, datatype);
+    size_t wideBytes = in.size() / total;
+    std::vector<char> out(recvcount * wideBytes);
+    int rc = MPI_Reduce_scatter_block(in.data(), out.data(), int(recvcount),
+                                      mpiType(datatype), mpiOp(op), comm->mpi);
+    narrow(out, recvbuff, recvcount, datatype,
+           op == ncclAvg ? 1.0 / comm->size : 1.0);
+    return rc;
+  });
+}
+
+// sendbuff[count] -> recvbuff[count], the reduction over ranks
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (!reducible(datatype) || op >= ncclNumOps)
+    return fail(ncclInvalidArgument,
+                "ncclAllReduce: type or operation not emulated");
+  return enqueue(comm, stream, "ncclAllReduce", [=]() {
+    std::vector<char> in = widen(sendbuff, count, datatype);
+    std::vector<char> out(in.size());
+    int rc = MPI_Allreduce(in.data(), out.data(), int(count),
+                           mpiType(datatype), mpiOp(op), comm->mpi);
+    narrow(out, recvbuff, count, datatype,
+           op == ncclAvg ? 1.0 / comm->size : 1.0);
+    return rc;
+  });
+}
+
+// root's sendbuff[count] -> every rank's recvbuff[count]
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  size_t bytes = count * typeBytes(datatype);
+  return enqueue(comm, stream, "ncclBroadcast", [=]() {
+    if (comm->rank == root && sendbuff != recvbuff)
+      std::memmove(recvbuff, sendbuff, bytes);
+    return MPI_Bcast(recvbuff, int(bytes), MPI_BYTE, root, comm->mpi);
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,162 @@
+//===- CudaEmulatedNcclTest.cpp - NCCL of the emulated device, over MPI ---===//
+//
+// Run under mpirun with 2 ranks (ctest does): each rank has its own emulated
+// device; communicators are made as a trainer makes them (a unique id
+// broadcast over MPI, a world communicator, splits), and every collective's
+// result is checked against the sum or gather written out by hand.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda_emu/emu.h"
+
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <vector>
+
+namespace {
+
+int rank = 0, world = 1;
+
+#define NCCL_OK(call) ASSERT_EQ((call), ncclSuccess)
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess)
+
+class EmulatedNccl : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(world, 2) << "run under mpirun -np 2";
+    ncclUniqueId id;
+    if (rank == 0)
+      NCCL_OK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    NCCL_OK(ncclCommInitRank(&comm, world, id, rank));
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (comm)
+      ncclCommDestroy(comm);
+    cudaStreamDestroy(stream);
+  }
+  /// n device floats holding `host`.
+  float *device(const std::vector<float> &host) {
+    float *d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, host.size() * 4), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * 4,
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+    return d;
+  }
+  std::vector<float> host(const float *d, size_t n) {
+    std::vector<float> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return h;
+  }
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+/// Element k of rank r's input.
+float value(int r, int k) { return float(r * 1000 + k) * 0.5f; }
+
+TEST_F(EmulatedNccl, AllGatherReduceScatterAllReduce) {
+  const int n = 37;
+  std::vector<float> mine(n), twice(2 * n);
+  for (int k = 0; k < n; ++k)
+    mine[k] = value(rank, k);
+  for (int k = 0; k < 2 * n; ++k)
+    twice[k] = value(rank, k);
+  float *in = device(mine), *in2 = device(twice);
+  float *gathered = device(std::vector<float>(2 * n, -1));
+  float *scattered = device(std::vector<float>(n, -1));
+  float *reduced = device(std::vector<float>(n, -1));
+  // Issued together, as the schedule issues a group's calls.
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllGather(in, gathered, n, ncclFloat32, comm, stream));
+  NCCL_OK(ncclReduceScatter(in2, scattered, n, ncclFloat32, ncclSum, comm,
+                            stream));
+  NCCL_OK(ncclAllReduce(in, reduced, n, ncclFloat32, ncclAvg, comm, stream));
+  NCCL_OK(ncclGroupEnd());
+  CUDA_OK(cudaStreamSynchronize(stream));
+  std::vector<float> g = host(gathered, 2 * n), s = host(scattered, n),
+                     a = host(reduced, n);
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < n; ++k)
+      EXPECT_EQ(g[r * n + k], value(r, k));
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(s[k], value(0, rank * n + k) + value(1, rank * n + k));
+    EXPECT_EQ(a[k], (value(0, k) + value(1, k)) / 2);
+  }
+  ncclResult_t async;
+  NCCL_OK(ncclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(async, ncclSuccess);
+}
+
+// bf16 sums go through f32 and are rounded once.
+TEST_F(EmulatedNccl, Bf16ReduceScatter) {
+  const int n = 16;
+  std::vector<__nv_bfloat16> in(2 * n);
+  for (int k = 0; k < 2 * n; ++k)
+    in[k] = __float2bfloat16(value(rank, k) / 100);
+  __nv_bfloat16 *d, *out;
+  CUDA_OK(cudaMalloc(&d, in.size() * 2));
+  CUDA_OK(cudaMalloc(&out, n * 2));
+  CUDA_OK(cudaMemcpy(d, in.data(), in.size() * 2, cudaMemcpyHostToDevice));
+  NCCL_OK(ncclReduceScatter(d, out, n, ncclBfloat16, ncclSum, comm, stream));
+  std::vector<__nv_bfloat16> got(n);
+  CUDA_OK(cudaMemcpy(got.data(), out, n * 2, cudaMemcpyDeviceToHost));
+  for (int k = 0; k < n; ++k) {
+    float a = __bfloat162float(__float2bfloat16(value(0, rank * n + k) / 100));
+    float b = __bfloat162float(__float2bfloat16(value(1, rank * n + k) / 100));
+    EXPECT_EQ(__bfloat162float(got[k]), __bfloat162float(__float2bfloat16(a + b)));
+  }
+}
+
+// Split by rank: two communicators of one rank each, where an all-reduce is
+// the identity; split by nothing: the world again.
+TEST_F(EmulatedNccl, Split) {
+  ncclComm_t alone, both;
+  NCCL_OK(ncclCommSplit(comm, rank, 0, &alone, nullptr));
+  NCCL_OK(ncclCommSplit(comm, 0, rank, &both, nullptr));
+  int count = 0, me = -1;
+  NCCL_OK(ncclCommCount(alone, &count));
+  EXPECT_EQ(count, 1);
+  NCCL_OK(ncclCommCount(both, &count));
+  NCCL_OK(ncclCommUserRank(both, &me));
+  EXPECT_EQ(count, 2);
+  EXPECT_EQ(me, rank);
+  std::vector<float> mine = {value(rank, 0), value(rank, 1)};
+  float *in = device(mine), *out = device({0, 0});
+  NCCL_OK(ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, alone, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(host(out, 2), mine);
+  ncclCommDestroy(alone);
+  ncclCommDestroy(both);
+}
+
+// Abort: what was enqueued and not run is dropped, never waited for.
+TEST_F(EmulatedNccl, AbortDropsPendingWork) {
+  float *in = device({1, 2}), *out = device({-1, -1});
+  if (rank == 0) {
+    // Only rank 0 enqueues: run, it would wait forever for rank 1.
+    NCCL_OK(ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, comm, stream));
+    NCCL_OK(ncclCommAbort(comm));
+    comm = nullptr;
+    CUDA_OK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(host(out, 2), std::vector<float>({-1, -1}));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rc = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return rc;
+}
