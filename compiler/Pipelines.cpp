@@ -61,6 +61,9 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   RtFuseEpiloguesOptions epilogues;
   epilogues.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtFuseEpilogues(epilogues));
+  RtGroupOptimizerOptions group;
+  group.target = options.target;
+  pm.addNestedPass<func::FuncOp>(createRtGroupOptimizer(group));
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   pm.addNestedPass<func::FuncOp>(createRtPlanMemory());
 }

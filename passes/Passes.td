@@ -263,6 +263,31 @@ def RtFuseEpilogues : Pass<"rt-fuse-epilogues", "mlir::func::FuncOp"> {
   ];
 }
 
+def RtGroupOptimizer : Pass<"rt-group-optimizer", "mlir::func::FuncOp"> {
+  let summary = "One launch for the updates and the norm of many parameters";
+  let description = [{
+    On a target with grouped kernels (the CUDA target), replaces the
+    gradient norm's chain of per-parameter `squared_norm` and scalar `add`
+    kernels by one `squared_norm_group`, and a run of `adamw` kernels with
+    the same hyper-parameters, clipping coefficient and stream by one
+    `adamw_group`, at most 32 tensors a launch. The grouped kernels compute
+    the same values in the same order. Other targets: no change. Runs
+    after convert-nn-to-rt, before memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "adamw"(%p1, %g1, %m1, %v1, %h, %c, %p1, %m1, %v1) {ints = array<i64: 64, 0>, floats = array<f64>}
+    rt.kernel %ctx, "adamw"(%p2, %g2, %m2, %v2, %h, %c, %p2, %m2, %v2) {ints = array<i64: 8, 1>, floats = array<f64>}
+    // becomes
+    rt.kernel %ctx, "adamw_group"(%h, %c, %p1, %g1, %m1, %v1, %p1, %m1, %v1, %p2, %g2, %m2, %v2, %p2, %m2, %v2) {ints = array<i64: 2, 64, 0, 8, 1>, floats = array<f64>}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose grouped kernels are used">,
+  ];
+}
+
 def RtPlanMemory : Pass<"rt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place transient buffers in one arena by liveness";
   let description = [{

@@ -59,6 +59,7 @@ const std::vector<TargetDescription> &targets() {
     cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
     cuda.collectivesOnOneRank = false;
     cuda.gemmEpilogues = true;
+    cuda.groupedKernels = true;
 #ifdef SHARDC_CUDA_LIBS
     // Built where nvcc was found.
     TargetDescription gpu = cuda;

@@ -412,6 +412,37 @@ SHARDC_KERNEL(adamw) {
   launched(ctx, stream);
 }
 
+// x_1[n_1] .. x_k[n_k] -> y[] = the f32 sum, in order, of each tensor's
+// squared_norm: the chain of squared_norm and add kernels it replaces
+SHARDC_KERNEL(squared_norm_group) {
+  int64_t k = i[A::squared_norm_group::k];
+  const int64_t *n = i + A::squared_norm_group::kNumInts;
+  float total = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    float sq = 0.0f;
+    void *bufs[2] = {b[j], &sq};
+    shardc_k_squared_norm(nullptr, bufs, &n[j], f, stream);
+    total = j == 0 ? sq : total + sq;
+  }
+  F(b[k])[0] = total;
+  launched(ctx, stream);
+}
+
+// hyper, c, then per tensor p g m v p' m' v': adamw of each
+SHARDC_KERNEL(adamw_group) {
+  int64_t k = i[A::adamw_group::k];
+  const int64_t *tail = i + A::adamw_group::kNumInts;
+  for (int64_t j = 0; j < k; ++j) {
+    void **t = b + 2 + 7 * j;
+    void *bufs[9] = {t[0], t[1], t[2], t[3], b[0], b[1], t[4], t[5], t[6]};
+    int64_t ints[A::adamw::kNumInts];
+    ints[A::adamw::n] = tail[2 * j];
+    ints[A::adamw::is_1d] = tail[2 * j + 1];
+    shardc_k_adamw(nullptr, bufs, ints, f, stream);
+  }
+  launched(ctx, stream);
+}
+
 // p', buf' [n] = SGD(p, g * c[], buf) with hyper[kHyperSize]
 SHARDC_KERNEL(sgd) {
   int64_t n = i[A::sgd::n];

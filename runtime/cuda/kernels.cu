@@ -110,6 +110,71 @@ __global__ void sumPartialsKernel(const double *part, int blocks, float *y) {
     y[0] = float(s);
 }
 
+/// The tensors of a grouped optimizer launch, passed by value (at most
+/// kMaxGroup: 2.1 KB of kernel parameters).
+constexpr int kMaxGroup = 32;
+struct TensorGroup {
+  int k = 0;
+  int64_t n[kMaxGroup];
+  const float *p[kMaxGroup], *g[kMaxGroup], *m[kMaxGroup], *v[kMaxGroup];
+  float *p2[kMaxGroup], *m2[kMaxGroup], *v2[kMaxGroup];
+  bool is1D[kMaxGroup];
+};
+
+// x_j[n_j] (blockIdx.y = j) -> part[j * gridDim.x + blockIdx.x]: each
+// block's double sum of x_j^2 over its grid-stride share
+__global__ void squaredNormGroupPartialKernel(TensorGroup t, double *part) {
+  int j = blockIdx.y;
+  const float *x = t.g[j];
+  int64_t n = t.n[j];
+  double s = 0;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x)
+    s += double(x[k]) * x[k];
+  s = blockSum(s);
+  if (threadIdx.x == 0)
+    part[j * gridDim.x + blockIdx.x] = s;
+}
+
+// part[k * blocks] -> y[] = ((float(sq_1) + float(sq_2)) + ...) in f32, sq_j
+// the sum of tensor j's partials (one block; the chain of squared_norm and
+// add kernels it replaces, rounded as they round)
+__global__ void squaredNormGroupSumKernel(const double *part, int k,
+                                          int blocks, float *y) {
+  float total = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    double s = 0;
+    for (int b = threadIdx.x; b < blocks; b += blockDim.x)
+      s += part[j * blocks + b];
+    s = blockSum(s);
+    if (threadIdx.x == 0)
+      total = j == 0 ? float(s) : total + float(s);
+  }
+  if (threadIdx.x == 0)
+    y[0] = total;
+}
+
+// per tensor j (blockIdx.y): p', m', v' [n_j] = AdamW(p, g * c[], m, v)
+__global__ void adamwGroupKernel(TensorGroup t, const float *hyper,
+                                 const float *coef) {
+  __shared__ AdamWScalars s;
+  int j = blockIdx.y;
+  if (threadIdx.x == 0)
+    s = adamwScalars(hyper, t.is1D[j]);
+  __syncthreads();
+  float c = coef[0];
+  const float *p = t.p[j], *g = t.g[j], *m = t.m[j], *v = t.v[j];
+  float *p2 = t.p2[j], *m2 = t.m2[j], *v2 = t.v2[j];
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < t.n[j];
+       k += int64_t(gridDim.x) * blockDim.x) {
+    float pk = p[k], mk = m[k], vk = v[k];
+    adamwUpdate(s, g[k] * c, pk, mk, vk);
+    p2[k] = pk;
+    m2[k] = mk;
+    v2[k] = vk;
+  }
+}
+
 // y[] = min(1, max / (sqrt(sq) + 1e-6)), 1 when max <= 0
 __global__ void clipCoefKernel(const float *sq, const float *maxNorm,
                                float *y) {
@@ -480,6 +545,64 @@ SHARDC_CUDA_KERNEL(squared_norm) {
                 c.normPartials, blocks, F(b[1]));
 }
 
+/// Blocks a tensor of the group gets: enough for its largest member (at
+/// most `cap`).
+unsigned groupBlocks(const TensorGroup &t, unsigned cap) {
+  int64_t most = 1;
+  for (int j = 0; j < t.k; ++j)
+    most = std::max(most, t.n[j]);
+  return unsigned(std::min<int64_t>(cap, (most + kThreads - 1) / kThreads));
+}
+
+// x_1..x_k -> y[]: the squared norms of k tensors summed as the chain of
+// squared_norm and add kernels sums them; partials per (tensor, block), then
+// one block over them in order (deterministic)
+SHARDC_CUDA_KERNEL(squared_norm_group) {
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  int64_t k = i[A::squared_norm_group::k];
+  const int64_t *n = i + A::squared_norm_group::kNumInts;
+  if (k < 1 || k > kMaxGroup)
+    fatal("squared_norm_group: %lld tensors (1 to %d)", (long long)k,
+          kMaxGroup);
+  TensorGroup t;
+  t.k = int(k);
+  for (int64_t j = 0; j < k; ++j) {
+    t.g[j] = F(b[j]);
+    t.n[j] = n[j];
+  }
+  unsigned blocks =
+      groupBlocks(t, unsigned(cuda::Context::kNormBlocks / kMaxGroup));
+  SHARDC_LAUNCH(squaredNormGroupPartialKernel, dim3(blocks, unsigned(k)),
+                kThreads, 0, c.stream(stream), t, c.normPartials);
+  SHARDC_LAUNCH(squaredNormGroupSumKernel, 1, kThreads, 0, c.stream(stream),
+                c.normPartials, int(k), int(blocks), F(b[k]));
+}
+
+// hyper, c, then per tensor p g m v p' m' v': AdamW of k tensors in one
+// launch (blockIdx.y the tensor)
+SHARDC_CUDA_KERNEL(adamw_group) {
+  int64_t k = i[A::adamw_group::k];
+  const int64_t *tail = i + A::adamw_group::kNumInts;
+  if (k < 1 || k > kMaxGroup)
+    fatal("adamw_group: %lld tensors (1 to %d)", (long long)k, kMaxGroup);
+  TensorGroup t;
+  t.k = int(k);
+  for (int64_t j = 0; j < k; ++j) {
+    void **x = b + 2 + 7 * j;
+    t.p[j] = F(x[0]);
+    t.g[j] = F(x[1]);
+    t.m[j] = F(x[2]);
+    t.v[j] = F(x[3]);
+    t.p2[j] = F(x[4]);
+    t.m2[j] = F(x[5]);
+    t.v2[j] = F(x[6]);
+    t.n[j] = tail[2 * j];
+    t.is1D[j] = tail[2 * j + 1] != 0;
+  }
+  SHARDC_LAUNCH(adamwGroupKernel, dim3(groupBlocks(t, gridFor(1 << 30)), unsigned(k)),
+                kThreads, 0, streamOf(ctx, stream), t, F(b[0]), F(b[1]));
+}
+
 SHARDC_CUDA_KERNEL(clip_coef) {
   SHARDC_LAUNCH(clipCoefKernel, 1, 1, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]));
 }
@@ -574,6 +697,8 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::squared_norm, &shardc_cuda_k_squared_norm);
     set(A::KernelId::clip_coef, &shardc_cuda_k_clip_coef);
     set(A::KernelId::adamw, &shardc_cuda_k_adamw);
+    set(A::KernelId::squared_norm_group, &shardc_cuda_k_squared_norm_group);
+    set(A::KernelId::adamw_group, &shardc_cuda_k_adamw_group);
     set(A::KernelId::layer_norm, &shardc_cuda_k_layer_norm);
     set(A::KernelId::rms_norm, &shardc_cuda_k_rms_norm);
     set(A::KernelId::add, &shardc_cuda_k_add);

@@ -134,6 +134,52 @@ TEST_F(CudaKernels, AdamW) {
             packInts(Id::adamw, {{A::adamw::n, n}, {A::adamw::is_1d, is1D}}));
 }
 
+// The grouped optimizer kernels against the CPU's, which run the per-tensor
+// kernels: three tensors of different sizes (one 1-D), one large enough for
+// several blocks, and the norm of 32, the most a launch takes.
+TEST_F(CudaKernels, OptimizerGroups) {
+  const std::vector<int64_t> sizes = {5000, 37, 70001};
+  std::vector<float> hyper = packHyper({{A::kLr, 1e-3f},
+                                        {A::kBeta1, 0.9f},
+                                        {A::kBeta2, 0.95f},
+                                        {A::kEps, 1e-8f},
+                                        {A::kWeightDecay, 0.1f},
+                                        {A::kWeightDecay1D, 0.0f},
+                                        {A::kStep, 3.0f}});
+  std::vector<Buffer> bufs = {floats(hyper), floats({0.7f})};
+  std::vector<int64_t> ints = {int64_t(sizes.size())};
+  std::vector<Buffer> normBufs;
+  std::vector<int64_t> normInts = {int64_t(sizes.size())};
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    int64_t n = sizes[j];
+    auto v = randomVec(n, 60 + j, 0.1f);
+    for (float &e : v)
+      e = e * e;
+    auto g = randomVec(n, 70 + j);
+    for (Buffer b : {floats(randomVec(n, 50 + j)), floats(g),
+                     floats(randomVec(n, 80 + j, 0.1f)), floats(v), out(n),
+                     out(n), out(n)})
+      bufs.push_back(b);
+    ints.push_back(n);
+    ints.push_back(j == 1);
+    normBufs.push_back(floats(g));
+    normInts.push_back(n);
+  }
+  compare(Id::adamw_group, shardc_k_adamw_group, bufs, ints);
+  normBufs.push_back(out(1));
+  compare(Id::squared_norm_group, shardc_k_squared_norm_group, normBufs,
+          normInts);
+  std::vector<Buffer> many;
+  std::vector<int64_t> manyInts = {32};
+  for (int j = 0; j < 32; ++j) {
+    many.push_back(floats(randomVec(100 + 37 * j, 90 + j)));
+    manyInts.push_back(100 + 37 * j);
+  }
+  many.push_back(out(1));
+  compare(Id::squared_norm_group, shardc_k_squared_norm_group, many,
+          manyInts);
+}
+
 TEST_F(CudaKernels, Broadcasting) {
   // [2,3,4] op [3,1] -> [2,3,4]: rhs strides (0, 1, 0).
   auto a = randomVec(24, 25), c = randomVec(3, 26);
@@ -768,6 +814,7 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::batch_matmul,
       // attention.cu (CudaAttentionTest.cpp)
       A::KernelId::attention, A::KernelId::attention_grad,
+      A::KernelId::squared_norm_group, A::KernelId::adamw_group,
       // collectives.cu (one rank)
       A::KernelId::all_gather, A::KernelId::all_gather_group,
       A::KernelId::reduce_scatter, A::KernelId::all_reduce,
