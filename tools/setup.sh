@@ -9,7 +9,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx libonnx-testdata
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libopenblas-dev libopenblas-openmp-dev nlohmann-json3-dev libgtest-dev
-  libopenmpi-dev openmpi-bin libxxhash-dev
+  libopenmpi-dev openmpi-bin libxxhash-dev libboost-context-dev
 )
 missing=()
 for p in "${packages[@]}"; do
