@@ -61,6 +61,9 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   RtFuseEpiloguesOptions epilogues;
   epilogues.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtFuseEpilogues(epilogues));
+  RtFuseResidualNormOptions residual;
+  residual.target = options.target;
+  pm.addNestedPass<func::FuncOp>(createRtFuseResidualNorm(residual));
   RtGroupOptimizerOptions group;
   group.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtGroupOptimizer(group));

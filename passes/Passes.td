@@ -263,6 +263,31 @@ def RtFuseEpilogues : Pass<"rt-fuse-epilogues", "mlir::func::FuncOp"> {
   ];
 }
 
+def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
+  let summary = "A residual add fused with the layer or RMS norm after it";
+  let description = [{
+    On a target with the fused kernels (the CUDA target), an `add` of two
+    tensors of one shape [M, C] followed by the `layer_norm` or `rms_norm`
+    of its sum (the next kernel on the stream) becomes `add_layer_norm` or
+    `add_rms_norm`: one kernel writing the sum (the residual stream, which
+    the next block and the norm's gradient read) and the normalized rows.
+    Other targets: no change. Runs after convert-nn-to-rt, before memory
+    planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "add"(%x, %h, %s) {ints = array<i64: 2, 8, 32, 32, 1, 32, 1>, floats = array<f64>}
+    rt.kernel %ctx, "rms_norm"(%s, %w, %y) {ints = array<i64: 8, 32>, floats = array<f64: 1.0e-06>}
+    // becomes
+    rt.kernel %ctx, "add_rms_norm"(%x, %h, %w, %s, %y) {ints = array<i64: 8, 32>, floats = array<f64: 1.0e-06>}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose fused kernels are used">,
+  ];
+}
+
 def RtGroupOptimizer : Pass<"rt-group-optimizer", "mlir::func::FuncOp"> {
   let summary = "One launch for the updates and the norm of many parameters";
   let description = [{

@@ -60,6 +60,7 @@ const std::vector<TargetDescription> &targets() {
     cuda.collectivesOnOneRank = false;
     cuda.gemmEpilogues = true;
     cuda.groupedKernels = true;
+    cuda.fusedResidualNorm = true;
 #ifdef SHARDC_CUDA_LIBS
     // Built where nvcc was found.
     TargetDescription gpu = cuda;

@@ -42,6 +42,9 @@ struct TargetDescription {
   /// Its GEMMs apply GELU, its gradient and the bias gradient as epilogues
   /// (linear_gelu, linear_dgelu: rt-fuse-epilogues).
   bool gemmEpilogues = false;
+  /// It has a residual add fused with the norm after it (add_layer_norm,
+  /// add_rms_norm: rt-fuse-residual-norm).
+  bool fusedResidualNorm = false;
   /// It updates and takes the norm of many parameters in one launch
   /// (adamw_group, squared_norm_group: rt-group-optimizer).
   bool groupedKernels = false;

@@ -177,6 +177,39 @@ SHARDC_KERNEL(rms_norm) {
   launched(ctx, stream);
 }
 
+// a[M,C], b[M,C] -> s = a + b, then the layer norm of s (CPU twin of the
+// fused kernel: the add, then layer_norm)
+SHARDC_KERNEL(add_layer_norm) {
+  namespace K = A::add_layer_norm;
+  int64_t M = i[K::M], C = i[K::C];
+  bool hasBias = i[K::has_bias];
+  const float *a = F(b[0]), *c = F(b[1]);
+  float *s = F(b[hasBias ? 4 : 3]);
+  for (int64_t k = 0; k < M * C; ++k)
+    s[k] = a[k] + c[k];
+  void *bufs[4] = {s, b[2], hasBias ? b[3] : b[4], b[hasBias ? 5 : 4]};
+  int64_t ints[A::layer_norm::kNumInts];
+  ints[A::layer_norm::M] = M;
+  ints[A::layer_norm::C] = C;
+  ints[A::layer_norm::has_bias] = hasBias;
+  shardc_k_layer_norm(ctx, bufs, ints, f, stream);
+}
+
+// a[M,C], b[M,C] -> s = a + b, then the RMS norm of s
+SHARDC_KERNEL(add_rms_norm) {
+  namespace K = A::add_rms_norm;
+  int64_t M = i[K::M], C = i[K::C];
+  const float *a = F(b[0]), *c = F(b[1]);
+  float *s = F(b[3]);
+  for (int64_t k = 0; k < M * C; ++k)
+    s[k] = a[k] + c[k];
+  void *bufs[3] = {s, b[2], b[4]};
+  int64_t ints[A::rms_norm::kNumInts];
+  ints[A::rms_norm::M] = M;
+  ints[A::rms_norm::C] = C;
+  shardc_k_rms_norm(ctx, bufs, ints, f, stream);
+}
+
 // y[n] = gelu(x[n]) (tanh form or erf)
 SHARDC_KERNEL(gelu) {
   int64_t n = i[A::gelu::n];

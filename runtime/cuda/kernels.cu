@@ -205,12 +205,27 @@ __global__ void adamwKernel(const float *p, const float *g, const float *m,
   }
 }
 
+/// The row of a norm's input: x's, or (residual fused, x null) the sum
+/// ra + rb written to s by this block first. Each thread later reads only
+/// what it wrote itself (same index walk), so no barrier is needed.
+__device__ inline const float *normRow(const float *x, const float *ra,
+                                       const float *rb, float *s, int64_t C) {
+  int64_t base = blockIdx.x * C;
+  if (x)
+    return x + base;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    s[base + c] = ra[base + c] + rb[base + c];
+  return s + base;
+}
+
 // x[M,C] -> y[M,C]: layer norm of each row (one block a row, double
-// statistics), times w[C], plus b[C] if given
+// statistics), times w[C], plus b[C] if given; with x null, of the residual
+// sum s[M,C] = ra[M,C] + rb[M,C], written too
 __global__ void layerNormKernel(const float *x, const float *w,
                                 const float *bias, float *y, int64_t C,
-                                float eps) {
-  const float *row = x + blockIdx.x * C;
+                                float eps, const float *ra, const float *rb,
+                                float *rs) {
+  const float *row = normRow(x, ra, rb, rs, C);
   double s = 0;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
     s += row[c];
@@ -233,10 +248,12 @@ __global__ void layerNormKernel(const float *x, const float *w,
   }
 }
 
-// x[M,C] -> y[M,C] = w[C] * x / rms(x) (one block a row)
+// x[M,C] -> y[M,C] = w[C] * x / rms(x) (one block a row); with x null, of
+// the residual sum s[M,C] = ra + rb, written too
 __global__ void rmsNormKernel(const float *x, const float *w, float *y,
-                              int64_t C, float eps) {
-  const float *row = x + blockIdx.x * C;
+                              int64_t C, float eps, const float *ra,
+                              const float *rb, float *rs) {
+  const float *row = normRow(x, ra, rb, rs, C);
   double ss = 0;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
     ss += double(row[c]) * row[c];
@@ -616,12 +633,35 @@ SHARDC_CUDA_KERNEL(adamw) {
 SHARDC_CUDA_KERNEL(layer_norm) {
   int64_t M = i[A::layer_norm::M], C = i[A::layer_norm::C];
   bool hasBias = i[A::layer_norm::has_bias] != 0;
-  SHARDC_LAUNCH(layerNormKernel, unsigned(M), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr, F(b[hasBias ? 3 : 2]), C, float(f[A::layer_norm::f::eps]));
+  SHARDC_LAUNCH(layerNormKernel, unsigned(M), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr, F(b[hasBias ? 3 : 2]), C, float(f[A::layer_norm::f::eps]), nullptr, nullptr, nullptr);
+}
+
+// a[M,C], b[M,C], w[C], bias[C]? -> s = a + b, y = layer_norm(s): the
+// residual add fused with the norm after it (one read of the sum saved, one
+// launch)
+SHARDC_CUDA_KERNEL(add_layer_norm) {
+  namespace K = A::add_layer_norm;
+  int64_t M = i[K::M], C = i[K::C];
+  bool hasBias = i[K::has_bias] != 0;
+  int out = hasBias ? 4 : 3;
+  SHARDC_LAUNCH(layerNormKernel, unsigned(M), kThreads, 0,
+                streamOf(ctx, stream), nullptr, F(b[2]),
+                hasBias ? F(b[3]) : nullptr, F(b[out + 1]), C,
+                float(f[K::f::eps]), F(b[0]), F(b[1]), F(b[out]));
 }
 
 SHARDC_CUDA_KERNEL(rms_norm) {
   int64_t M = i[A::rms_norm::M], C = i[A::rms_norm::C];
-  SHARDC_LAUNCH(rmsNormKernel, unsigned(M), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), C, float(f[A::rms_norm::f::eps]));
+  SHARDC_LAUNCH(rmsNormKernel, unsigned(M), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), C, float(f[A::rms_norm::f::eps]), nullptr, nullptr, nullptr);
+}
+
+// a[M,C], b[M,C], w[C] -> s = a + b, y = rms_norm(s)
+SHARDC_CUDA_KERNEL(add_rms_norm) {
+  namespace K = A::add_rms_norm;
+  int64_t M = i[K::M], C = i[K::C];
+  SHARDC_LAUNCH(rmsNormKernel, unsigned(M), kThreads, 0,
+                streamOf(ctx, stream), nullptr, F(b[2]), F(b[4]), C,
+                float(f[K::f::eps]), F(b[0]), F(b[1]), F(b[3]));
 }
 
 SHARDC_CUDA_KERNEL(softmax) {
@@ -701,6 +741,8 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::adamw_group, &shardc_cuda_k_adamw_group);
     set(A::KernelId::layer_norm, &shardc_cuda_k_layer_norm);
     set(A::KernelId::rms_norm, &shardc_cuda_k_rms_norm);
+    set(A::KernelId::add_layer_norm, &shardc_cuda_k_add_layer_norm);
+    set(A::KernelId::add_rms_norm, &shardc_cuda_k_add_rms_norm);
     set(A::KernelId::add, &shardc_cuda_k_add);
     set(A::KernelId::mul, &shardc_cuda_k_mul);
     set(A::KernelId::sub, &shardc_cuda_k_sub);

@@ -96,6 +96,30 @@ TEST_F(CudaKernels, Norms) {
           packFloats(Id::rms_norm, {{RN::f::eps, 1e-6}}));
   compare(Id::squared_norm, shardc_k_squared_norm, {floats(x), out(1)},
           packInts(Id::squared_norm, {{A::squared_norm::n, M * C}}));
+  // A norm over 100003 elements (not a multiple of 4): 25 blocks of
+  // partials and the float4 tail.
+  auto big = randomVec(100003, 7);
+  compare(Id::squared_norm, shardc_k_squared_norm, {floats(big), out(1)},
+          packInts(Id::squared_norm, {{A::squared_norm::n, 100003}}));
+  // The residual add fused with the norm: the sum and the normalized rows.
+  namespace AL = A::add_layer_norm;
+  namespace AR = A::add_rms_norm;
+  auto h = randomVec(M * C, 8);
+  for (int64_t hasBias : {0, 1}) {
+    std::vector<Buffer> bufs = {floats(x), floats(h), floats(w)};
+    if (hasBias)
+      bufs.push_back(floats(b));
+    bufs.push_back(out(M * C));
+    bufs.push_back(out(M * C));
+    compare(Id::add_layer_norm, shardc_k_add_layer_norm, bufs,
+            packInts(Id::add_layer_norm,
+                     {{AL::M, M}, {AL::C, C}, {AL::has_bias, hasBias}}),
+            packFloats(Id::add_layer_norm, {{AL::f::eps, 1e-5}}));
+  }
+  compare(Id::add_rms_norm, shardc_k_add_rms_norm,
+          {floats(x), floats(h), floats(w), out(M * C), out(M * C)},
+          packInts(Id::add_rms_norm, {{AR::M, M}, {AR::C, C}}),
+          packFloats(Id::add_rms_norm, {{AR::f::eps, 1e-6}}));
   for (float maxNorm : {0.0f, 0.5f, 1e6f})
     compare(Id::clip_coef, shardc_k_clip_coef,
             {floats({4.0f}), floats({maxNorm}), out(1)},
@@ -815,6 +839,7 @@ TEST(CudaKernelTable, CoveredByTests) {
       // attention.cu (CudaAttentionTest.cpp)
       A::KernelId::attention, A::KernelId::attention_grad,
       A::KernelId::squared_norm_group, A::KernelId::adamw_group,
+      A::KernelId::add_layer_norm, A::KernelId::add_rms_norm,
       // collectives.cu (one rank)
       A::KernelId::all_gather, A::KernelId::all_gather_group,
       A::KernelId::reduce_scatter, A::KernelId::all_reduce,

@@ -1,0 +1,115 @@
+//===- FuseResidualNorm.cpp - a residual add fused with the norm after it -===//
+//
+// On a target with the fused kernels (TargetDescription::fusedResidualNorm),
+//
+//   add(a, b) -> s; layer_norm(s, w, bias?) -> y
+//     => add_layer_norm(a, b, w, bias?) -> s, y
+//   add(a, b) -> s; rms_norm(s, w) -> y
+//     => add_rms_norm(a, b, w) -> s, y
+//
+// where the add is of two tensors of the norm's shape [M, C] (no
+// broadcast), the norm is the next kernel on the same stream with nothing
+// but allocations and views between, and s stays written (the residual
+// stream and the norm's gradient read it). Runs after convert-nn-to-rt,
+// before memory planning.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "target/TargetDescription.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace shardc {
+#define GEN_PASS_DEF_RTFUSERESIDUALNORM
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+bool isKernel(Operation *op, abi::KernelId id) {
+  auto k = dyn_cast_or_null<rt::KernelOp>(op);
+  return k && k.getName() == abi::kernelInfo(id).name;
+}
+
+/// The rows and columns of an add of two contiguous tensors of one shape
+/// (no broadcast), or {-1, -1}.
+std::pair<int64_t, int64_t> plainAdd(rt::KernelOp add) {
+  ArrayRef<int64_t> i = add.getInts();
+  int64_t R = i[abi::add::R];
+  if (R < 1 || int64_t(i.size()) != abi::add::kNumInts + 3 * R)
+    return {-1, -1};
+  const int64_t *dims = i.data() + abi::add::kNumInts;
+  const int64_t *astr = dims + R, *bstr = astr + R;
+  int64_t stride = 1;
+  for (int64_t d = R - 1; d >= 0; --d) {
+    if (astr[d] != stride || bstr[d] != stride)
+      return {-1, -1};
+    stride *= dims[d];
+  }
+  return {stride / dims[R - 1], dims[R - 1]};
+}
+
+struct RtFuseResidualNormPass
+    : public shardc::impl::RtFuseResidualNormBase<RtFuseResidualNormPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    const TargetDescription *t = lookupTarget(target);
+    if (!t) {
+      getOperation().emitError("unknown target '")
+          << target << "' (this shardc has: " << targetNames() << ")";
+      return signalPassFailure();
+    }
+    if (!t->fusedResidualNorm)
+      return;
+    SmallVector<rt::KernelOp> adds;
+    getOperation().walk([&](rt::KernelOp k) {
+      if (isKernel(k, abi::KernelId::add))
+        adds.push_back(k);
+    });
+    for (rt::KernelOp add : adds)
+      fuse(add);
+  }
+
+  void fuse(rt::KernelOp add) {
+    auto [M, C] = plainAdd(add);
+    if (M < 0)
+      return;
+    Operation *next = add->getNextNode();
+    while (next && isa<rt::AllocOp, rt::ViewOp>(next))
+      next = next->getNextNode();
+    bool layer = isKernel(next, abi::KernelId::layer_norm);
+    if (!layer && !isKernel(next, abi::KernelId::rms_norm))
+      return;
+    auto norm = cast<rt::KernelOp>(next);
+    Value s = add.getBuffers()[2];
+    ArrayRef<int64_t> ni = norm.getInts();
+    int64_t nM = ni[layer ? abi::layer_norm::M : abi::rms_norm::M];
+    int64_t nC = ni[layer ? abi::layer_norm::C : abi::rms_norm::C];
+    if (norm.getBuffers()[0] != s || nM != M || nC != C ||
+        norm.getStream() != add.getStream())
+      return;
+    SmallVector<Value> nb(norm.getBuffers().begin(), norm.getBuffers().end());
+    SmallVector<Value> bufs = {add.getBuffers()[0], add.getBuffers()[1]};
+    bufs.append(nb.begin() + 1, nb.end() - 1); // w, bias?
+    bufs.push_back(s);
+    bufs.push_back(nb.back());
+    SmallVector<int64_t> ints = {M, C};
+    if (layer)
+      ints.push_back(ni[abi::layer_norm::has_bias]);
+    OpBuilder b(norm);
+    rt::KernelOp::create(
+        b, norm.getLoc(), add.getCtx(),
+        abi::kernelInfo(layer ? abi::KernelId::add_layer_norm
+                              : abi::KernelId::add_rms_norm)
+            .name,
+        bufs, ints, norm.getFloats(), norm.getStream());
+    add.erase();
+    norm.erase();
+  }
+};
+
+} // namespace
