@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
-#include "target/TargetDescription.h"
+#include "passes/RtMatch.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -33,11 +33,6 @@ using namespace mlir;
 using namespace shardc;
 
 namespace {
-
-bool isKernel(Operation *op, abi::KernelId id) {
-  auto k = dyn_cast_or_null<rt::KernelOp>(op);
-  return k && k.getName() == abi::kernelInfo(id).name;
-}
 
 /// Whether an op strictly between `from` and `to` (one block) uses any of
 /// `values`.
@@ -105,12 +100,9 @@ struct RtFuseEpiloguesPass
   using Base::Base;
 
   void runOnOperation() override {
-    const TargetDescription *t = lookupTarget(target);
-    if (!t) {
-      getOperation().emitError("unknown target '")
-          << target << "' (this shardc has: " << targetNames() << ")";
+    const TargetDescription *t = lookupTargetOf(getOperation(), target);
+    if (!t)
       return signalPassFailure();
-    }
     if (!t->gemmEpilogues)
       return;
     SmallVector<rt::KernelOp> gelus, grads;

@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
-#include "target/TargetDescription.h"
+#include "passes/RtMatch.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -28,11 +28,6 @@ using namespace mlir;
 using namespace shardc;
 
 namespace {
-
-bool isKernel(Operation *op, abi::KernelId id) {
-  auto k = dyn_cast_or_null<rt::KernelOp>(op);
-  return k && k.getName() == abi::kernelInfo(id).name;
-}
 
 /// The rows and columns of an add of two contiguous tensors of one shape
 /// (no broadcast), or {-1, -1}.
@@ -57,12 +52,9 @@ struct RtFuseResidualNormPass
   using Base::Base;
 
   void runOnOperation() override {
-    const TargetDescription *t = lookupTarget(target);
-    if (!t) {
-      getOperation().emitError("unknown target '")
-          << target << "' (this shardc has: " << targetNames() << ")";
+    const TargetDescription *t = lookupTargetOf(getOperation(), target);
+    if (!t)
       return signalPassFailure();
-    }
     if (!t->fusedResidualNorm)
       return;
     SmallVector<rt::KernelOp> adds;
@@ -87,8 +79,8 @@ struct RtFuseResidualNormPass
     auto norm = cast<rt::KernelOp>(next);
     Value s = add.getBuffers()[2];
     ArrayRef<int64_t> ni = norm.getInts();
-    int64_t nM = ni[layer ? abi::layer_norm::M : abi::rms_norm::M];
-    int64_t nC = ni[layer ? abi::layer_norm::C : abi::rms_norm::C];
+    int64_t nM = layer ? ni[abi::layer_norm::M] : ni[abi::rms_norm::M];
+    int64_t nC = layer ? ni[abi::layer_norm::C] : ni[abi::rms_norm::C];
     if (norm.getBuffers()[0] != s || nM != M || nC != C ||
         norm.getStream() != add.getStream())
       return;

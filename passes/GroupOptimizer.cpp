@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
-#include "target/TargetDescription.h"
+#include "passes/RtMatch.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -37,11 +37,6 @@ namespace {
 /// Tensors of one grouped launch at most (the CUDA kernels' parameter
 /// block holds this many).
 constexpr size_t kMaxGroupTensors = 32;
-
-bool isKernel(Operation *op, abi::KernelId id) {
-  auto k = dyn_cast_or_null<rt::KernelOp>(op);
-  return k && k.getName() == abi::kernelInfo(id).name;
-}
 
 /// Allocations and views: no work.
 bool isInert(Operation *op) { return isa<rt::AllocOp, rt::ViewOp>(op); }
@@ -83,12 +78,9 @@ struct RtGroupOptimizerPass
   using Base::Base;
 
   void runOnOperation() override {
-    const TargetDescription *t = lookupTarget(target);
-    if (!t) {
-      getOperation().emitError("unknown target '")
-          << target << "' (this shardc has: " << targetNames() << ")";
+    const TargetDescription *t = lookupTargetOf(getOperation(), target);
+    if (!t)
       return signalPassFailure();
-    }
     if (!t->groupedKernels)
       return;
     for (Block &block : getOperation().getBody())

@@ -80,6 +80,21 @@ __device__ inline float blockMax(float v) {
   return result;
 }
 
+// t[N], dloss[]? -> *scale = (dloss ? dloss[0] : 1) / (rows of t not
+// ignored), 0 if none (one block): the mean's scale of the losses and their
+// gradients
+static __global__ void lossScaleKernel(const int32_t *targets, int64_t N,
+                                       int64_t ignore, const float *dloss,
+                                       float *scale) {
+  double count = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
+    count += targets[n] != ignore;
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    *scale = count != 0 ? (dloss ? dloss[0] : 1.0f) / float(int64_t(count))
+                        : 0.0f;
+}
+
 } // namespace shardc::runtime::cuda
 
 #endif // SHARDC_RUNTIME_CUDA_KERNEL_UTIL_CUH

@@ -285,17 +285,6 @@ __global__ void softmaxGradKernel(const float *y, const float *dy, float *dx,
   }
 }
 
-// *scale = 1 / (rows of t[N] not ignored), 0 if none (one block)
-__global__ void lossScaleKernel(const int32_t *targets, int64_t N,
-                                int64_t ignore, float *scale) {
-  double count = 0;
-  for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
-    count += targets[n] != ignore;
-  count = blockSum(count);
-  if (threadIdx.x == 0)
-    *scale = count ? 1.0f / float(int64_t(count)) : 0.0f;
-}
-
 // logits[N,V], t[N] -> dl[N,V] = scale (softmax - onehot(t)) (zero for
 // ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a row; a
 // target outside [0, V) sets *bad to V
@@ -685,7 +674,8 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
   // Scratch: the row losses, then the mean's scale.
   auto *rowLoss = static_cast<double *>(c.scratch(N * sizeof(double) + 8));
   auto *scale = reinterpret_cast<float *>(rowLoss + N);
-  SHARDC_LAUNCH(lossScaleKernel, 1, 1024, 0, s, targets, N, ignore, scale);
+  SHARDC_LAUNCH(lossScaleKernel, 1, 1024, 0, s, targets, N, ignore,
+                static_cast<const float *>(nullptr), scale);
   // A bad target is reported after the run (Context::checkErrors).
   SHARDC_LAUNCH(crossEntropyRowsKernel, unsigned(N), kThreads, 0, s, F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss, c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
   SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore, F(b[2]));

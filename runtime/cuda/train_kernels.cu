@@ -284,18 +284,6 @@ __global__ void meanRowLossKernel(const double *rowLoss, const int32_t *targets,
     loss[0] = count != 0 ? float(total / int64_t(count)) : NAN;
 }
 
-// t[N], dloss[] -> *scale = dloss / (rows not ignored), 0 if none (one block)
-__global__ void gradScaleKernel(const int32_t *targets, int64_t N,
-                                int64_t ignore, const float *dloss,
-                                float *scale) {
-  double count = 0;
-  for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
-    count += targets[n] != ignore;
-  count = blockSum(count);
-  if (threadIdx.x == 0)
-    *scale = count != 0 ? dloss[0] / float(int64_t(count)) : 0.0f;
-}
-
 // logits[N,V], t[N] -> dl[N,V] = scale (softmax - onehot(t)), zero for
 // ignored rows (one block a row; float4 loads and stores with vec); a
 // target outside [0, V) sets *bad to V
@@ -418,7 +406,7 @@ SHARDC_CUDA_KERNEL(cross_entropy_grad) {
   const int32_t *targets = static_cast<const int32_t *>(b[1]);
   // Scratch: the scale dloss / count.
   auto *scale = static_cast<float *>(c.scratch(16));
-  SHARDC_LAUNCH(gradScaleKernel, 1, 1024, 0, s, targets, N, ignore, F(b[2]),
+  SHARDC_LAUNCH(lossScaleKernel, 1, 1024, 0, s, targets, N, ignore, F(b[2]),
                 scale);
   // A bad target is reported after the run (Context::checkErrors).
   bool vec = V % 4 == 0 && aligned16(b[0]) && aligned16(b[3]);

@@ -1,0 +1,35 @@
+//===- RtMatch.h - what the rt rewrite passes share ---------------*- C++ -*-===//
+//
+// The kernel test and the target lookup of the target-aware rt passes
+// (rt-fuse-epilogues, rt-fuse-residual-norm, rt-group-optimizer).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_PASSES_RTMATCH_H
+#define SHARDC_PASSES_RTMATCH_H
+
+#include "dialects/rt/RtDialect.h"
+#include "runtime/abi/abi.h"
+#include "target/TargetDescription.h"
+
+namespace shardc {
+
+/// Whether `op` is an rt.kernel of kernel `id`.
+inline bool isKernel(mlir::Operation *op, abi::KernelId id) {
+  auto k = llvm::dyn_cast_or_null<rt::KernelOp>(op);
+  return k && k.getName() == abi::kernelInfo(id).name;
+}
+
+/// The description of target `name`, or null after an error on `op`
+/// naming it and the targets this shardc has.
+inline const TargetDescription *lookupTargetOf(mlir::Operation *op,
+                                               llvm::StringRef name) {
+  const TargetDescription *t = lookupTarget(name.str());
+  if (!t)
+    op->emitError("unknown target '")
+        << name << "' (this shardc has: " << targetNames() << ")";
+  return t;
+}
+
+} // namespace shardc
+
+#endif // SHARDC_PASSES_RTMATCH_H
