@@ -26,39 +26,80 @@ using namespace shardc::runtime::cuda;
 
 namespace {
 
-// y[n] = value
-__global__ void fillKernel(float *y, int64_t n, float value) {
-  FOR_EACH(k, n) y[k] = value;
+/// The element-wise functions, y = op(x...) per element.
+struct FillOp {
+  float value;
+  __device__ float operator()() const { return value; }
+};
+struct GeluOp {
+  bool tanhForm;
+  __device__ float operator()(float x) const { return gelu(x, tanhForm); }
+};
+struct GeluGradOp { // (x, dy) -> dx
+  bool tanhForm;
+  __device__ float operator()(float x, float dy) const {
+    return dy * geluGrad(x, tanhForm);
+  }
+};
+struct SiluOp {
+  __device__ float operator()(float x) const { return silu(x); }
+};
+struct SiluGradOp { // (x, dy) -> dx, in the CPU kernel's association
+  __device__ float operator()(float x, float dy) const {
+    return siluBackward(dy, x);
+  }
+};
+struct AccumulateOp { // (acc, g) -> keep ? acc + scale g : scale g
+  const float *ctl;
+  __device__ float operator()(float acc, float g) const {
+    return ctl[0] != 0.0f ? acc + ctl[1] * g : ctl[1] * g;
+  }
+};
+
+/// x_j[n] -> y[n] = op(x_j[k]...): grid-stride, 128-bit loads and stores
+/// when every pointer is 16-byte aligned (`vec`; the n % 4 tail by the
+/// first threads), one float at a time otherwise.
+template <typename Op, typename... X>
+__device__ void mapElements(Op op, float *y, int64_t n, bool vec,
+                            const X *...x) {
+  int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  int64_t step = int64_t(gridDim.x) * blockDim.x;
+  int64_t done = 0;
+  if (vec) {
+    int64_t n4 = n / 4;
+    for (int64_t k = start; k < n4; k += step) {
+      float4 out;
+      out.x = op(reinterpret_cast<const float4 *>(x)[k].x...);
+      out.y = op(reinterpret_cast<const float4 *>(x)[k].y...);
+      out.z = op(reinterpret_cast<const float4 *>(x)[k].z...);
+      out.w = op(reinterpret_cast<const float4 *>(x)[k].w...);
+      reinterpret_cast<float4 *>(y)[k] = out;
+    }
+    done = n4 * 4;
+  }
+  for (int64_t k = done + start; k < n; k += step)
+    y[k] = op(x[k]...);
 }
 
-// y[n] = gelu(x[n])
-__global__ void geluKernel(const float *x, float *y, int64_t n, bool tanhForm) {
-  FOR_EACH(k, n) y[k] = gelu(x[k], tanhForm);
+// x_j[n] -> y[n] = op(x_1[k], ...)
+template <typename Op> __global__ void map0Kernel(Op op, float *y, int64_t n,
+                                                  bool vec) {
+  mapElements(op, y, n, vec);
+}
+template <typename Op>
+__global__ void map1Kernel(Op op, const float *x, float *y, int64_t n,
+                           bool vec) {
+  mapElements(op, y, n, vec, x);
+}
+template <typename Op>
+__global__ void map2Kernel(Op op, const float *x, const float *z, float *y,
+                           int64_t n, bool vec) {
+  mapElements(op, y, n, vec, x, z);
 }
 
-// dx[n] = dy[n] gelu'(x[n])
-__global__ void geluGradKernel(const float *x, const float *dy, float *dx,
-                               int64_t n, bool tanhForm) {
-  FOR_EACH(k, n) dx[k] = dy[k] * geluGrad(x[k], tanhForm);
-}
-
-// y[n] = silu(x[n])
-__global__ void siluKernel(const float *x, float *y, int64_t n) {
-  FOR_EACH(k, n) y[k] = silu(x[k]);
-}
-
-// dx[n] = dy[n] silu'(x[n]), in the CPU kernel's association
-__global__ void siluGradKernel(const float *x, const float *dy, float *dx,
-                               int64_t n) {
-  FOR_EACH(k, n) dx[k] = siluBackward(dy[k], x[k]);
-}
-
-// out[n] = ctl[0] ? acc[n] + ctl[1] g[n] : ctl[1] g[n]
-__global__ void accumulateKernel(const float *acc, const float *g,
-                                 const float *ctl, float *out, int64_t n) {
-  bool keep = ctl[0] != 0.0f;
-  float scale = ctl[1];
-  FOR_EACH(k, n) out[k] = keep ? acc[k] + scale * g[k] : scale * g[k];
+/// Whether every pointer allows 128-bit accesses.
+template <typename... P> bool aligned16(const P *...p) {
+  return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
 }
 
 // y[N,C] = table[ids[N], :]; an id outside [0, V) sets *bad to V
@@ -484,9 +525,12 @@ bool castable(int64_t code) {
 
 } // namespace
 
+// y[n] = value
 SHARDC_CUDA_KERNEL(fill) {
   int64_t n = i[A::fill::n];
-  SHARDC_LAUNCH(fillKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), n, float(f[A::fill::f::value]));
+  SHARDC_LAUNCH(map0Kernel<FillOp>, gridFor(n / 4 + 1), kThreads, 0,
+                streamOf(ctx, stream), FillOp{float(f[A::fill::f::value])},
+                F(b[0]), n, aligned16(b[0]));
 }
 
 SHARDC_CUDA_KERNEL(copy) {
@@ -503,29 +547,44 @@ SHARDC_CUDA_KERNEL(cast) {
   SHARDC_LAUNCH(castKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), b[0], b[1], n, from, to);
 }
 
+// x[n] -> y[n] = gelu(x) (tanh form or erf)
 SHARDC_CUDA_KERNEL(gelu) {
   int64_t n = i[A::gelu::n];
-  SHARDC_LAUNCH(geluKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), n, i[A::gelu::tanh] != 0);
+  SHARDC_LAUNCH(map1Kernel<GeluOp>, gridFor(n / 4 + 1), kThreads, 0,
+                streamOf(ctx, stream), GeluOp{i[A::gelu::tanh] != 0}, F(b[0]),
+                F(b[1]), n, aligned16(b[0], b[1]));
 }
 
+// x[n], dy[n] -> dx[n] = dy gelu'(x)
 SHARDC_CUDA_KERNEL(gelu_grad) {
   int64_t n = i[A::gelu_grad::n];
-  SHARDC_LAUNCH(geluGradKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), n, i[A::gelu_grad::tanh] != 0);
+  SHARDC_LAUNCH(map2Kernel<GeluGradOp>, gridFor(n / 4 + 1), kThreads, 0,
+                streamOf(ctx, stream), GeluGradOp{i[A::gelu_grad::tanh] != 0},
+                F(b[0]), F(b[1]), F(b[2]), n, aligned16(b[0], b[1], b[2]));
 }
 
+// x[n] -> y[n] = silu(x)
 SHARDC_CUDA_KERNEL(silu) {
   int64_t n = i[A::silu::n];
-  SHARDC_LAUNCH(siluKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), n);
+  SHARDC_LAUNCH(map1Kernel<SiluOp>, gridFor(n / 4 + 1), kThreads, 0,
+                streamOf(ctx, stream), SiluOp{}, F(b[0]), F(b[1]), n,
+                aligned16(b[0], b[1]));
 }
 
+// x[n], dy[n] -> dx[n] = dy silu'(x)
 SHARDC_CUDA_KERNEL(silu_grad) {
   int64_t n = i[A::silu_grad::n];
-  SHARDC_LAUNCH(siluGradKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), n);
+  SHARDC_LAUNCH(map2Kernel<SiluGradOp>, gridFor(n / 4 + 1), kThreads, 0,
+                streamOf(ctx, stream), SiluGradOp{}, F(b[0]), F(b[1]), F(b[2]),
+                n, aligned16(b[0], b[1], b[2]));
 }
 
+// acc[n], g[n], ctl[2] -> out[n] = ctl[0] ? acc + ctl[1] g : ctl[1] g
 SHARDC_CUDA_KERNEL(accumulate) {
   int64_t n = i[A::accumulate::n];
-  SHARDC_LAUNCH(accumulateKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), F(b[3]), n);
+  SHARDC_LAUNCH(map2Kernel<AccumulateOp>, gridFor(n / 4 + 1), kThreads, 0,
+                streamOf(ctx, stream), AccumulateOp{F(b[2])}, F(b[0]),
+                F(b[1]), F(b[3]), n, aligned16(b[0], b[1], b[3]));
 }
 
 SHARDC_CUDA_KERNEL(embedding) {
