@@ -27,8 +27,9 @@ protected:
   void SetUp() override {
     ASSERT_EQ(world, 2) << "run under mpirun -np 2";
     ncclUniqueId id;
-    if (rank == 0)
+    if (rank == 0) {
       NCCL_OK(ncclGetUniqueId(&id));
+    }
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
     NCCL_OK(ncclCommInitRank(&comm, world, id, rank));
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

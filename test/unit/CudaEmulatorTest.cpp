@@ -265,8 +265,9 @@ TEST(CudaEmulator, StreamsOrderedByEventsOnly) {
     // (0 + 1) * 2 = 2 in order; 0 * 2 + 1 = 1 when b runs first.
     SHARDC_LAUNCH(increment, 1, 32, 0, a, y, 1);
     ASSERT_EQ(cudaEventRecord(done, a), cudaSuccess);
-    if (wait)
+    if (wait) {
       ASSERT_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);
+    }
     SHARDC_LAUNCH(twice, 1, 32, 0, b, y, 1);
     float got = 0;
     ASSERT_EQ(cudaMemcpy(&got, y, 4, cudaMemcpyDeviceToHost), cudaSuccess);
