@@ -48,6 +48,18 @@ MPI_Comm Mesh::axis(int64_t a) const {
   return shardComm_;
 }
 
+int Mesh::axisRank(int64_t a) const {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(axis(a), &r));
+  return r;
+}
+
+int Mesh::axisSize(int64_t a) const {
+  int n = 1;
+  MPI_CHECK(MPI_Comm_size(axis(a), &n));
+  return n;
+}
+
 double Mesh::sumAll(double value) const {
   watchdog::Scope inFlight("sum over all ranks", 8);
   double out = 0;

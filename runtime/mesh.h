@@ -36,6 +36,9 @@ public:
   int64_t replicaIndex() const { return rank / shards; }
   /// The communicator of grid axis `axis` of the compiled grid.
   MPI_Comm axis(int64_t axis) const;
+  /// This rank's index along grid axis `axis`, and the axis's ranks.
+  int axisRank(int64_t axis) const;
+  int axisSize(int64_t axis) const;
   /// The communicator among the ranks of one replica (the shard axis).
   MPI_Comm shardComm() const { return shardComm_; }
 

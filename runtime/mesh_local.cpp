@@ -37,6 +37,9 @@ void Mesh::finalize() {}
 
 MPI_Comm Mesh::axis(int64_t) const { return shardComm_; }
 
+int Mesh::axisRank(int64_t) const { return 0; }
+int Mesh::axisSize(int64_t) const { return 1; }
+
 MPI_Comm Mesh::subgroup(int64_t, int64_t) const {
   fatal("a one-rank executable has no subgroups");
 }

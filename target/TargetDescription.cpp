@@ -77,7 +77,10 @@ const std::vector<TargetDescription> &targets() {
     emu.emulated = true;
     emu.summary = "the CUDA target on the emulated CUDA device (host)";
     emu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt_cuda_emu.a",
-                            "libshardc_cuda_emu.a", "libshardc_rt.a"};
+                            "libshardc_nccl_emu.a", "libshardc_cuda_emu.a",
+                            "libshardc_rt.a"};
+    // Its NCCL runs over MPI, one rank included.
+    emu.collectivesOnOneRank = true;
     for (const std::string &flag : splitCommas(SHARDC_CUDA_EMU_LIBS))
       emu.linkFlags.push_back(flag);
     all.push_back(emu);

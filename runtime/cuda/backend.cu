@@ -17,9 +17,11 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/backend.h"
 #include "runtime/cuda/context.h"
+#include "runtime/mesh.h"
 #include "runtime/runtime.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -71,8 +73,48 @@ void cuda::Context::create() {
   CUDA_CHECK(cudaMalloc(&normPartials, kNormBlocks * sizeof(double)));
 }
 
+void cuda::Context::makeCommunicators() {
+  if (!mesh || mesh->world <= 1)
+    return;
+  ncclUniqueId id;
+  if (mesh->rank == 0)
+    NCCL_CHECK(ncclGetUniqueId(&id));
+  std::string bytes = mesh->broadcastString(
+      mesh->rank == 0 ? std::string(id.internal, sizeof(id.internal)) : "");
+  std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
+  NCCL_CHECK(ncclCommInitRank(&world, mesh->world, id, mesh->rank));
+  // Axis 0 of a 1-D mesh is its shard axis; of R x S, the replicate axis
+  // (ranks of one shard index), then axis 1 the shard axis (one replica).
+  int64_t numAxes = mesh->replicas > 1 ? 2 : 1;
+  for (int64_t a = 0; a < numAxes; ++a) {
+    bool replicate = numAxes == 2 && a == 0;
+    int color = int(replicate ? mesh->shardIndex() : mesh->replicaIndex());
+    int key = int(replicate ? mesh->replicaIndex() : mesh->shardIndex());
+    ncclComm_t c = nullptr;
+    NCCL_CHECK(ncclCommSplit(world, color, key, &c, nullptr));
+    axes.push_back(c);
+  }
+}
+
+ncclComm_t cuda::Context::subgroup(int64_t axis, int64_t N) {
+  auto it = subgroups.find({axis, N});
+  if (it != subgroups.end())
+    return it->second;
+  int r = mesh->axisRank(axis);
+  ncclComm_t c = nullptr;
+  NCCL_CHECK(ncclCommSplit(axes.at(size_t(axis)), int(r / N), int(r % N), &c,
+                           nullptr));
+  return subgroups[{axis, N}] = c;
+}
+
 void cuda::Context::destroy() {
   cudaDeviceSynchronize();
+  for (auto &[key, c] : subgroups)
+    ncclCommDestroy(c);
+  for (ncclComm_t c : axes)
+    ncclCommDestroy(c);
+  if (world)
+    ncclCommDestroy(world);
   for (cudaEvent_t e : events)
     cudaEventDestroy(e);
   for (cudaStream_t s : streams)
@@ -127,6 +169,7 @@ public:
     CUDA_CHECK(cudaSetDevice(localDevice() % count));
     ctx.create();
     ctx.mesh = mesh;
+    ctx.makeCommunicators();
     CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     for (cudaEvent_t &e : join)
       CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

@@ -12,6 +12,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #define CUDA_CHECK(call)                                                       \
   do {                                                                         \
@@ -27,6 +28,14 @@
     if (st_ != CUBLAS_STATUS_SUCCESS)                                          \
       ::shardc::runtime::fatal("%s failed at %s:%d: %s", #call, __FILE__,      \
                                __LINE__, cublasLtGetStatusString(st_));          \
+  } while (0)
+
+#define NCCL_CHECK(call)                                                       \
+  do {                                                                         \
+    ncclResult_t nr_ = (call);                                                 \
+    if (nr_ != ncclSuccess)                                                    \
+      ::shardc::runtime::fatal("%s failed at %s:%d: %s", #call, __FILE__,      \
+                               __LINE__, ncclGetErrorString(nr_));             \
   } while (0)
 
 /// After a kernel launch: the launch itself succeeded.

@@ -1,11 +1,12 @@
-//===- collectives.cu - the collectives of one rank on the CUDA backend ---===//
+//===- collectives.cu - the collectives of the CUDA backend, through NCCL -===//
 //
-// The collectives of the runtime ABI over an axis of one rank: every one is
-// a device copy on the schedule's stream (a gather of one block, a sum over
-// one rank). This is what `--param-dtype bf16` and the other FSDP policies
-// need on one GPU. A mesh of several ranks needs NCCL communicators, which
-// this backend does not make yet: such a program is refused, naming the
-// collective.
+// The collectives of the runtime ABI on the schedule's stream (the
+// communication stream: ordered by the compiled events alone). On a mesh of
+// several ranks they are NCCL calls on the communicators of
+// Context::makeCommunicators (one per grid axis, split from a world
+// communicator; subgroups of N ranks for --reshard-after-forward=N), in the
+// dtype the policy gives (f32 or bf16). Over an axis of one rank each is a
+// device copy (a gather of one block, a sum over one rank).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
@@ -18,23 +19,30 @@ using namespace shardc::runtime::cuda;
 
 namespace {
 
-/// Bytes of `n` elements of dtype `code` (f32, bf16).
-int64_t bytesOf(int64_t n, int64_t code, const char *what) {
-  int64_t eb = A::dtypeBytes(code);
+/// Bytes of one element of dtype `code` (f32, bf16).
+int64_t elementBytes(int64_t code, const char *what) {
   if (code != A::kF32 && code != A::kBF16)
     fatal("%s: dtype %s is not supported (f32, bf16)", what,
           A::dtypeName(code));
-  return n * eb;
+  return A::dtypeBytes(code);
 }
 
-/// The stream of a collective of one rank; refuses a mesh of several.
-cudaStream_t oneRank(void *ctx, int64_t stream, const char *what) {
-  auto &c = *static_cast<cuda::Context *>(ctx);
-  if (c.mesh && c.mesh->world > 1)
-    fatal("%s over %d ranks: the CUDA backend has no NCCL communicators "
-          "yet; it runs a mesh of one rank",
-          what, c.mesh->world);
-  return c.stream(stream);
+ncclDataType_t ncclType(int64_t code) {
+  return code == A::kBF16 ? ncclBfloat16 : ncclFloat32;
+}
+
+cuda::Context &contextOf(void *ctx) {
+  return *static_cast<cuda::Context *>(ctx);
+}
+
+/// The NCCL communicator of `axis`, or null when the axis has one rank.
+ncclComm_t commOf(cuda::Context &c, int64_t axis, const char *what) {
+  if (!c.mesh || c.mesh->world <= 1)
+    return nullptr;
+  if (axis < 0 || axis >= int64_t(c.axes.size()))
+    fatal("%s on grid axis %lld: the mesh has %zu", what, (long long)axis,
+          c.axes.size());
+  return c.mesh->axisSize(axis) > 1 ? c.axes[size_t(axis)] : nullptr;
 }
 
 void copy(void *dst, const void *src, int64_t bytes, cudaStream_t s) {
@@ -45,56 +53,110 @@ void copy(void *dst, const void *src, int64_t bytes, cudaStream_t s) {
 
 } // namespace
 
-// in[n] -> out[n * 1]
+// in[n] -> out[n * P], rank-major
 SHARDC_CUDA_KERNEL(all_gather) {
-  cudaStream_t s = oneRank(ctx, stream, "all_gather");
-  copy(b[1], b[0],
-       bytesOf(i[A::all_gather::n], i[A::all_gather::dtype], "all_gather"), s);
+  auto &c = contextOf(ctx);
+  int64_t n = i[A::all_gather::n], dtype = i[A::all_gather::dtype];
+  int64_t bytes = n * elementBytes(dtype, "all_gather");
+  cudaStream_t s = c.stream(stream);
+  if (ncclComm_t comm = commOf(c, i[A::all_gather::axis], "all_gather"))
+    NCCL_CHECK(ncclAllGather(b[0], b[1], size_t(n), ncclType(dtype), comm, s));
+  else
+    copy(b[1], b[0], bytes, s);
 }
 
-// in_1..in_k -> out_1..out_k (pack and gathered unused on one rank)
+// in_1..in_k -> out_1..out_k [n_j * P]: the group's shards packed into
+// pack[sum n], one all-gather into gathered[P, sum n], each tensor's blocks
+// copied out (strided copies)
 SHARDC_CUDA_KERNEL(all_gather_group) {
-  cudaStream_t s = oneRank(ctx, stream, "all_gather_group");
-  int64_t k = i[A::all_gather_group::k];
+  auto &c = contextOf(ctx);
+  int64_t k = i[A::all_gather_group::k], dtype = i[A::all_gather_group::dtype];
   const int64_t *counts = i + A::all_gather_group::kNumInts;
-  for (int64_t j = 0; j < k; ++j)
-    copy(b[k + j], b[j],
-         bytesOf(counts[j], i[A::all_gather_group::dtype], "all_gather_group"),
-         s);
+  int64_t eb = elementBytes(dtype, "all_gather_group");
+  cudaStream_t s = c.stream(stream);
+  ncclComm_t comm =
+      commOf(c, i[A::all_gather_group::axis], "all_gather_group");
+  if (!comm) {
+    for (int64_t j = 0; j < k; ++j)
+      copy(b[k + j], b[j], counts[j] * eb, s);
+    return;
+  }
+  char *pack = static_cast<char *>(b[2 * k]);
+  char *gathered = static_cast<char *>(b[2 * k + 1]);
+  int64_t block = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    copy(pack + block * eb, b[j], counts[j] * eb, s);
+    block += counts[j];
+  }
+  NCCL_CHECK(ncclAllGather(pack, gathered, size_t(block), ncclType(dtype),
+                           comm, s));
+  int P = c.mesh->axisSize(i[A::all_gather_group::axis]);
+  int64_t offset = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    size_t bytes = size_t(counts[j] * eb);
+    CUDA_CHECK(cudaMemcpy2DAsync(b[k + j], bytes, gathered + offset * eb,
+                                 size_t(block * eb), bytes, size_t(P),
+                                 cudaMemcpyDeviceToDevice, s));
+    offset += counts[j];
+  }
 }
 
-// in[n * 1] -> out[n], the sum over one rank
+// in[n * P] -> out[n]: block `rank` of the sum over the axis (tmp unused)
 SHARDC_CUDA_KERNEL(reduce_scatter) {
-  cudaStream_t s = oneRank(ctx, stream, "reduce_scatter");
-  copy(b[1], b[0],
-       bytesOf(i[A::reduce_scatter::n], i[A::reduce_scatter::dtype],
-               "reduce_scatter"),
-       s);
+  auto &c = contextOf(ctx);
+  int64_t n = i[A::reduce_scatter::n], dtype = i[A::reduce_scatter::dtype];
+  int64_t bytes = n * elementBytes(dtype, "reduce_scatter");
+  cudaStream_t s = c.stream(stream);
+  if (ncclComm_t comm =
+          commOf(c, i[A::reduce_scatter::axis], "reduce_scatter"))
+    NCCL_CHECK(ncclReduceScatter(b[0], b[1], size_t(n), ncclType(dtype),
+                                 ncclSum, comm, s));
+  else
+    copy(b[1], b[0], bytes, s);
 }
 
-// in[n] -> out[n], the sum over one rank
+// in[n] -> out[n], the sum over the axis
 SHARDC_CUDA_KERNEL(all_reduce) {
-  cudaStream_t s = oneRank(ctx, stream, "all_reduce");
-  copy(b[1], b[0],
-       bytesOf(i[A::all_reduce::n], i[A::all_reduce::dtype], "all_reduce"), s);
+  auto &c = contextOf(ctx);
+  int64_t n = i[A::all_reduce::n], dtype = i[A::all_reduce::dtype];
+  int64_t bytes = n * elementBytes(dtype, "all_reduce");
+  cudaStream_t s = c.stream(stream);
+  if (ncclComm_t comm = commOf(c, i[A::all_reduce::axis], "all_reduce"))
+    NCCL_CHECK(ncclAllReduce(b[0], b[1], size_t(n), ncclType(dtype), ncclSum,
+                             comm, s));
+  else
+    copy(b[1], b[0], bytes, s);
 }
 
-// full[N * bytes] -> chunk[bytes]: block rank % N = 0
+// full[N * bytes] -> chunk[bytes]: block (rank on the axis) % N, no
+// communication
 SHARDC_CUDA_KERNEL(reshard_chunk) {
-  cudaStream_t s = oneRank(ctx, stream, "reshard_chunk");
-  copy(b[1], b[0], i[A::reshard_chunk::bytes], s);
+  auto &c = contextOf(ctx);
+  int64_t bytes = i[A::reshard_chunk::bytes], N = i[A::reshard_chunk::N];
+  int64_t rank =
+      c.mesh && c.mesh->world > 1 ? c.mesh->axisRank(i[A::reshard_chunk::axis])
+                                  : 0;
+  copy(b[1], static_cast<const char *>(b[0]) + (rank % N) * bytes, bytes,
+       c.stream(stream));
 }
 
-// chunk[n] -> full[n * N] within N = 1 rank
+// chunk[n] -> full[n * N], gathered within N consecutive ranks of the axis
 SHARDC_CUDA_KERNEL(all_gather_subgroup) {
-  cudaStream_t s = oneRank(ctx, stream, "all_gather_subgroup");
-  if (i[A::all_gather_subgroup::N] != 1)
-    fatal("all_gather_subgroup within %lld ranks on a mesh of one",
-          (long long)i[A::all_gather_subgroup::N]);
-  copy(b[1], b[0],
-       bytesOf(i[A::all_gather_subgroup::n], i[A::all_gather_subgroup::dtype],
-               "all_gather_subgroup"),
-       s);
+  auto &c = contextOf(ctx);
+  int64_t n = i[A::all_gather_subgroup::n],
+          dtype = i[A::all_gather_subgroup::dtype],
+          N = i[A::all_gather_subgroup::N],
+          axis = i[A::all_gather_subgroup::axis];
+  int64_t bytes = n * elementBytes(dtype, "all_gather_subgroup");
+  cudaStream_t s = c.stream(stream);
+  if (N > 1 && commOf(c, axis, "all_gather_subgroup"))
+    NCCL_CHECK(ncclAllGather(b[0], b[1], size_t(n), ncclType(dtype),
+                             c.subgroup(axis, N), s));
+  else if (N == 1)
+    copy(b[1], b[0], bytes, s);
+  else
+    fatal("all_gather_subgroup within %lld ranks on an axis of one",
+          (long long)N);
 }
 
 void shardc::runtime::cuda::addCollectives(KernelFn *table) {

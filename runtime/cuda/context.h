@@ -6,6 +6,8 @@
 #include "runtime/cuda/check.h"
 #include "runtime/trainer/program.h"
 
+#include <map>
+#include <utility>
 #include <vector>
 
 namespace shardc::runtime {
@@ -23,6 +25,13 @@ struct Context {
   void *workspace = nullptr; ///< cuBLASLt workspace
   size_t workspaceBytes = 0;
   const Mesh *mesh = nullptr;
+  /// On a mesh of several ranks: one NCCL communicator per grid axis, split
+  /// from a world communicator whose unique id rank 0 broadcast over MPI
+  /// (makeCommunicators); and per (axis, N) the communicators of N
+  /// consecutive ranks (--reshard-after-forward=N), split on first use.
+  ncclComm_t world = nullptr;
+  std::vector<ncclComm_t> axes;
+  std::map<std::pair<int64_t, int64_t>, ncclComm_t> subgroups;
   /// Per kernel id: non-zero once a launch met bad input (an id outside
   /// its table, ...), holding the bound it broke. Checked after each run,
   /// so kernels never stop the stream to report.
@@ -43,6 +52,10 @@ struct Context {
   /// device.
   void create();
   void destroy();
+  /// The communicators of `mesh` (several ranks); destroyed by destroy().
+  void makeCommunicators();
+  /// The communicator of N consecutive ranks of `axis` holding this rank.
+  ncclComm_t subgroup(int64_t axis, int64_t N);
   /// At least `bytes` of scratch. Synchronizes the device when it grows
   /// (so only the first, uncaptured run of an entry point may grow it).
   void *scratch(size_t bytes);

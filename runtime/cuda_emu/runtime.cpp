@@ -450,6 +450,23 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                  [dst, src, count]() { std::memmove(dst, src, count); });
 }
 
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
+                              size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind, cudaStream_t stream) {
+  STICKY();
+  if (width > dpitch || width > spitch)
+    return report(cudaErrorInvalidValue,
+                  "cudaMemcpy2DAsync: a row wider than its pitch");
+  if (!isDeviceMemory(dst) || !isDeviceMemory(src))
+    return report(cudaErrorNotSupported,
+                  "cudaMemcpy2DAsync is emulated between device buffers");
+  return enqueue(stream, "cudaMemcpy2DAsync", [=]() {
+    for (size_t r = 0; r < height; ++r)
+      std::memmove(static_cast<char *>(dst) + r * dpitch,
+                   static_cast<const char *>(src) + r * spitch, width);
+  });
+}
+
 cudaError_t cudaMemset(void *dst, int value, size_t count) {
   STICKY();
   if (cudaError_t err = synchronizeAll("cudaMemset"))

@@ -9,9 +9,11 @@ the emulated device must equal the CPU's within --rtol. With --no-graphs the
 emulated executable trains again with --cuda-graphs=false, and its losses
 must equal the graph-replayed ones bit for bit. --cuda-flags are compiled
 into the CUDA run only (--param-dtype bf16: compared with the f32 CPU curve
-at a looser --rtol).
+at a looser --rtol). With --mesh both are compiled for that mesh and run
+under mpirun (the CUDA one's collectives through the emulated NCCL).
 """
 import argparse
+import math
 import os
 import sys
 
@@ -19,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import torch_models as tm  # noqa: E402
-from harness import read_log, run  # noqa: E402
+from harness import MPIRUN, read_log, run  # noqa: E402
 
 
 def losses(path):
@@ -39,6 +41,8 @@ def main():
                          "vocabulary, or of --vocab)")
     ap.add_argument("--vocab", type=int, default=None,
                     help="vocabulary of the random tokens (presets)")
+    ap.add_argument("--mesh", default="1",
+                    help="the mesh of both builds, run under mpirun")
     ap.add_argument("--compile-flags", default="",
                     help="extra shardc flags of both builds")
     ap.add_argument("--cuda-flags", default="",
@@ -60,13 +64,17 @@ def main():
     train = ["--data", data, "--steps", str(args.steps), "--seed", "5",
              *args.train_flags.split()]
     shape = args.shape_flags.split() + args.compile_flags.split()
+    ranks = math.prod(int(d) for d in args.mesh.split("x"))
+    launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
+    if ranks > 1:
+        shape += ["--mesh", args.mesh]
 
     def compile_and_train(name, flags, extra_train=()):
         exe = os.path.join(args.workdir, f"train-{name}")
         log = os.path.join(args.workdir, f"log-{name}.jsonl")
         if not os.path.exists(exe):
             run([args.shardc, args.model, *shape, *flags, "-o", exe])
-        run([exe, *train, *extra_train, "--log", log], timeout=1800)
+        run(launch + [exe, *train, *extra_train, "--log", log], timeout=1800)
         got = losses(log)
         if len(got) != args.steps:
             sys.exit(f"FAIL: {name} logged {len(got)} steps, not {args.steps}")
