@@ -40,6 +40,25 @@ struct Plan {
   cublasLtMatmulAlgo_t algo;
 };
 
+/// cuBLASLt's heuristic choice for the plan's descriptors, within the
+/// workspace, into p.algo; false if it has none.
+bool pickAlgorithm(cuda::Context &ctx, Plan &p) {
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspaceBytes,
+      sizeof(ctx.workspaceBytes)));
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.desc, p.a, p.b, p.c,
+                                              p.c, pref, 1, &result, &found));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (found == 0)
+    return false;
+  p.algo = result.algo;
+  return true;
+}
+
 const Plan &planFor(cuda::Context &ctx, const Shape &s) {
   static std::map<Shape, Plan> plans;
   auto it = plans.find(s);
@@ -70,20 +89,9 @@ const Plan &planFor(cuda::Context &ctx, const Shape &s) {
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, s.transB ? s.n : s.k,
                                           s.transB ? s.k : s.n, s.ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, s.m, s.n, s.ldc));
-  cublasLtMatmulPreference_t pref;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspaceBytes,
-      sizeof(ctx.workspaceBytes)));
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.desc, p.a, p.b, p.c,
-                                              p.c, pref, 1, &result, &found));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  if (found == 0)
+  if (!pickAlgorithm(ctx, p))
     fatal("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM",
           (long long)s.m, (long long)s.n, (long long)s.k);
-  p.algo = result.algo;
   return plans.emplace(s, p).first->second;
 }
 
@@ -210,21 +218,10 @@ const Plan &batchedPlanFor(cuda::Context &ctx, const BatchedShape &bs) {
           sizeof(stride)));
     }
   }
-  cublasLtMatmulPreference_t pref;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspaceBytes,
-      sizeof(ctx.workspaceBytes)));
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.desc, p.a, p.b, p.c,
-                                              p.c, pref, 1, &result, &found));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  if (found == 0)
+  if (!pickAlgorithm(ctx, p))
     fatal("cuBLASLt has no algorithm for %lld batched %lld x %lld x %lld "
           "GEMMs",
           (long long)bs.count, (long long)s.m, (long long)s.n, (long long)s.k);
-  p.algo = result.algo;
   return plans.emplace(bs, p).first->second;
 }
 
