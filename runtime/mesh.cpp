@@ -16,7 +16,10 @@ using namespace shardc::runtime;
   } while (false)
 
 Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards) {
-  MPI_CHECK(MPI_Init(argc, argv));
+  // Serialized: the CUDA backend's host-staged transport calls MPI from a
+  // host function (a CUDA thread) while the main thread waits for it.
+  int provided = 0;
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   Mesh m;
   m.shardComm_ = m.replicaComm_ = MPI_COMM_SELF;
   m.replicas = replicas;

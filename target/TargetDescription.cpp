@@ -61,6 +61,10 @@ const std::vector<TargetDescription> &targets() {
     cuda.gemmEpilogues = true;
     cuda.groupedKernels = true;
     cuda.fusedResidualNorm = true;
+    // Ranks that share a GPU run the CPU backend's MPI collectives on
+    // staged host copies (runtime/cuda/host_staged.cpp).
+    cuda.mpiLinkFlags.push_back("-Xlinker");
+    cuda.mpiLinkFlags.push_back("--undefined=shardc_k_all_gather");
 #ifdef SHARDC_CUDA_LIBS
     // Built where nvcc was found.
     TargetDescription gpu = cuda;

@@ -14,18 +14,33 @@
 // `--cuda-graphs=false` (setGraphs) runs every step from the table: the
 // same kernels in the same order, so the same results, bit for bit.
 //
+// On a mesh: the GPU is the local rank's (OpenMPI, Slurm or LOCAL_RANK).
+// Ranks that find they share a GPU take the host-staged transport (one
+// note says so); otherwise NCCL communicators are made once, at start-up.
+// With --collective-timeout they are non-blocking, the watchdog probes
+// which collective a step waits on, and on a timeout aborts them
+// (ncclCommAbort) before the process exits. After each run every
+// communicator's asynchronous error is checked.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/backend.h"
 #include "runtime/cuda/context.h"
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
+#include "runtime/trainer/watchdog.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace shardc;
 using namespace shardc::runtime;
@@ -60,7 +75,102 @@ void waitEvent(void *ctxPtr, int64_t event, int64_t stream) {
   CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(stream), ctx.events[event], 0));
 }
 
+/// "host/uuid" of the current device, which ranks compare.
+std::string deviceIdentity(int device) {
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string id = "GPU-";
+  char hex[3];
+  for (int k = 0; k < 16; ++k) {
+    std::snprintf(hex, sizeof(hex), "%02x", uint8_t(prop.uuid.bytes[k]));
+    id += hex;
+  }
+  return id + " on " + host;
+}
+
+/// NCCL's last message, on one line.
+std::string oneLine(const char *text) {
+  std::string s = text ? text : "";
+  for (char &ch : s)
+    if (ch == '\n' || ch == '\r')
+      ch = ' ';
+  while (!s.empty() && s.back() == ' ')
+    s.pop_back();
+  return s;
+}
+
 } // namespace
+
+int cuda::errorRank = 0;
+
+void cuda::ncclFailed(const char *call, const char *file, int line,
+                      ncclResult_t result, ncclComm_t comm) {
+  std::string last = oneLine(ncclGetLastError(comm));
+  fatal("rank %d: %s failed at %s:%d: %s%s%s%s", errorRank, call, file, line,
+        ncclGetErrorString(result), last.empty() ? "" : " (", last.c_str(),
+        last.empty() ? "" : ")");
+}
+
+void cuda::Context::ncclDone(ncclResult_t result, ncclComm_t comm,
+                             const char *call) {
+  if (result == ncclInProgress && comm) {
+    auto start = std::chrono::steady_clock::now();
+    do {
+      if (timeout > 0 && std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                                 .count() > timeout) {
+        std::fflush(stdout);
+        std::fprintf(stderr,
+                     "error: rank %d: %s did not complete within %.0f s "
+                     "(--collective-timeout): another rank died, hangs or is "
+                     "stopped; exiting\n",
+                     errorRank, call, timeout);
+        std::fflush(stderr);
+        ncclCommAbort(comm);
+        std::exit(3);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      ncclResult_t state = ncclSuccess;
+      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess)
+        state = ncclInternalError;
+      result = state;
+    } while (result == ncclInProgress);
+  }
+  if (result != ncclSuccess)
+    ncclFailed(call, __FILE__, __LINE__, result, comm);
+}
+
+void cuda::Context::checkAsyncErrors() {
+  auto check = [&](ncclComm_t comm, const std::string &which) {
+    if (!comm)
+      return;
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(comm, &state);
+    if (state != ncclSuccess && state != ncclInProgress) {
+      std::string last = oneLine(ncclGetLastError(comm));
+      fatal("rank %d: NCCL failed on the communicator of %s: %s%s%s%s",
+            errorRank, which.c_str(), ncclGetErrorString(state),
+            last.empty() ? "" : " (", last.c_str(), last.empty() ? "" : ")");
+    }
+  };
+  check(world, "every rank");
+  for (size_t a = 0; a < axes.size(); ++a)
+    check(axes[a], "grid axis " + std::to_string(a));
+  for (auto &[key, comm] : subgroups)
+    check(comm, "groups of " + std::to_string(key.second) + " ranks on axis " +
+                    std::to_string(key.first));
+}
+
+void cuda::Context::abortCommunicators() {
+  for (auto &[key, comm] : subgroups)
+    ncclCommAbort(comm);
+  for (ncclComm_t comm : axes)
+    ncclCommAbort(comm);
+  if (world)
+    ncclCommAbort(world);
+}
 
 void cuda::Context::create() {
   for (cudaStream_t &s : streams)
@@ -82,7 +192,12 @@ void cuda::Context::makeCommunicators() {
   std::string bytes = mesh->broadcastString(
       mesh->rank == 0 ? std::string(id.internal, sizeof(id.internal)) : "");
   std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
-  NCCL_CHECK(ncclCommInitRank(&world, mesh->world, id, mesh->rank));
+  // Non-blocking under a timeout: no NCCL call may then wait forever.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = timeout > 0 ? 0 : 1;
+  ncclResult_t made =
+      ncclCommInitRankConfig(&world, mesh->world, id, mesh->rank, &config);
+  ncclDone(made, world, "ncclCommInitRankConfig (the world communicator)");
   // Axis 0 of a 1-D mesh is its shard axis; of R x S, the replicate axis
   // (ranks of one shard index), then axis 1 the shard axis (one replica).
   int64_t numAxes = mesh->replicas > 1 ? 2 : 1;
@@ -91,7 +206,8 @@ void cuda::Context::makeCommunicators() {
     int color = int(replicate ? mesh->shardIndex() : mesh->replicaIndex());
     int key = int(replicate ? mesh->replicaIndex() : mesh->shardIndex());
     ncclComm_t c = nullptr;
-    NCCL_CHECK(ncclCommSplit(world, color, key, &c, nullptr));
+    ncclResult_t split = ncclCommSplit(world, color, key, &c, &config);
+    ncclDone(split, c ? c : world, "ncclCommSplit (a grid axis)");
     axes.push_back(c);
   }
 }
@@ -102,8 +218,12 @@ ncclComm_t cuda::Context::subgroup(int64_t axis, int64_t N) {
     return it->second;
   int r = mesh->axisRank(axis);
   ncclComm_t c = nullptr;
-  NCCL_CHECK(ncclCommSplit(axes.at(size_t(axis)), int(r / N), int(r % N), &c,
-                           nullptr));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = timeout > 0 ? 0 : 1;
+  ncclResult_t split = ncclCommSplit(axes.at(size_t(axis)), int(r / N),
+                                     int(r % N), &c, &config);
+  ncclDone(split, c ? c : axes.at(size_t(axis)),
+           "ncclCommSplit (a --reshard-after-forward subgroup)");
   return subgroups[{axis, N}] = c;
 }
 
@@ -124,6 +244,8 @@ void cuda::Context::destroy() {
   cudaFree(errors);
   cudaFree(scratchBuffer);
   cudaFree(normPartials);
+  if (progressHost)
+    cudaFreeHost(const_cast<int64_t *>(progressHost));
 }
 
 void *cuda::Context::scratch(size_t bytes) {
@@ -166,16 +288,37 @@ public:
       throw std::runtime_error(
           std::string("the CUDA backend found no GPU: ") +
           (err != cudaSuccess ? cudaGetErrorString(err) : "no device"));
-    CUDA_CHECK(cudaSetDevice(localDevice() % count));
+    int device = localDevice() % count;
+    CUDA_CHECK(cudaSetDevice(device));
     ctx.create();
     ctx.mesh = mesh;
-    ctx.makeCommunicators();
+    if (mesh && mesh->world > 1) {
+      cuda::errorRank = mesh->rank;
+      ctx.hostStaged = ranksShareGpu(*mesh, device);
+      ctx.timeout = watchdog::seconds();
+      if (!ctx.hostStaged)
+        ctx.makeCommunicators();
+      if (ctx.timeout > 0) {
+        void *p = nullptr;
+        CUDA_CHECK(cudaHostAlloc(&p, sizeof(int64_t), cudaHostAllocMapped));
+        ctx.progressHost = static_cast<volatile int64_t *>(p);
+        *ctx.progressHost = 0;
+        void *d = nullptr;
+        CUDA_CHECK(cudaHostGetDevicePointer(&d, p, 0));
+        ctx.progressDevice = static_cast<int64_t *>(d);
+        watchdog::watchDevice(
+            [this](watchdog::Pending &p) { return probe(p); },
+            [this] { ctx.abortCommunicators(); });
+      }
+    }
     CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     for (cudaEvent_t &e : join)
       CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
 
   ~CudaBackend() override {
+    if (ctx.progressDevice)
+      watchdog::watchDevice(nullptr, nullptr);
     for (auto &[program, c] : graphs)
       if (c.exec)
         cudaGraphExecDestroy(c.exec);
@@ -230,12 +373,24 @@ public:
     regions[abi::kRegionConstants] =
         deviceConstants(regionBases[abi::kRegionConstants]);
     ProgramTarget target{kernels, &ctx, &recordEvent, &waitEvent};
+    if (ctx.progressDevice) {
+      std::lock_guard<std::mutex> lock(ctx.progressMutex);
+      ctx.issued = &issued[program];
+      *ctx.progressHost = 0;
+      ++ctx.runs;
+      ctx.inRun = true;
+    }
     if (graphsOn)
       runCaptured(program, regions, target);
     else
-      runProgram(program, regions, target);
+      walk(program, regions, target);
     for (cudaStream_t s : ctx.streams)
       CUDA_CHECK(cudaStreamSynchronize(s));
+    if (ctx.progressDevice) {
+      std::lock_guard<std::mutex> lock(ctx.progressMutex);
+      ctx.inRun = false;
+    }
+    ctx.checkAsyncErrors();
     ctx.checkErrors();
   }
 
@@ -273,7 +428,7 @@ private:
       c.exec = nullptr;
     }
     if (c.runs++ == 0) {
-      runProgram(program, regions, target);
+      walk(program, regions, target);
       return;
     }
     if (!c.exec) {
@@ -287,7 +442,7 @@ private:
       for (int64_t s = 0; s < abi::kNumStreams; ++s)
         if (s != abi::kComputeStream)
           CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(s), fork, 0));
-      runProgram(program, regions, target);
+      walk(program, regions, target);
       for (int64_t s = 0; s < abi::kNumStreams; ++s)
         if (s != abi::kComputeStream) {
           CUDA_CHECK(cudaEventRecord(join[s], ctx.stream(s)));
@@ -303,6 +458,49 @@ private:
       c.scratchGeneration = generation;
     }
     CUDA_CHECK(cudaGraphLaunch(c.exec, ctx.stream(abi::kComputeStream)));
+  }
+
+  /// Launches `program`'s table (its collectives are counted afresh).
+  void walk(const int64_t *program, void *const regions[],
+            const ProgramTarget &target) {
+    if (ctx.progressDevice) {
+      std::lock_guard<std::mutex> lock(ctx.progressMutex);
+      ctx.issued->clear();
+    }
+    runProgram(program, regions, target);
+  }
+
+  /// The watchdog's probe (its thread): the first collective of the run in
+  /// flight that has not completed.
+  bool probe(watchdog::Pending &p) {
+    std::lock_guard<std::mutex> lock(ctx.progressMutex);
+    if (!ctx.inRun || !ctx.issued)
+      return false;
+    int64_t done = *ctx.progressHost;
+    if (done < 0 || size_t(done) >= ctx.issued->size())
+      return false;
+    p.what = (*ctx.issued)[size_t(done)].what;
+    p.bytes = (*ctx.issued)[size_t(done)].bytes;
+    p.id = (ctx.runs << 24) + uint64_t(done);
+    return true;
+  }
+
+  /// Whether ranks of `mesh` share this rank's GPU (NCCL refuses them); one
+  /// note on rank 0 says so, naming them.
+  static bool ranksShareGpu(const Mesh &mesh, int device) {
+    std::vector<std::string> ids = mesh.gatherStrings(deviceIdentity(device));
+    std::string shared;
+    for (size_t a = 0; a < ids.size() && shared.empty(); ++a)
+      for (size_t b = a + 1; b < ids.size() && shared.empty(); ++b)
+        if (ids[a] == ids[b])
+          shared = "ranks " + std::to_string(a) + " and " + std::to_string(b) +
+                   " share " + ids[a];
+    shared = mesh.broadcastString(shared);
+    if (!shared.empty() && mesh.rank == 0)
+      std::printf("note: %s, which NCCL refuses: the collectives go through "
+                  "host memory over MPI instead (the same results, slower)\n",
+                  shared.c_str());
+    return !shared.empty();
   }
 
   /// A program that launches a kernel this backend lacks is refused before
@@ -334,6 +532,8 @@ private:
   cuda::Context ctx;
   bool graphsOn = true;
   std::map<const int64_t *, Captured> graphs;
+  /// Per program: its collectives, in issue order (with a timeout).
+  std::map<const int64_t *, std::vector<cuda::Context::Issued>> issued;
   cudaEvent_t fork = nullptr, join[abi::kNumStreams] = {};
   void *arena = nullptr, *constants = nullptr;
   int64_t capacity = 0, used = 0;

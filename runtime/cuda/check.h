@@ -30,13 +30,20 @@
                                __LINE__, cublasLtGetStatusString(st_));          \
   } while (0)
 
+/// NCCL's errors: one line per rank, "rank R: <call> failed at <file>:<line>:
+/// <NCCL's error> (<NCCL's last message>)".
 #define NCCL_CHECK(call)                                                       \
   do {                                                                         \
     ncclResult_t nr_ = (call);                                                 \
     if (nr_ != ncclSuccess)                                                    \
-      ::shardc::runtime::fatal("%s failed at %s:%d: %s", #call, __FILE__,      \
-                               __LINE__, ncclGetErrorString(nr_));             \
+      ::shardc::runtime::cuda::ncclFailed(#call, __FILE__, __LINE__, nr_,      \
+                                          nullptr);                            \
   } while (0)
+
+namespace shardc::runtime::cuda {
+[[noreturn]] void ncclFailed(const char *call, const char *file, int line,
+                             ncclResult_t result, ncclComm_t comm);
+}
 
 /// After a kernel launch: the launch itself succeeded.
 #define CUDA_LAUNCHED() CUDA_CHECK(cudaGetLastError())

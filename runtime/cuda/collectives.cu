@@ -8,10 +8,16 @@
 // dtype the policy gives (f32 or bf16). Over an axis of one rank each is a
 // device copy (a gather of one block, a sum over one rank).
 //
+// Ranks that share a GPU take the host-staged transport instead
+// (host_staged.cpp). With --collective-timeout, every collective issued is
+// counted, and once complete marks its index for the watchdog
+// (Context::issuedCollective).
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
 #include "runtime/cuda/kernel_util.cuh"
 #include "runtime/mesh.h"
+#include "runtime/trainer/trace.h"
 
 namespace A = shardc::abi;
 using namespace shardc::runtime;
@@ -45,6 +51,23 @@ ncclComm_t commOf(cuda::Context &c, int64_t axis, const char *what) {
   return c.mesh->axisSize(axis) > 1 ? c.axes[size_t(axis)] : nullptr;
 }
 
+/// Ranks share the GPU: the collective goes through the host.
+#define SHARDC_HOST_STAGED(name)                                               \
+  if (c.hostStaged && c.mesh && c.mesh->world > 1) {                           \
+    hostStagedCollective(c, int64_t(A::KernelId::name), b, i, f, stream);      \
+    c.issuedCollective(#name, collectiveBytes(int64_t(A::KernelId::name), i),  \
+                       c.stream(stream));                                      \
+    return;                                                                    \
+  }
+
+/// An NCCL call on `comm`: waited for when non-blocking, then checked.
+#define NCCL_CALL(comm, call) c.ncclDone((call), (comm), #call)
+
+// progress[0] = index: collective `index` of the run (from 1) is complete.
+__global__ void markProgressKernel(int64_t *progress, int64_t index) {
+  *reinterpret_cast<volatile int64_t *>(progress) = index;
+}
+
 void copy(void *dst, const void *src, int64_t bytes, cudaStream_t s) {
   if (dst != src && bytes > 0)
     CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
@@ -59,10 +82,14 @@ SHARDC_CUDA_KERNEL(all_gather) {
   int64_t n = i[A::all_gather::n], dtype = i[A::all_gather::dtype];
   int64_t bytes = n * elementBytes(dtype, "all_gather");
   cudaStream_t s = c.stream(stream);
-  if (ncclComm_t comm = commOf(c, i[A::all_gather::axis], "all_gather"))
-    NCCL_CHECK(ncclAllGather(b[0], b[1], size_t(n), ncclType(dtype), comm, s));
-  else
+  SHARDC_HOST_STAGED(all_gather)
+  if (ncclComm_t comm = commOf(c, i[A::all_gather::axis], "all_gather")) {
+    NCCL_CALL(comm,
+              ncclAllGather(b[0], b[1], size_t(n), ncclType(dtype), comm, s));
+    c.issuedCollective("all_gather", bytes, s);
+  } else {
     copy(b[1], b[0], bytes, s);
+  }
 }
 
 // in_1..in_k -> out_1..out_k [n_j * P]: the group's shards packed into
@@ -74,6 +101,7 @@ SHARDC_CUDA_KERNEL(all_gather_group) {
   const int64_t *counts = i + A::all_gather_group::kNumInts;
   int64_t eb = elementBytes(dtype, "all_gather_group");
   cudaStream_t s = c.stream(stream);
+  SHARDC_HOST_STAGED(all_gather_group)
   ncclComm_t comm =
       commOf(c, i[A::all_gather_group::axis], "all_gather_group");
   if (!comm) {
@@ -88,8 +116,9 @@ SHARDC_CUDA_KERNEL(all_gather_group) {
     copy(pack + block * eb, b[j], counts[j] * eb, s);
     block += counts[j];
   }
-  NCCL_CHECK(ncclAllGather(pack, gathered, size_t(block), ncclType(dtype),
-                           comm, s));
+  NCCL_CALL(comm, ncclAllGather(pack, gathered, size_t(block),
+                                ncclType(dtype), comm, s));
+  c.issuedCollective("all_gather_group", block * eb, s);
   int P = c.mesh->axisSize(i[A::all_gather_group::axis]);
   int64_t offset = 0;
   for (int64_t j = 0; j < k; ++j) {
@@ -107,12 +136,15 @@ SHARDC_CUDA_KERNEL(reduce_scatter) {
   int64_t n = i[A::reduce_scatter::n], dtype = i[A::reduce_scatter::dtype];
   int64_t bytes = n * elementBytes(dtype, "reduce_scatter");
   cudaStream_t s = c.stream(stream);
+  SHARDC_HOST_STAGED(reduce_scatter)
   if (ncclComm_t comm =
-          commOf(c, i[A::reduce_scatter::axis], "reduce_scatter"))
-    NCCL_CHECK(ncclReduceScatter(b[0], b[1], size_t(n), ncclType(dtype),
-                                 ncclSum, comm, s));
-  else
+          commOf(c, i[A::reduce_scatter::axis], "reduce_scatter")) {
+    NCCL_CALL(comm, ncclReduceScatter(b[0], b[1], size_t(n), ncclType(dtype),
+                                      ncclSum, comm, s));
+    c.issuedCollective("reduce_scatter", bytes, s);
+  } else {
     copy(b[1], b[0], bytes, s);
+  }
 }
 
 // in[n] -> out[n], the sum over the axis
@@ -121,11 +153,14 @@ SHARDC_CUDA_KERNEL(all_reduce) {
   int64_t n = i[A::all_reduce::n], dtype = i[A::all_reduce::dtype];
   int64_t bytes = n * elementBytes(dtype, "all_reduce");
   cudaStream_t s = c.stream(stream);
-  if (ncclComm_t comm = commOf(c, i[A::all_reduce::axis], "all_reduce"))
-    NCCL_CHECK(ncclAllReduce(b[0], b[1], size_t(n), ncclType(dtype), ncclSum,
-                             comm, s));
-  else
+  SHARDC_HOST_STAGED(all_reduce)
+  if (ncclComm_t comm = commOf(c, i[A::all_reduce::axis], "all_reduce")) {
+    NCCL_CALL(comm, ncclAllReduce(b[0], b[1], size_t(n), ncclType(dtype),
+                                  ncclSum, comm, s));
+    c.issuedCollective("all_reduce", bytes, s);
+  } else {
     copy(b[1], b[0], bytes, s);
+  }
 }
 
 // full[N * bytes] -> chunk[bytes]: block (rank on the axis) % N, no
@@ -149,14 +184,32 @@ SHARDC_CUDA_KERNEL(all_gather_subgroup) {
           axis = i[A::all_gather_subgroup::axis];
   int64_t bytes = n * elementBytes(dtype, "all_gather_subgroup");
   cudaStream_t s = c.stream(stream);
-  if (N > 1 && commOf(c, axis, "all_gather_subgroup"))
-    NCCL_CHECK(ncclAllGather(b[0], b[1], size_t(n), ncclType(dtype),
-                             c.subgroup(axis, N), s));
-  else if (N == 1)
+  if (N > 1) {
+    SHARDC_HOST_STAGED(all_gather_subgroup)
+  }
+  if (N > 1 && commOf(c, axis, "all_gather_subgroup")) {
+    ncclComm_t group = c.subgroup(axis, N);
+    NCCL_CALL(group, ncclAllGather(b[0], b[1], size_t(n), ncclType(dtype),
+                                   group, s));
+    c.issuedCollective("all_gather_subgroup", bytes, s);
+  } else if (N == 1)
     copy(b[1], b[0], bytes, s);
   else
     fatal("all_gather_subgroup within %lld ranks on an axis of one",
           (long long)N);
+}
+
+void cuda::Context::issuedCollective(const char *what, int64_t bytes,
+                                     cudaStream_t s) {
+  if (!progressDevice)
+    return;
+  int64_t index;
+  {
+    std::lock_guard<std::mutex> lock(progressMutex);
+    issued->push_back({what, bytes});
+    index = int64_t(issued->size());
+  }
+  SHARDC_LAUNCH(markProgressKernel, 1, 1, 0, s, progressDevice, index);
 }
 
 void shardc::runtime::cuda::addCollectives(KernelFn *table) {

@@ -7,6 +7,7 @@
 #include "runtime/trainer/program.h"
 
 #include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,29 @@ struct Context {
   ncclComm_t world = nullptr;
   std::vector<ncclComm_t> axes;
   std::map<std::pair<int64_t, int64_t>, ncclComm_t> subgroups;
+  /// Ranks of this job share this GPU, which NCCL refuses: no
+  /// communicator is made, and collectives go through pinned host memory
+  /// and the CPU backend's MPI collectives (host_staged.cpp).
+  bool hostStaged = false;
+
+  /// --collective-timeout (watchdog::seconds(); 0: none). With one, the
+  /// communicators are non-blocking, and each collective, once complete,
+  /// writes its index in the run to `progress` (mapped pinned memory), so
+  /// that the watchdog's probe can name the collective a step waits on.
+  double timeout = 0;
+  struct Issued {
+    const char *what;
+    int64_t bytes;
+  };
+  /// The collectives of the run in flight, in stream order (filled when a
+  /// run issues them; a replayed graph issues what its capture did).
+  std::vector<Issued> *issued = nullptr;
+  volatile int64_t *progressHost = nullptr;
+  int64_t *progressDevice = nullptr;
+  /// Guards `issued` and the run counter against the watchdog's thread.
+  std::mutex progressMutex;
+  uint64_t runs = 0;
+  bool inRun = false;
   /// Per kernel id: non-zero once a launch met bad input (an id outside
   /// its table, ...), holding the bound it broke. Checked after each run,
   /// so kernels never stop the stream to report.
@@ -56,6 +80,18 @@ struct Context {
   void makeCommunicators();
   /// The communicator of N consecutive ranks of `axis` holding this rank.
   ncclComm_t subgroup(int64_t axis, int64_t N);
+  /// After collective `what` of `bytes` is issued on `stream`: counts it,
+  /// and with a timeout, marks its completion for the watchdog.
+  void issuedCollective(const char *what, int64_t bytes, cudaStream_t stream);
+  /// Waits for a non-blocking NCCL call's `result` on `comm` (ncclInProgress:
+  /// until the communicator says it is done), then checks it; `call` names
+  /// it in the error.
+  void ncclDone(ncclResult_t result, ncclComm_t comm, const char *call);
+  /// Every communicator's asynchronous error, after a run: one line naming
+  /// this rank and the error, then exit.
+  void checkAsyncErrors();
+  /// Aborts every communicator (the watchdog's timeout).
+  void abortCommunicators();
   /// At least `bytes` of scratch. Synchronizes the device when it grows
   /// (so only the first, uncaptured run of an entry point may grow it).
   void *scratch(size_t bytes);
@@ -76,6 +112,12 @@ void addTensorKernels(KernelFn *table);
 void addTrainKernels(KernelFn *table);
 /// collectives.cu: the collectives of a mesh of one rank.
 void addCollectives(KernelFn *table);
+/// host_staged.cpp: collective `id` of a mesh whose ranks share a GPU,
+/// through pinned host memory on `stream` (see Context::hostStaged).
+void hostStagedCollective(Context &c, int64_t id, void **b, const int64_t *i,
+                          const double *f, int64_t stream);
+/// This process's rank in errors (set once the mesh is known).
+extern int errorRank;
 
 /// Blocks of `threads` covering n elements.
 inline unsigned blocksFor(int64_t n, int threads = 256) {

@@ -12,9 +12,18 @@
 //    through f32 and are rounded once;
 //  - ncclGroupStart/End bracket calls that are issued together (they run
 //    in issue order, as NCCL requires the same order on every rank);
-//  - ncclCommAbort marks the communicator: its collectives not yet run
-//    are dropped and report ncclRemoteError through
-//    ncclCommGetAsyncError.
+//  - a non-blocking communicator (ncclConfig_t blocking = 0) is still
+//    being made when ncclCommInitRankConfig and ncclCommSplit return
+//    (ncclInProgress) until ncclCommGetAsyncError has said so once, so that
+//    a caller's wait for it runs;
+//  - a collective waits for its MPI request polling, and gives up when its
+//    communicator is aborted meanwhile (ncclCommAbort from another thread,
+//    as a watchdog calls it): its collectives not yet run are dropped, and
+//    ncclCommGetAsyncError reports ncclRemoteError;
+//  - SHARDC_NCCL_EMU_LOG=PATH: every collective that runs (a graph replay
+//    included) appends a line to PATH.<MPI rank>: the call, the world ranks
+//    of its communicator and the bytes of its full buffer (what the
+//    compiler's report counts), so that a test can count NCCL's calls.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda_emu/emu.h"
@@ -27,6 +36,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -35,8 +46,10 @@
 struct ncclComm {
   MPI_Comm mpi = MPI_COMM_NULL;
   int rank = 0, size = 1;
-  bool aborted = false;
-  ncclResult_t asyncError = ncclSuccess;
+  bool blocking = true;
+  std::atomic<bool> aborted{false};
+  std::atomic<ncclResult_t> asyncError{ncclSuccess};
+  std::string worldRanks; ///< "0,2": the log's name of the communicator
 };
 
 namespace {
@@ -153,9 +166,75 @@ void narrow(const std::vector<char> &wide, void *p, size_t count,
   }
 }
 
+/// Fills in `c` from its MPI communicator; non-blocking when `config`
+/// says so (or, without one, when `parent` is).
+ncclResult_t made(ncclComm *c, const ncclConfig_t *config,
+                  const ncclComm *parent) {
+  MPI_Comm_rank(c->mpi, &c->rank);
+  MPI_Comm_size(c->mpi, &c->size);
+  MPI_Group world, group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Comm_group(c->mpi, &group);
+  std::vector<int> mine(size_t(c->size)), theirs(size_t(c->size));
+  for (int r = 0; r < c->size; ++r)
+    mine[size_t(r)] = r;
+  MPI_Group_translate_ranks(group, c->size, mine.data(), world, theirs.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  for (int r : theirs)
+    c->worldRanks += (c->worldRanks.empty() ? "" : ",") + std::to_string(r);
+  c->blocking = config && config->blocking != NCCL_CONFIG_UNDEF_INT
+                    ? config->blocking != 0
+                    : (parent ? parent->blocking : true);
+  if (c->blocking)
+    return ncclSuccess;
+  c->asyncError = ncclInProgress;
+  return ncclInProgress;
+}
+
+/// Waits for `request`; false if `comm` was aborted meanwhile.
+bool wait(ncclComm_t comm, MPI_Request *request, int *rc) {
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    *rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (done || *rc != MPI_SUCCESS)
+      return true;
+    if (comm->aborted.load())
+      return false; // the request is abandoned with its communicator
+    if (polls > 1000)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+/// SHARDC_NCCL_EMU_LOG: one line per collective run.
+void logCall(ncclComm_t comm, const char *what, size_t fullBytes) {
+  static FILE *log = [] () -> FILE * {
+    const char *path = std::getenv("SHARDC_NCCL_EMU_LOG");
+    if (!path || !*path)
+      return nullptr;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::string file = std::string(path) + "." + std::to_string(rank);
+    FILE *f = std::fopen(file.c_str(), "a");
+    if (!f)
+      fail(ncclSystemError, "SHARDC_NCCL_EMU_LOG: cannot open " + file);
+    return f;
+  }();
+  if (!log)
+    return;
+  std::fprintf(log, "%s ranks=%s bytes=%zu\n", what, comm->worldRanks.c_str(),
+               fullBytes);
+  std::fflush(log);
+}
+
 /// Enqueues collective `what` of `comm` on `stream`.
 ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char *what,
                      std::function<int()> run) {
+  if (comm && comm->asyncError == ncclInProgress)
+    return fail(ncclInvalidUsage,
+                std::string(what) + " on a communicator still being made "
+                                    "(wait until ncclCommGetAsyncError says "
+                                    "ncclSuccess)");
   if (!comm)
     return fail(ncclInvalidArgument, std::string(what) + ": no communicator");
   if (comm->aborted)
@@ -166,7 +245,12 @@ ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char *what,
       comm->asyncError = ncclRemoteError;
       return;
     }
-    if (run() != MPI_SUCCESS) {
+    int rc = run();
+    if (comm->aborted) {
+      comm->asyncError = ncclRemoteError;
+      return;
+    }
+    if (rc != MPI_SUCCESS) {
       comm->asyncError = ncclSystemError;
       fail(ncclSystemError,
            std::string(what) + ": the MPI collective failed on rank " +
@@ -195,7 +279,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
                                     ncclUniqueId id, int rank,
-                                    ncclConfig_t *) {
+                                    ncclConfig_t *config) {
   *comm = nullptr;
   if (!mpiReady("ncclCommInitRank"))
     return ncclInvalidUsage;
@@ -209,8 +293,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
     delete c;
     return fail(ncclSystemError, "ncclCommInitRank: MPI_Comm_split failed");
   }
-  MPI_Comm_rank(c->mpi, &c->rank);
-  MPI_Comm_size(c->mpi, &c->size);
+  ncclResult_t result = made(c, config, nullptr);
   if (c->size != nranks || c->rank != rank) {
     std::string why = "ncclCommInitRank: rank " + std::to_string(rank) +
                       " of " + std::to_string(nranks) +
@@ -221,7 +304,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
     return fail(ncclInvalidArgument, why);
   }
   *comm = c;
-  return ncclSuccess;
+  return result;
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
@@ -230,7 +313,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
-                           ncclComm_t *newcomm, ncclConfig_t *) {
+                           ncclComm_t *newcomm, ncclConfig_t *config) {
   *newcomm = nullptr;
   if (!comm || comm->aborted)
     return fail(ncclInvalidUsage, "ncclCommSplit of an aborted communicator");
@@ -243,10 +326,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
     return ncclSuccess;
   auto *c = new ncclComm;
   c->mpi = out;
-  MPI_Comm_rank(out, &c->rank);
-  MPI_Comm_size(out, &c->size);
   *newcomm = c;
-  return ncclSuccess;
+  return made(c, config, comm);
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
@@ -304,7 +385,14 @@ const char *ncclGetErrorString(ncclResult_t result) {
 const char *ncclGetLastError(ncclComm_t) { return ""; }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
-  *error = comm ? comm->asyncError : ncclInvalidArgument;
+  if (!comm) {
+    *error = ncclInvalidArgument;
+    return ncclSuccess;
+  }
+  *error = comm->asyncError;
+  // A communicator being made is made once this was asked.
+  ncclResult_t inProgress = ncclInProgress;
+  comm->asyncError.compare_exchange_strong(inProgress, ncclSuccess);
   return ncclSuccess;
 }
 
@@ -342,11 +430,18 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
                            ncclComm_t comm, cudaStream_t stream) {
   size_t bytes = sendcount * typeBytes(datatype);
   return enqueue(comm, stream, "ncclAllGather", [=]() {
+    logCall(comm, "ncclAllGather", bytes * size_t(comm->size));
+    MPI_Request request;
+    int rc;
     if (sendbuff == static_cast<char *>(recvbuff) + comm->rank * bytes)
-      return MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, recvbuff, int(bytes),
-                           MPI_BYTE, comm->mpi);
-    return MPI_Allgather(sendbuff, int(bytes), MPI_BYTE, recvbuff, int(bytes),
-                         MPI_BYTE, comm->mpi);
+      rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, recvbuff, int(bytes),
+                          MPI_BYTE, comm->mpi, &request);
+    else
+      rc = MPI_Iallgather(sendbuff, int(bytes), MPI_BYTE, recvbuff,
+                          int(bytes), MPI_BYTE, comm->mpi, &request);
+    if (rc == MPI_SUCCESS)
+      wait(comm, &request, &rc);
+    return rc;
   });
 }
 
@@ -361,13 +456,17 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
                 "ncclReduceScatter: type or operation not emulated");
   return enqueue(comm, stream, "ncclReduceScatter", [=]() {
     size_t total = recvcount * size_t(comm->size);
+    logCall(comm, "ncclReduceScatter", total * typeBytes(datatype));
     std::vector<char> in = widen(sendbuff, total, datatype);
     size_t wideBytes = in.size() / total;
     std::vector<char> out(recvcount * wideBytes);
-    int rc = MPI_Reduce_scatter_block(in.data(), out.data(), int(recvcount),
-                                      mpiType(datatype), mpiOp(op), comm->mpi);
-    narrow(out, recvbuff, recvcount, datatype,
-           op == ncclAvg ? 1.0 / comm->size : 1.0);
+    MPI_Request request;
+    int rc = MPI_Ireduce_scatter_block(in.data(), out.data(), int(recvcount),
+                                       mpiType(datatype), mpiOp(op),
+                                       comm->mpi, &request);
+    if (rc == MPI_SUCCESS && wait(comm, &request, &rc) && rc == MPI_SUCCESS)
+      narrow(out, recvbuff, recvcount, datatype,
+             op == ncclAvg ? 1.0 / comm->size : 1.0);
     return rc;
   });
 }
@@ -380,12 +479,15 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
     return fail(ncclInvalidArgument,
                 "ncclAllReduce: type or operation not emulated");
   return enqueue(comm, stream, "ncclAllReduce", [=]() {
+    logCall(comm, "ncclAllReduce", count * typeBytes(datatype));
     std::vector<char> in = widen(sendbuff, count, datatype);
     std::vector<char> out(in.size());
-    int rc = MPI_Allreduce(in.data(), out.data(), int(count),
-                           mpiType(datatype), mpiOp(op), comm->mpi);
-    narrow(out, recvbuff, count, datatype,
-           op == ncclAvg ? 1.0 / comm->size : 1.0);
+    MPI_Request request;
+    int rc = MPI_Iallreduce(in.data(), out.data(), int(count),
+                            mpiType(datatype), mpiOp(op), comm->mpi, &request);
+    if (rc == MPI_SUCCESS && wait(comm, &request, &rc) && rc == MPI_SUCCESS)
+      narrow(out, recvbuff, count, datatype,
+             op == ncclAvg ? 1.0 / comm->size : 1.0);
     return rc;
   });
 }
@@ -396,9 +498,15 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            cudaStream_t stream) {
   size_t bytes = count * typeBytes(datatype);
   return enqueue(comm, stream, "ncclBroadcast", [=]() {
+    logCall(comm, "ncclBroadcast", bytes);
     if (comm->rank == root && sendbuff != recvbuff)
       std::memmove(recvbuff, sendbuff, bytes);
-    return MPI_Bcast(recvbuff, int(bytes), MPI_BYTE, root, comm->mpi);
+    MPI_Request request;
+    int rc = MPI_Ibcast(recvbuff, int(bytes), MPI_BYTE, root, comm->mpi,
+                        &request);
+    if (rc == MPI_SUCCESS)
+      wait(comm, &request, &rc);
+    return rc;
   });
 }
 

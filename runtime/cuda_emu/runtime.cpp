@@ -12,13 +12,18 @@
 //    that waits on a captured event joins the capture and must be joined
 //    back before it ends; a synchronizing call during capture is an error)
 //    and replay;
-//  - the sticky error of a faulting kernel, and the last error.
+//  - the sticky error of a faulting kernel, and the last error;
+//  - a node of SHARDC_EMU_DEVICES devices (default 8), each with its own
+//    UUID: the process uses one (all share the host's memory), and local
+//    ranks beyond the count share one, as on an oversubscribed node;
+//  - host functions in stream order, mapped pinned memory.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda_emu/emu.h"
 
 #include <omp.h>
 #include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -87,6 +92,29 @@ struct State {
 State &state() {
   static State s;
   return s;
+}
+
+/// The devices of the emulated node: SHARDC_EMU_DEVICES (default 8, as on
+/// an 8-GPU node); the local ranks of a job beyond it share devices.
+int deviceCount() {
+  static int count = [] {
+    const char *v = std::getenv("SHARDC_EMU_DEVICES");
+    int n = v ? std::atoi(v) : 8;
+    if (n < 1 || n > 1024) {
+      std::fprintf(stderr,
+                   "cuda-emulation: SHARDC_EMU_DEVICES=%s is not a device "
+                   "count (1 to 1024); using 8\n",
+                   v);
+      n = 8;
+    }
+    return n;
+  }();
+  return count;
+}
+
+int &currentDevice() {
+  static int device = 0;
+  return device;
 }
 
 double nowMs() {
@@ -278,20 +306,23 @@ using namespace shardc::emu;
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int *count) {
-  *count = 1;
+  *count = deviceCount();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (device != 0)
+  if (device < 0 || device >= deviceCount())
     return report(cudaErrorInvalidDevice,
-                  "the emulated device is device 0, not " +
-                      std::to_string(device));
+                  "cudaSetDevice(" + std::to_string(device) +
+                      "): the emulated node has " +
+                      std::to_string(deviceCount()) +
+                      " devices (SHARDC_EMU_DEVICES)");
+  currentDevice() = device;
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
-  *device = 0;
+  *device = currentDevice();
   return cudaSuccess;
 }
 
@@ -332,7 +363,18 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
   std::memset(prop, 0, sizeof(*prop));
-  std::snprintf(prop->name, sizeof(prop->name), "shardc emulated CUDA device");
+  std::snprintf(prop->name, sizeof(prop->name),
+                "shardc emulated CUDA device %d", device);
+  // One node's devices: the same host name, a bus id and UUID per ordinal.
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = host; *c; ++c)
+    h = (h ^ uint8_t(*c)) * 1099511628211ull;
+  std::memcpy(prop->uuid.bytes, &h, sizeof(h));
+  uint64_t ordinal = uint64_t(device);
+  std::memcpy(prop->uuid.bytes + 8, &ordinal, sizeof(ordinal));
+  prop->pciBusID = device;
   struct sysinfo info;
   sysinfo(&info);
   prop->totalGlobalMem = size_t(info.totalram) * info.mem_unit;
@@ -401,6 +443,21 @@ cudaError_t cudaMallocHost(void **ptr, size_t size) {
 
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int) {
   return cudaMallocHost(ptr, size);
+}
+
+cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned int) {
+  if (!isPinnedMemory(host))
+    return report(cudaErrorInvalidValue,
+                  "cudaHostGetDevicePointer of memory cudaHostAlloc did not "
+                  "return");
+  *device = host; // the device sees host memory at its own address
+  return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
+                               void *userData) {
+  STICKY();
+  return enqueue(stream, "host function", [fn, userData]() { fn(userData); });
 }
 
 cudaError_t cudaFreeHost(void *ptr) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
 
@@ -15,6 +16,29 @@ namespace {
 std::atomic<const char *> current{nullptr};
 std::atomic<int64_t> since{0}, inFlightBytes{0};
 std::atomic<bool> started{false};
+std::atomic<double> deadline{0};
+std::mutex deviceMutex;
+std::function<bool(watchdog::Pending &)> deviceProbe;
+std::function<void()> deviceAbort;
+
+[[noreturn]] void expire(int rank, const char *what, int64_t bytes,
+                         double seconds) {
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "error: rank %d: collective %s (%lld bytes) did not "
+               "complete within %.0f s (--collective-timeout): another "
+               "rank died, hangs or is stopped; exiting\n",
+               rank, what, (long long)bytes, seconds);
+  std::fflush(stderr);
+  std::function<void()> abort;
+  {
+    std::lock_guard<std::mutex> lock(deviceMutex);
+    abort = deviceAbort;
+  }
+  if (abort)
+    abort();
+  _exit(3);
+}
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -32,30 +56,53 @@ void watchdog::enter(const char *what, int64_t bytes) {
 
 void watchdog::leave() { current.store(nullptr, std::memory_order_release); }
 
+double watchdog::seconds() { return deadline.load(); }
+
+void watchdog::watchDevice(std::function<bool(Pending &)> probe,
+                           std::function<void()> abort) {
+  std::lock_guard<std::mutex> lock(deviceMutex);
+  deviceProbe = std::move(probe);
+  deviceAbort = std::move(abort);
+}
+
 void watchdog::start(int rank, double seconds) {
   if (seconds <= 0 || started.exchange(true))
     return;
+  deadline.store(seconds);
   std::thread([rank, seconds] {
+    uint64_t deviceId = 0;
+    int64_t deviceSince = 0;
+    bool deviceWaiting = false;
     const int64_t limit = int64_t(seconds * 1e9);
     // Checked a few times per deadline, at most every second.
     const auto period = std::chrono::milliseconds(
         int64_t(std::min(1000.0, std::max(10.0, seconds * 1000.0 / 10.0))));
     for (;;) {
       std::this_thread::sleep_for(period);
+      // The device's collective in flight, if a device is watched.
+      Pending pending;
+      bool waiting = false;
+      {
+        std::lock_guard<std::mutex> lock(deviceMutex);
+        waiting = deviceProbe && deviceProbe(pending);
+      }
+      if (!waiting) {
+        deviceWaiting = false;
+      } else if (!deviceWaiting || pending.id != deviceId) {
+        deviceWaiting = true;
+        deviceId = pending.id;
+        deviceSince = nowNs();
+      } else if (nowNs() - deviceSince >= limit) {
+        expire(rank, pending.what, pending.bytes, seconds);
+      }
+      // A host collective marked in flight.
       const char *what = current.load(std::memory_order_acquire);
       if (!what)
         continue;
       int64_t waited = nowNs() - since.load(std::memory_order_relaxed);
       if (waited < limit || current.load(std::memory_order_acquire) != what)
         continue;
-      std::fflush(stdout);
-      std::fprintf(stderr,
-                   "error: rank %d: collective %s (%lld bytes) did not "
-                   "complete within %.0f s (--collective-timeout): another "
-                   "rank died, hangs or is stopped; exiting\n",
-                   rank, what, (long long)inFlightBytes.load(), seconds);
-      std::fflush(stderr);
-      _exit(3);
+      expire(rank, what, inFlightBytes.load(), seconds);
     }
   }).detach();
 }

@@ -7,11 +7,17 @@
 // collective and this rank and exits, so that the launcher (mpirun, srun)
 // takes the job down.
 //
+// A device backend's collectives run asynchronously on its streams, so they
+// cannot mark themselves: it gives the watchdog a probe instead, asked from
+// the watchdog's thread which collective the device is waiting on, and an
+// abort (ncclCommAbort of its communicators) called before the exit.
+//
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_TRAINER_WATCHDOG_H
 #define SHARDC_RUNTIME_TRAINER_WATCHDOG_H
 
 #include <cstdint>
+#include <functional>
 
 namespace shardc::runtime::watchdog {
 
@@ -22,6 +28,22 @@ void start(int rank, double seconds);
 void enter(const char *what, int64_t bytes);
 /// No collective is in flight.
 void leave();
+
+/// The deadline start() was given, in seconds (0: none).
+double seconds();
+
+/// What a device probe reports: the collective the device waits on, its
+/// bytes, and an id that changes when another collective is waited on.
+struct Pending {
+  const char *what = nullptr;
+  int64_t bytes = 0;
+  uint64_t id = 0;
+};
+/// Watches a device: `probe` fills in the collective in flight (false:
+/// none); one that stays in flight past the deadline is reported, `abort`
+/// is called, and the process exits.
+void watchDevice(std::function<bool(Pending &)> probe,
+                 std::function<void()> abort);
 
 /// Marks a collective in flight for its scope.
 struct Scope {

@@ -43,6 +43,9 @@ def main():
                     help="vocabulary of the random tokens (presets)")
     ap.add_argument("--mesh", default="1",
                     help="the mesh of both builds, run under mpirun")
+    ap.add_argument("--gpus", type=int, default=0,
+                    help="GPUs of the emulated node (SHARDC_EMU_DEVICES): "
+                         "fewer than the ranks, and ranks share one")
     ap.add_argument("--compile-flags", default="",
                     help="extra shardc flags of both builds")
     ap.add_argument("--cuda-flags", default="",
@@ -53,6 +56,9 @@ def main():
                     help="also train with --cuda-graphs=false and require the "
                          "same losses, bit for bit")
     args = ap.parse_args()
+    if args.gpus:
+        # The emulated node's GPUs: ranks beyond them share one.
+        os.environ["SHARDC_EMU_DEVICES"] = str(args.gpus)
     os.makedirs(args.workdir, exist_ok=True)
     data = args.data
     if data is None:
@@ -74,7 +80,10 @@ def main():
         log = os.path.join(args.workdir, f"log-{name}.jsonl")
         if not os.path.exists(exe):
             run([args.shardc, args.model, *shape, *flags, "-o", exe])
-        run(launch + [exe, *train, *extra_train, "--log", log], timeout=1800)
+        out = run(launch + [exe, *train, *extra_train, "--log", log], timeout=1800)
+        for line in out.splitlines():
+            if line.startswith("note:") and name == "cuda" and not extra_train:
+                print(line)
         got = losses(log)
         if len(got) != args.steps:
             sys.exit(f"FAIL: {name} logged {len(got)} steps, not {args.steps}")

@@ -5,9 +5,13 @@ rank (not rank 0) --signal (KILL: it dies; STOP: it hangs, and the others
 wait in a collective until --collective-timeout), and requires that within
 --limit seconds no rank of the job is left running and mpirun exits
 non-zero; with STOP, that a rank printed which collective timed out.
+--compile-flags builds for another target (--target cuda --cuda-emulation:
+NCCL's non-blocking communicators, the watchdog's probe and
+ncclCommAbort on the emulated device).
 """
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -32,11 +36,12 @@ def main():
     ap.add_argument("--limit", type=float, default=30.0)
     ap.add_argument("--signal", choices=["KILL", "STOP"], default="KILL")
     ap.add_argument("--timeout", default="5", help="--collective-timeout of the run")
+    ap.add_argument("--compile-flags", default="", help="more shardc flags")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     exe = os.path.abspath(os.path.join(args.workdir, "train"))
     run([args.shardc, "tiny", "--mesh", args.mesh, "--micro-batch", "1", "--seq-len", "32",
-         "-o", exe])
+         "-o", exe] + shlex.split(args.compile_flags))
     n = 1
     for d in args.mesh.split("x"):
         n *= int(d)

@@ -13,6 +13,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -148,6 +150,68 @@ TEST_F(EmulatedNccl, AbortDropsPendingWork) {
     EXPECT_EQ(host(out, 2), std::vector<float>({-1, -1}));
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A collective already waiting (rank 1 never joins) gives up when another
+// thread aborts its communicator, as the trainer's watchdog does: the wait
+// returns, the output is untouched and the asynchronous error says why.
+TEST_F(EmulatedNccl, AbortFromAnotherThreadEndsAWait) {
+  float *in = device({1, 2}), *out = device({-1, -1});
+  if (rank == 0) {
+    NCCL_OK(ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, comm, stream));
+    std::thread watchdog([c = comm] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      ncclCommAbort(c);
+    });
+    CUDA_OK(cudaStreamSynchronize(stream)); // waits in the all-reduce
+    watchdog.join();
+    ncclResult_t async;
+    NCCL_OK(ncclCommGetAsyncError(comm, &async));
+    EXPECT_EQ(async, ncclRemoteError);
+    EXPECT_EQ(host(out, 2), std::vector<float>({-1, -1}));
+    comm = nullptr;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A non-blocking communicator is in progress when made, until
+// ncclCommGetAsyncError has said so; a collective on it before then is
+// refused. Then it works as a blocking one.
+TEST_F(EmulatedNccl, NonBlockingCommunicator) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t nb = nullptr;
+  ASSERT_EQ(ncclCommSplit(comm, 0, rank, &nb, &config), ncclInProgress);
+  float *in = device({float(rank + 1)}), *out = device({0});
+  EXPECT_EQ(ncclAllReduce(in, out, 1, ncclFloat32, ncclSum, nb, stream),
+            ncclInvalidUsage);
+  ncclResult_t state = ncclSuccess;
+  NCCL_OK(ncclCommGetAsyncError(nb, &state));
+  EXPECT_EQ(state, ncclInProgress); // the first answer
+  NCCL_OK(ncclCommGetAsyncError(nb, &state));
+  EXPECT_EQ(state, ncclSuccess);
+  NCCL_OK(ncclAllReduce(in, out, 1, ncclFloat32, ncclSum, nb, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(host(out, 1)[0], 3.0f);
+  ncclCommDestroy(nb);
+}
+
+// Host functions run in stream order, between the device work around them.
+TEST_F(EmulatedNccl, HostFunctionInStreamOrder) {
+  float *d = device({0});
+  static float seen = -1;
+  static float *pinned = nullptr;
+  CUDA_OK(cudaMallocHost(&pinned, 4));
+  float one = 1, two = 2;
+  CUDA_OK(cudaMemcpyAsync(d, &one, 4, cudaMemcpyHostToDevice, stream));
+  CUDA_OK(cudaMemcpyAsync(pinned, d, 4, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaLaunchHostFunc(
+      stream, [](void *) { seen = *pinned; }, nullptr));
+  CUDA_OK(cudaMemcpyAsync(d, &two, 4, cudaMemcpyHostToDevice, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(seen, 1.0f);
+  EXPECT_EQ(host(d, 1)[0], 2.0f);
+  cudaFreeHost(pinned);
 }
 
 } // namespace

@@ -1,0 +1,184 @@
+//===- host_staged.cpp - collectives of ranks that share a GPU, via the host ===//
+//
+// NCCL refuses two ranks on one device, yet a developer's single-GPU
+// machine runs `mpirun -np 2 ./train` to test a mesh. When the backend finds
+// ranks sharing its GPU (Context::hostStaged), every collective goes through
+// the host, in stream order on its stream, with no host synchronization:
+//
+//   device inputs --cudaMemcpyAsync--> pinned staging
+//   a host function (cudaLaunchHostFunc): the CPU backend's collective
+//     (runtime/cpu/collectives.cpp, MPI) on the staging buffers
+//   pinned staging --cudaMemcpyAsync--> device outputs
+//
+// so the results are the CPU backend's, bit for bit, and a CUDA graph
+// captures the copies and the host function like any other work. The
+// staging buffers of a launch are made on its first run (an uncaptured
+// one) and kept: a replayed graph uses the same. Host functions of one
+// stream run one at a time, so MPI is used by one thread at a time (the
+// mesh asks MPI for MPI_THREAD_SERIALIZED).
+//
+// The CPU collectives are referenced weakly: an executable links them (the
+// driver's --undefined) only when it links MPI, i.e. for several ranks.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/abi/abi.h"
+#include "runtime/cuda/context.h"
+#include "runtime/mesh.h"
+#include "runtime/runtime.h"
+
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace A = shardc::abi;
+using namespace shardc::runtime;
+
+#define SHARDC_WEAK_CPU_COLLECTIVE(name)                                       \
+  extern "C" SHARDC_ABI_KERNEL_SIGNATURE(name) __attribute__((weak));
+SHARDC_WEAK_CPU_COLLECTIVE(all_gather)
+SHARDC_WEAK_CPU_COLLECTIVE(all_gather_group)
+SHARDC_WEAK_CPU_COLLECTIVE(reduce_scatter)
+SHARDC_WEAK_CPU_COLLECTIVE(all_reduce)
+SHARDC_WEAK_CPU_COLLECTIVE(all_gather_subgroup)
+#undef SHARDC_WEAK_CPU_COLLECTIVE
+
+namespace {
+
+/// One launch's staging: a pinned buffer per device buffer, which of them
+/// are copied in (inputs) and out (outputs), and what the host function
+/// runs.
+struct Staged {
+  KernelFn fn = nullptr;
+  std::vector<int64_t> bytes;
+  std::vector<bool> in, out;
+  std::vector<void *> host;
+  const int64_t *ints = nullptr;
+  const double *floats = nullptr;
+  int64_t stream = 0;
+  Context *cpu = nullptr;
+};
+
+/// The CPU context the collectives run with, and every launch's staging
+/// (by its ints, which the program keeps for the executable's life).
+struct HostStaging {
+  Context cpu;
+  std::map<const int64_t *, std::unique_ptr<Staged>> launches;
+  ~HostStaging() {
+    for (auto &[key, s] : launches)
+      for (void *p : s->host)
+        cudaFreeHost(p);
+  }
+};
+
+HostStaging &staging(const Mesh *mesh) {
+  static HostStaging s;
+  s.cpu.mesh = mesh;
+  return s;
+}
+
+void runOnHost(void *data) {
+  auto *s = static_cast<Staged *>(data);
+  s->fn(s->cpu, s->host.data(), s->ints, s->floats, s->stream);
+}
+
+/// The buffers of collective `id`: bytes, and whether each is read (copied
+/// in) and written (copied out); scratch is host-only.
+void layout(Staged &s, int64_t id, const int64_t *i, const Mesh &mesh) {
+  auto add = [&](int64_t bytes, bool in, bool out) {
+    s.bytes.push_back(bytes);
+    s.in.push_back(in);
+    s.out.push_back(out);
+  };
+  switch (A::KernelId(id)) {
+  case A::KernelId::all_gather: {
+    int64_t n = i[A::all_gather::n] * A::dtypeBytes(i[A::all_gather::dtype]);
+    s.fn = &shardc_k_all_gather;
+    add(n, true, false);
+    add(n * mesh.axisSize(i[A::all_gather::axis]), false, true);
+    return;
+  }
+  case A::KernelId::all_gather_subgroup: {
+    int64_t n = i[A::all_gather_subgroup::n] *
+                A::dtypeBytes(i[A::all_gather_subgroup::dtype]);
+    s.fn = &shardc_k_all_gather_subgroup;
+    add(n, true, false);
+    add(n * i[A::all_gather_subgroup::N], false, true);
+    return;
+  }
+  case A::KernelId::all_gather_group: {
+    int64_t k = i[A::all_gather_group::k],
+            eb = A::dtypeBytes(i[A::all_gather_group::dtype]);
+    int64_t P = mesh.axisSize(i[A::all_gather_group::axis]), total = 0;
+    const int64_t *counts = i + A::all_gather_group::kNumInts;
+    s.fn = &shardc_k_all_gather_group;
+    for (int64_t j = 0; j < k; ++j) {
+      add(counts[j] * eb, true, false);
+      total += counts[j] * eb;
+    }
+    for (int64_t j = 0; j < k; ++j)
+      add(counts[j] * eb * P, false, true);
+    add(total, false, false);     // pack
+    add(total * P, false, false); // gathered
+    return;
+  }
+  case A::KernelId::reduce_scatter: {
+    int64_t n = i[A::reduce_scatter::n] *
+                A::dtypeBytes(i[A::reduce_scatter::dtype]);
+    s.fn = &shardc_k_reduce_scatter;
+    add(n * mesh.axisSize(i[A::reduce_scatter::axis]), true, false);
+    add(n, false, true);
+    add(n, false, false); // the ring's second partial-sum block
+    return;
+  }
+  case A::KernelId::all_reduce: {
+    int64_t n = i[A::all_reduce::n] * A::dtypeBytes(i[A::all_reduce::dtype]);
+    s.fn = &shardc_k_all_reduce;
+    add(n, true, false);
+    add(n, false, true);
+    return;
+  }
+  default:
+    fatal("%s is not a collective the host-staged transport carries",
+          A::kKernels[id].name);
+  }
+}
+
+} // namespace
+
+void cuda::hostStagedCollective(cuda::Context &c, int64_t id, void **b,
+                                const int64_t *i, const double *f,
+                                int64_t stream) {
+  HostStaging &all = staging(c.mesh);
+  std::unique_ptr<Staged> &slot = all.launches[i];
+  if (!slot) {
+    auto s = std::make_unique<Staged>();
+    layout(*s, id, i, *c.mesh);
+    if (!s->fn)
+      fatal("rank %d: ranks share a GPU, and the host-staged transport needs "
+            "the CPU backend's MPI collectives, which this executable was "
+            "not linked with (relink it with shardc for several ranks)",
+            c.mesh->rank);
+    for (int64_t bytes : s->bytes) {
+      void *p = nullptr;
+      CUDA_CHECK(cudaHostAlloc(&p, size_t(bytes > 0 ? bytes : 1),
+                               cudaHostAllocDefault));
+      s->host.push_back(p);
+    }
+    s->ints = i;
+    s->floats = f;
+    s->stream = stream;
+    s->cpu = &all.cpu;
+    slot = std::move(s);
+  }
+  Staged &s = *slot;
+  cudaStream_t st = c.stream(stream);
+  for (size_t k = 0; k < s.bytes.size(); ++k)
+    if (s.in[k] && s.bytes[k] > 0)
+      CUDA_CHECK(cudaMemcpyAsync(s.host[k], b[k], size_t(s.bytes[k]),
+                                 cudaMemcpyDeviceToHost, st));
+  CUDA_CHECK(cudaLaunchHostFunc(st, &runOnHost, &s));
+  for (size_t k = 0; k < s.bytes.size(); ++k)
+    if (s.out[k] && s.bytes[k] > 0)
+      CUDA_CHECK(cudaMemcpyAsync(b[k], s.host[k], size_t(s.bytes[k]),
+                                 cudaMemcpyHostToDevice, st));
+}
