@@ -27,6 +27,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
+#include "runtime/trainer/trace.h"
 #include "runtime/trainer/watchdog.h"
 
 #include <unistd.h>
@@ -322,6 +323,8 @@ public:
     for (auto &[program, c] : graphs)
       if (c.exec)
         cudaGraphExecDestroy(c.exec);
+    for (cudaEvent_t e : timing)
+      cudaEventDestroy(e);
     cudaEventDestroy(fork);
     for (cudaEvent_t e : join)
       cudaEventDestroy(e);
@@ -380,12 +383,22 @@ public:
       ++ctx.runs;
       ctx.inRun = true;
     }
-    if (graphsOn)
-      runCaptured(program, regions, target);
-    else
+    bool traced = trace && trace->keepsEvents();
+    double hostStart = 0;
+    if (traced) {
+      hostStart = startTrace();
+      target.aroundLaunch = &aroundLaunch;
+      target.hookCtx = this;
       walk(program, regions, target);
+    } else if (graphsOn) {
+      runCaptured(program, regions, target);
+    } else {
+      walk(program, regions, target);
+    }
     for (cudaStream_t s : ctx.streams)
       CUDA_CHECK(cudaStreamSynchronize(s));
+    if (traced)
+      finishTrace(hostStart);
     if (ctx.progressDevice) {
       std::lock_guard<std::mutex> lock(ctx.progressMutex);
       ctx.inRun = false;
@@ -397,10 +410,11 @@ public:
   void setGraphs(bool on) override { graphsOn = on; }
 
   void setProfiling(bool) override {}
-  /// Kernel timelines from CUDA events are not recorded yet: a host-timed
-  /// launch would say nothing of the GPU, so no launch is added (the
-  /// trainer refuses --trace for this target).
-  void setTrace(Trace *) override {}
+  /// With --trace (a trace that keeps its launches), each run is launched
+  /// without graphs, with a pair of timing events around every launch on
+  /// its stream; after the run the events' times from a reference event
+  /// recorded at its start (every stream waits on it) are the launches'.
+  void setTrace(Trace *t) override { trace = t; }
   void printProfile() const override {
     std::printf("SHARDC_PROFILE: per-kernel times are not collected on the "
                 "CUDA backend yet\n");
@@ -458,6 +472,55 @@ private:
       c.scratchGeneration = generation;
     }
     CUDA_CHECK(cudaGraphLaunch(c.exec, ctx.stream(abi::kComputeStream)));
+  }
+
+  /// A traced launch: its kernel, stream, ints and events.
+  struct Timed {
+    int64_t id, stream;
+    const int64_t *ints;
+    size_t begin, end;
+  };
+
+  cudaEvent_t timingEvent(size_t k) {
+    while (k >= timing.size()) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      timing.push_back(e);
+    }
+    return timing[k];
+  }
+
+  /// The reference event, on the compute stream, that every stream waits
+  /// on; returns the host time (trace clock) it stands for.
+  double startTrace() {
+    timed.clear();
+    double now = trace->now();
+    cudaEvent_t ref = timingEvent(0);
+    CUDA_CHECK(cudaEventRecord(ref, ctx.stream(abi::kComputeStream)));
+    for (int64_t s = 0; s < abi::kNumStreams; ++s)
+      if (s != abi::kComputeStream)
+        CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(s), ref, 0));
+    return now;
+  }
+
+  static void aroundLaunch(void *self, bool after, int64_t id, int64_t stream,
+                           const int64_t *ints) {
+    auto &b = *static_cast<CudaBackend *>(self);
+    size_t k = 1 + 2 * b.timed.size() + (after ? 1 : 0);
+    CUDA_CHECK(cudaEventRecord(b.timingEvent(k), b.ctx.stream(stream)));
+    if (after)
+      b.timed.push_back({id, stream, ints, k - 1, k});
+  }
+
+  /// After the run: each launch's device interval, into the trace.
+  void finishTrace(double hostStart) {
+    for (const Timed &t : timed) {
+      float begin = 0, end = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&begin, timing[0], timing[t.begin]));
+      CUDA_CHECK(cudaEventElapsedTime(&end, timing[0], timing[t.end]));
+      trace->add(t.id, t.stream, t.ints, hostStart + 1e3 * double(begin),
+                 hostStart + 1e3 * double(end));
+    }
   }
 
   /// Launches `program`'s table (its collectives are counted afresh).
@@ -532,6 +595,9 @@ private:
   cuda::Context ctx;
   bool graphsOn = true;
   std::map<const int64_t *, Captured> graphs;
+  Trace *trace = nullptr;
+  std::vector<cudaEvent_t> timing; ///< [0]: the reference; then pairs
+  std::vector<Timed> timed;
   /// Per program: its collectives, in issue order (with a timeout).
   std::map<const int64_t *, std::vector<cuda::Context::Issued>> issued;
   cudaEvent_t fork = nullptr, join[abi::kNumStreams] = {};

@@ -65,7 +65,11 @@ data and run:
   --trace FILE          write a Chrome/Perfetto trace (JSON) of every kernel
                         and collective launched, per stream, with the bytes
                         of each collective; on a mesh, rank r > 0 writes
-                        FILE.rank<r> (cpu target: host timestamps)
+                        FILE.rank<r>, and the communication per step and
+                        its exposed share are printed at the end (cpu
+                        target: host timestamps; cuda: CUDA events around
+                        each launch, per stream, every step launched
+                        without graphs while tracing)
   --cuda-graphs=B       cuda target: capture each entry point once as a CUDA
                         graph and replay it (true, the default), or launch
                         every kernel of every step (false); the losses are
@@ -204,9 +208,6 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       o.trace = next();
       if (o.trace.empty())
         throw std::runtime_error("--trace expects a file name");
-      if (m.target != "cpu" && !m.target.empty())
-        throw std::runtime_error("--trace: the " + m.target +
-                                 " backend does not record traces yet");
     } else if (flag == "--cuda-graphs") {
       std::string v = inlineValue ? next() : "true";
       if (v != "true" && v != "false")

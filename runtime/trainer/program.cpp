@@ -50,6 +50,10 @@ void shardc::runtime::runProgram(const int64_t *program,
         double begin = target.trace->now();
         target.kernels[id](target.ctx, bufs, ints, floats, stream);
         target.trace->add(id, stream, ints, begin, target.trace->now());
+      } else if (target.aroundLaunch) {
+        target.aroundLaunch(target.hookCtx, false, id, stream, ints);
+        target.kernels[id](target.ctx, bufs, ints, floats, stream);
+        target.aroundLaunch(target.hookCtx, true, id, stream, ints);
       } else {
         target.kernels[id](target.ctx, bufs, ints, floats, stream);
       }

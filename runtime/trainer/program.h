@@ -29,6 +29,11 @@ struct ProgramTarget {
   /// When set, every launch is timed on the host and added (a backend
   /// whose kernels run on the host: their time is the launch's).
   Trace *trace = nullptr;
+  /// When set, called before (`after` false) and after every launch, with
+  /// `hookCtx`: a device backend records events around it on its stream.
+  void (*aroundLaunch)(void *hookCtx, bool after, int64_t id, int64_t stream,
+                       const int64_t *ints) = nullptr;
+  void *hookCtx = nullptr;
 };
 
 /// Runs `program` over the base addresses of the regions (abi::Region).

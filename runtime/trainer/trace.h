@@ -8,7 +8,9 @@
 // compute did, for the line printed at the end.
 //
 // The CPU backend times launches on the host (its streams run in program
-// order on one thread); a device backend fills in its own device times.
+// order on one thread); the CUDA backend, with --trace, from CUDA events
+// recorded around each launch on its stream (the emulated device's events
+// keep host time).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_TRAINER_TRACE_H
@@ -30,6 +32,7 @@ public:
   Trace();
   /// Keep every launch for writeJson (otherwise only the totals).
   void setKeepEvents(bool keep) { keep_ = keep; }
+  bool keepsEvents() const { return keep_; }
   /// Labels the launches that follow: compiled entry `entry` of step `step`.
   void beginRun(const char *entry, int64_t step);
   /// Closes the current run: adds its exposed communication to the totals.

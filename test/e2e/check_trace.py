@@ -7,12 +7,15 @@ in time order and do not overlap; every collective sits on the
 communication stream (tid 1) with its bytes, and the all-gathers of a
 micro-step move at least this rank's shard of every parameter (counted
 from the config, independently of the compiler). The trainer prints the
-exposed-communication line.
+exposed-communication line. --compile-flags builds for another target
+(--target cuda --cuda-emulation: CUDA events around each launch, here the
+emulated device's, which keep host time).
 """
 import argparse
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 
@@ -28,11 +31,12 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--compile-flags", default="")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     exe = os.path.join(args.workdir, "train")
     run([args.shardc, args.config, "--mesh", str(args.ranks), "--micro-batch", "2",
-         "--seq-len", "16", "-o", exe])
+         "--seq-len", "16", "-o", exe] + shlex.split(args.compile_flags))
     trace = os.path.join(args.workdir, "trace.json")
     out = run(MPIRUN + ["-np", str(args.ranks), exe, "--steps", str(args.steps),
                         "--trace", trace])
