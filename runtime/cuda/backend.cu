@@ -368,8 +368,11 @@ public:
   void run(const int64_t *program,
            void *const regionBases[abi::kNumRegions]) override {
     const KernelFn *kernels = cuda::kernelTable();
-    if (checked.insert(program).second)
+    if (checked.insert(program).second) {
       refuseMissingKernels(program, kernels);
+      groups[program] = groupsOf(program);
+    }
+    ctx.groups = &groups[program];
     void *regions[abi::kNumRegions];
     for (int r = 0; r < abi::kNumRegions; ++r)
       regions[r] = regionBases[r];
@@ -566,6 +569,100 @@ private:
     return !shared.empty();
   }
 
+  /// The NCCL groups of `program`: chains of adjacent launches (no event
+  /// between them) on one stream of single-call NCCL collectives
+  /// (all_gather, reduce_scatter, all_reduce, all_gather_subgroup over more
+  /// than one rank), each independent of the others (none writes what
+  /// another reads or writes), which NCCL may then run concurrently.
+  std::map<const int64_t *, uint8_t> groupsOf(const int64_t *program) const {
+    std::map<const int64_t *, uint8_t> marks;
+    if (!ctx.mesh || ctx.mesh->world <= 1 || ctx.hostStaged)
+      return marks;
+    struct Range {
+      int64_t region, begin, end;
+    };
+    struct Call {
+      const int64_t *ints;
+      int64_t stream;
+      Range in, out;
+    };
+    auto overlap = [](const Range &a, const Range &b) {
+      return a.region == b.region && a.begin < b.end && b.begin < a.end;
+    };
+    auto range = [](int64_t ref, int64_t bytes) {
+      int64_t offset = ref & abi::kOffsetMask;
+      return Range{ref >> abi::kRegionShift, offset, offset + bytes};
+    };
+    auto ranks = [&](int64_t axis) {
+      return axis >= 0 && axis < int64_t(ctx.axes.size())
+                 ? int64_t(ctx.mesh->axisSize(axis))
+                 : int64_t(1);
+    };
+    // The launch at `p` as a groupable call, if it is one.
+    auto callOf = [&](const int64_t *p, Call &call) {
+      using K = abi::KernelId;
+      const int64_t *refs = p + abi::kKernelHeaderWords, *i = refs + p[3];
+      int64_t n, dtype, axis, inScale = 1, outScale = 1;
+      switch (K(p[1])) {
+      case K::all_gather:
+        n = i[abi::all_gather::n], dtype = i[abi::all_gather::dtype];
+        axis = i[abi::all_gather::axis];
+        outScale = ranks(axis);
+        break;
+      case K::all_gather_subgroup:
+        n = i[abi::all_gather_subgroup::n];
+        dtype = i[abi::all_gather_subgroup::dtype];
+        axis = i[abi::all_gather_subgroup::axis];
+        outScale = i[abi::all_gather_subgroup::N];
+        if (outScale <= 1)
+          return false;
+        break;
+      case K::reduce_scatter:
+        n = i[abi::reduce_scatter::n], dtype = i[abi::reduce_scatter::dtype];
+        axis = i[abi::reduce_scatter::axis];
+        inScale = ranks(axis);
+        break;
+      case K::all_reduce:
+        n = i[abi::all_reduce::n], dtype = i[abi::all_reduce::dtype];
+        axis = i[abi::all_reduce::axis];
+        break;
+      default:
+        return false;
+      }
+      if (ranks(axis) <= 1)
+        return false; // a device copy, not an NCCL call
+      int64_t bytes = n * abi::dtypeBytes(int(dtype));
+      call = {i, p[2], range(refs[0], bytes * inScale),
+              range(refs[1], bytes * outScale)};
+      return true;
+    };
+    std::vector<Call> chain;
+    auto close = [&] {
+      if (chain.size() > 1) {
+        marks[chain.front().ints] |= cuda::Context::kGroupOpen;
+        marks[chain.back().ints] |= cuda::Context::kGroupClose;
+      }
+      chain.clear();
+    };
+    for (const int64_t *p = program; *p != abi::kOpEnd;
+         p += abi::recordWords(p)) {
+      Call call;
+      if (*p != abi::kOpKernel || !callOf(p, call)) {
+        close();
+        continue;
+      }
+      bool joins = !chain.empty() && chain.back().stream == call.stream;
+      for (const Call &other : chain)
+        joins = joins && !overlap(other.out, call.in) &&
+                !overlap(other.out, call.out) && !overlap(other.in, call.out);
+      if (!joins)
+        close();
+      chain.push_back(call);
+    }
+    close();
+    return marks;
+  }
+
   /// A program that launches a kernel this backend lacks is refused before
   /// anything runs, with every missing kernel named.
   void refuseMissingKernels(const int64_t *program, const KernelFn *kernels) {
@@ -595,6 +692,7 @@ private:
   cuda::Context ctx;
   bool graphsOn = true;
   std::map<const int64_t *, Captured> graphs;
+  std::map<const int64_t *, std::map<const int64_t *, uint8_t>> groups;
   Trace *trace = nullptr;
   std::vector<cudaEvent_t> timing; ///< [0]: the reference; then pairs
   std::vector<Timed> timed;

@@ -60,8 +60,14 @@ ncclComm_t commOf(cuda::Context &c, int64_t axis, const char *what) {
     return;                                                                    \
   }
 
-/// An NCCL call on `comm`: waited for when non-blocking, then checked.
-#define NCCL_CALL(comm, call) c.ncclDone((call), (comm), #call)
+/// An NCCL call on `comm`: waited for when non-blocking, then checked; in
+/// the NCCL group the schedule's launch `i` opens, continues or closes.
+#define NCCL_CALL(comm, call)                                                  \
+  do {                                                                         \
+    c.groupBegin(i);                                                           \
+    c.ncclDone((call), (comm), #call);                                         \
+    c.groupEnd(i, (comm));                                                     \
+  } while (0)
 
 // progress[0] = index: collective `index` of the run (from 1) is complete.
 __global__ void markProgressKernel(int64_t *progress, int64_t index) {
@@ -199,6 +205,33 @@ SHARDC_CUDA_KERNEL(all_gather_subgroup) {
           (long long)N);
 }
 
+void cuda::Context::groupBegin(const int64_t *ints) {
+  if (!groups || grouping)
+    return;
+  auto it = groups->find(ints);
+  if (it == groups->end() || !(it->second & kGroupOpen))
+    return;
+  NCCL_CHECK(ncclGroupStart());
+  grouping = true;
+  groupComms.clear();
+}
+
+void cuda::Context::groupEnd(const int64_t *ints, ncclComm_t comm) {
+  if (!grouping)
+    return;
+  groupComms.push_back(comm);
+  auto it = groups->find(ints);
+  if (it == groups->end() || !(it->second & kGroupClose))
+    return;
+  grouping = false;
+  ncclResult_t result = ncclGroupEnd();
+  if (result != ncclInProgress)
+    ncclDone(result, comm, "ncclGroupEnd()");
+  else
+    for (ncclComm_t member : groupComms)
+      ncclDone(ncclInProgress, member, "ncclGroupEnd()");
+}
+
 void cuda::Context::issuedCollective(const char *what, int64_t bytes,
                                      cudaStream_t s) {
   if (!progressDevice)
@@ -209,6 +242,10 @@ void cuda::Context::issuedCollective(const char *what, int64_t bytes,
     issued->push_back({what, bytes});
     index = int64_t(issued->size());
   }
+  // Inside a group the calls are not enqueued yet: the group's last marks
+  // them all.
+  if (grouping)
+    return;
   SHARDC_LAUNCH(markProgressKernel, 1, 1, 0, s, progressDevice, index);
 }
 

@@ -52,6 +52,19 @@ struct Context {
   std::vector<Issued> *issued = nullptr;
   volatile int64_t *progressHost = nullptr;
   int64_t *progressDevice = nullptr;
+  /// Per launch (by its ints) of the program being run: whether it opens
+  /// (kGroupOpen) and/or closes (kGroupClose) an NCCL group, around
+  /// collectives the schedule issues together (adjacent launches on one
+  /// stream, independent of each other; groupsOf in backend.cu).
+  static constexpr uint8_t kGroupOpen = 1, kGroupClose = 2;
+  const std::map<const int64_t *, uint8_t> *groups = nullptr;
+  bool grouping = false;
+  std::vector<ncclComm_t> groupComms;
+  /// Around a launch's NCCL call: ncclGroupStart before the first of a
+  /// group, ncclGroupEnd (waited for on every communicator of the group)
+  /// after the last.
+  void groupBegin(const int64_t *ints);
+  void groupEnd(const int64_t *ints, ncclComm_t comm);
   /// Guards `issued` and the run counter against the watchdog's thread.
   std::mutex progressMutex;
   uint64_t runs = 0;

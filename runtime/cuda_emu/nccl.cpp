@@ -10,8 +10,11 @@
 //    are enqueued on their stream and run, in stream order, as MPI
 //    collectives when the stream's work runs; bf16 and f16 reductions go
 //    through f32 and are rounded once;
-//  - ncclGroupStart/End bracket calls that are issued together (they run
-//    in issue order, as NCCL requires the same order on every rank);
+//  - ncclGroupStart/End bracket calls that are issued together: as NCCL
+//    does, the calls are held until the outermost ncclGroupEnd, and then
+//    enqueued in reverse issue order (the same on every rank), since NCCL
+//    runs a group's operations concurrently: a caller that grouped an
+//    operation with one it depends on gets wrong results here too;
 //  - a non-blocking communicator (ncclConfig_t blocking = 0) is still
 //    being made when ncclCommInitRankConfig and ncclCommSplit return
 //    (ncclInProgress) until ncclCommGetAsyncError has said so once, so that
@@ -55,6 +58,15 @@ struct ncclComm {
 namespace {
 
 int groupDepth = 0;
+/// The calls of the open group: enqueued at its end.
+struct Held {
+  cudaStream_t stream;
+  const char *what;
+  std::function<void()> work;
+};
+std::vector<Held> held;
+/// Set while a grouped call runs (the log says so).
+bool runningGrouped = false;
 
 ncclResult_t fail(ncclResult_t result, const std::string &why) {
   std::fprintf(stderr, "cuda-emulation: NCCL: %s\n", why.c_str());
@@ -222,8 +234,9 @@ void logCall(ncclComm_t comm, const char *what, size_t fullBytes) {
   }();
   if (!log)
     return;
-  std::fprintf(log, "%s ranks=%s bytes=%zu\n", what, comm->worldRanks.c_str(),
-               fullBytes);
+  std::fprintf(log, "%s ranks=%s bytes=%zu%s\n", what,
+               comm->worldRanks.c_str(), fullBytes,
+               runningGrouped ? " grouped" : "");
   std::fflush(log);
 }
 
@@ -240,7 +253,7 @@ ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char *what,
   if (comm->aborted)
     return fail(ncclInvalidUsage,
                 std::string(what) + " on an aborted communicator");
-  cudaError_t err = shardc::emu::enqueue(stream, what, [comm, what, run]() {
+  auto work = [comm, what, run]() {
     if (comm->aborted) {
       comm->asyncError = ncclRemoteError;
       return;
@@ -256,7 +269,16 @@ ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char *what,
            std::string(what) + ": the MPI collective failed on rank " +
                std::to_string(comm->rank));
     }
-  });
+  };
+  if (groupDepth > 0) {
+    held.push_back({stream, what, [work]() {
+                      runningGrouped = true;
+                      work();
+                      runningGrouped = false;
+                    }});
+    return ncclSuccess;
+  }
+  cudaError_t err = shardc::emu::enqueue(stream, what, work);
   return err == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
 
@@ -419,7 +441,14 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   if (groupDepth == 0)
     return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
-  --groupDepth;
+  if (--groupDepth > 0)
+    return ncclSuccess;
+  std::vector<Held> calls = std::move(held);
+  held.clear();
+  for (auto it = calls.rbegin(); it != calls.rend(); ++it)
+    if (shardc::emu::enqueue(it->stream, it->what, std::move(it->work)) !=
+        cudaSuccess)
+      return ncclUnhandledCudaError;
   return ncclSuccess;
 }
 
