@@ -22,6 +22,12 @@ config.substitutions.append(("%python", config.python_executable))
 # and Boost.Context were found at build time).
 if config.shardc_cuda_emulation == "ON":
     config.available_features.add("cuda-emulation")
+# The safetensors reference implementation (PyPI), where %python has it: the
+# round trip of what the trainer writes (CI has none: Debian lacks it).
+import subprocess
+if subprocess.run([config.python_executable, "-c", "import safetensors, numpy"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("safetensors-reference")
 config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e")))
 
 tool_dirs = [config.shardc_tools_dir, config.llvm_tools_dir]

@@ -3,6 +3,7 @@
 #include "runtime/formats/hf_io.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -24,7 +25,7 @@ std::string withoutPrefix(const std::string &name) {
 
 void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
                                      Backend &backend, char *params,
-                                     int64_t shardIndex) {
+                                     int64_t shardIndex, bool allowNonfinite) {
   HfCheckpoint file(path);
   const std::string &where = file.where();
   // Every parameter is found and its shape checked before any is read.
@@ -57,6 +58,17 @@ void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
     if (count > 0)
       found[k].first->readF32(found[k].second, first * p.rowSize(),
                               count * p.rowSize(), shard.data());
+    // The one pass over what this rank read: no NaN or infinity.
+    int64_t nonfinite = 0, read = count * p.rowSize();
+    for (int64_t e = 0; e < read; ++e)
+      nonfinite += !std::isfinite(shard[size_t(e)]);
+    if (nonfinite > 0 && !allowNonfinite)
+      throw std::runtime_error(
+          found[k].first->path() + ": tensor '" + found[k].second + "' holds " +
+          std::to_string(nonfinite) + " non-finite value" +
+          (nonfinite == 1 ? "" : "s") + " (NaN or infinity)" +
+          (p.sharded() ? " in the rows this rank reads" : "") +
+          "; --allow-nonfinite-init loads it anyway");
     backend.copyToDevice(params + p.offset, shard.data(), p.bytes);
   }
 }

@@ -17,9 +17,12 @@ namespace shardc::runtime {
 /// names with or without the transformer./model. prefix) into the
 /// parameter region `params` of `backend`: this shard's rows only, read by
 /// range, padding rows zero. Every parameter is found and checked before
-/// any is read.
+/// any is read. A NaN or infinity in the rows read is an error naming the
+/// file, the tensor and how many, unless `allowNonfinite`
+/// (--allow-nonfinite-init).
 void loadParameters(const Manifest &m, const std::string &path,
-                    Backend &backend, char *params, int64_t shardIndex);
+                    Backend &backend, char *params, int64_t shardIndex,
+                    bool allowNonfinite = false);
 
 /// Parameter `p`'s values at `src` in the backend's memory (this rank's
 /// shard of p.numel() f32), gathered over the shard axis onto its first

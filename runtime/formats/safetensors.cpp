@@ -4,13 +4,26 @@
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}},
 // then the tensor bytes (offsets relative to the end of the header).
 //
+// Read as the reference implementation (PyPI safetensors) validates it: a
+// header within the file and 100 MB, starting with '{', a JSON object
+// with no key twice, whose entries have a known dtype, a shape of
+// non-negative integers and two non-negative data_offsets; byte sizes by
+// checked arithmetic; the tensors, sorted by offset, tile the data from 0
+// to its end with no gap, overlap or trailing byte; __metadata__ maps
+// strings to strings. Each refusal is one line naming the file, the tensor
+// and the rule.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/formats/safetensors.h"
 #include "runtime/math.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <climits>
+#include <cstdio>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 
 using namespace shardc::runtime;
@@ -64,12 +77,43 @@ int64_t SafetensorsEntry::numel() const {
   return n;
 }
 
+namespace {
+
+/// The reference implementation's bound on the header (100 MB).
+constexpr uint64_t kMaxHeaderBytes = 100000000;
+
+/// The dtypes of the format, and their element bytes (0: not a whole
+/// number of bytes); shardc reads F32, F16 and BF16.
+int64_t dtypeBytes(const std::string &dtype) {
+  static const std::map<std::string, int64_t> known = {
+      {"BOOL", 1}, {"U8", 1},      {"I8", 1},      {"F8_E5M2", 1},
+      {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"I16", 2},  {"U16", 2},
+      {"F16", 2},  {"BF16", 2},    {"I32", 4},     {"U32", 4},
+      {"F32", 4},  {"F64", 8},     {"I64", 8},     {"U64", 8},
+      {"C64", 8},  {"F4", 0},      {"F6_E2M3", 0}, {"F6_E3M2", 0}};
+  auto it = known.find(dtype);
+  return it == known.end() ? -1 : it->second;
+}
+
+} // namespace
+
 SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
   file_ = std::make_shared<FileHandle>(openRegularForRead(path));
   int fd = file_->fd();
   uint64_t size = uint64_t(fileSize(fd, path));
   auto bad = [&](const std::string &why) {
-    return std::runtime_error(path + ": not a valid safetensors file: " + why);
+    // One printable line: the header's own bytes may be anything.
+    std::string line;
+    for (unsigned char c : why) {
+      if (c >= 0x20 && c < 0x7f) {
+        line.push_back(char(c));
+      } else {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+        line += hex;
+      }
+    }
+    return std::runtime_error(path + ": not a valid safetensors file: " + line);
   };
   unsigned char le[8];
   if (size < 8)
@@ -78,58 +122,135 @@ SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
   uint64_t headerSize = 0;
   for (int k = 0; k < 8; ++k)
     headerSize |= uint64_t(le[k]) << (8 * k);
+  if (headerSize > kMaxHeaderBytes)
+    throw bad("a header of " + std::to_string(headerSize) +
+              " bytes is over the format's bound of " +
+              std::to_string(kMaxHeaderBytes));
   if (headerSize > size - 8)
     throw bad("header size " + std::to_string(headerSize) +
               " exceeds the file of " + std::to_string(size) + " bytes");
   std::string text(headerSize, '\0');
   readAt(fd, path, 8, text.data(), headerSize);
+  if (text.find('\0') != std::string::npos)
+    throw bad("the header holds a NUL byte at " +
+              std::to_string(text.find('\0')));
+  // No key twice in any object (JSON would keep the last silently).
+  std::vector<std::set<std::string>> keys;
+  std::string twice;
+  json::parser_callback_t noDuplicates = [&](int, json::parse_event_t event,
+                                             json &parsed) {
+    if (event == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() &&
+             !keys.back().insert(parsed.get<std::string>()).second &&
+             twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
   json header;
   try {
-    header = json::parse(text);
+    header = json::parse(text, noDuplicates);
   } catch (const json::exception &e) {
-    throw bad(std::string("header is not JSON: ") + e.what());
+    throw bad(std::string("the header is not JSON: ") + e.what());
   }
+  if (!twice.empty())
+    throw bad("the header names '" + twice + "' twice");
   if (!header.is_object())
-    throw bad("header is not a JSON object");
+    throw bad("the header is not a JSON object");
   uint64_t dataStart = 8 + headerSize, dataSize = size - dataStart;
+  struct Span {
+    uint64_t begin, end;
+    const std::string *name;
+  };
+  std::vector<Span> spans;
   for (auto &[name, info] : header.items()) {
     if (name == "__metadata__") {
-      if (info.is_object())
-        for (auto &[k, v] : info.items())
-          if (v.is_string())
-            metadata_[k] = v.get<std::string>();
+      if (info.is_null())
+        continue; // as the reference reads it: no metadata
+      if (!info.is_object())
+        throw bad("__metadata__ is not an object of strings");
+      for (auto &[k, v] : info.items()) {
+        if (!v.is_string())
+          throw bad("__metadata__ maps '" + k + "' to a non-string");
+        metadata_[k] = v.get<std::string>();
+      }
       continue;
     }
+    auto wrong = [&](const std::string &rule) {
+      return bad("tensor '" + name + "': " + rule);
+    };
+    if (!info.is_object())
+      throw wrong("its entry is not an object");
+    auto dtype = info.find("dtype"), shape = info.find("shape"),
+         offsets = info.find("data_offsets");
+    if (dtype == info.end() || !dtype->is_string())
+      throw wrong("no dtype string");
+    if (shape == info.end() || !shape->is_array())
+      throw wrong("no shape array");
+    if (offsets == info.end() || !offsets->is_array() || offsets->size() != 2 ||
+        !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned())
+      throw wrong("data_offsets is not two non-negative integers");
     SafetensorsEntry t;
-    uint64_t begin, end;
-    try {
-      t.dtype = info.at("dtype").get<std::string>();
-      t.shape = info.at("shape").get<std::vector<int64_t>>();
-      begin = info.at("data_offsets").at(0).get<uint64_t>();
-      end = info.at("data_offsets").at(1).get<uint64_t>();
-    } catch (const json::exception &e) {
-      throw bad("entry '" + name + "': " + e.what());
-    }
+    t.dtype = dtype->get<std::string>();
+    // Checked arithmetic: the element count, then the bytes.
     uint64_t n = 1;
-    for (int64_t d : t.shape) {
-      if (d < 0)
-        throw bad("entry '" + name + "' has a negative dimension");
-      if (d > 0 && n > (uint64_t(1) << 62) / uint64_t(d))
-        throw bad("entry '" + name + "' has more than 2^62 elements");
-      n *= uint64_t(d);
+    for (const json &d : *shape) {
+      if (!d.is_number_unsigned())
+        throw wrong("the shape holds " + d.dump() +
+                    ", not a non-negative integer");
+      uint64_t dim = d.get<uint64_t>();
+      if (dim > uint64_t(INT64_MAX) || (dim > 0 && n > (uint64_t(1) << 62) / dim))
+        throw wrong("more than 2^62 elements");
+      n *= dim;
+      t.shape.push_back(int64_t(dim));
     }
-    t.elementBytes =
-        t.dtype == "F32" ? 4 : (t.dtype == "F16" || t.dtype == "BF16") ? 2 : 0;
-    if (!t.elementBytes)
-      throw bad("entry '" + name + "' has unsupported dtype " + t.dtype +
-                " (F32, F16, BF16)");
-    if (end < begin || end > dataSize || end - begin != n * t.elementBytes)
-      throw bad("entry '" + name + "' has data offsets outside the file or "
-                "not matching its shape");
+    int64_t eb = dtypeBytes(t.dtype);
+    if (eb < 0)
+      throw wrong("dtype '" + t.dtype + "' is not a safetensors dtype");
+    if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
+      throw wrong("dtype " + t.dtype + " is not supported (F32, F16, BF16)");
+    t.elementBytes = eb;
+    uint64_t begin = (*offsets)[0].get<uint64_t>(),
+             end = (*offsets)[1].get<uint64_t>();
+    if (end < begin)
+      throw wrong("data_offsets [" + std::to_string(begin) + ", " +
+                  std::to_string(end) + "] end before they begin");
+    if (end - begin != n * uint64_t(eb))
+      throw wrong("data_offsets hold " + std::to_string(end - begin) +
+                  " bytes; its shape and dtype make " +
+                  std::to_string(n * uint64_t(eb)));
     t.begin = dataStart + begin;
     t.end = dataStart + end;
-    entries_.emplace(name, std::move(t));
+    auto placed = entries_.emplace(name, std::move(t)).first;
+    spans.push_back({begin, end, &placed->first});
   }
+  // The tensors, by offset, tile the byte buffer exactly.
+  std::sort(spans.begin(), spans.end(), [](const Span &a, const Span &b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t covered = 0;
+  for (const Span &s : spans) {
+    if (s.begin > covered)
+      throw bad("tensor '" + *s.name + "': a gap of " +
+                std::to_string(s.begin - covered) + " bytes before it (at " +
+                std::to_string(covered) + ")");
+    if (s.begin < covered)
+      throw bad("tensor '" + *s.name + "' overlaps the tensor before it (at " +
+                std::to_string(s.begin) + ", that one ends at " +
+                std::to_string(covered) + ")");
+    covered = s.end;
+  }
+  if (covered > dataSize)
+    throw bad("the tensors end at byte " + std::to_string(covered) +
+              " of the data, beyond the file's " + std::to_string(dataSize));
+  if (covered < dataSize)
+    throw bad(std::to_string(dataSize - covered) +
+              " bytes follow the last tensor (the data is " +
+              std::to_string(dataSize) + " bytes, the tensors " +
+              std::to_string(covered) + ")");
 }
 
 const SafetensorsEntry *SafetensorsFile::find(const std::string &name) const {

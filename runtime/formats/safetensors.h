@@ -43,10 +43,12 @@ struct SafetensorsEntry {
   int64_t numel() const;
 };
 
-/// A safetensors file opened for reading parts of it: the header is read
-/// and checked when it is opened (offsets inside the file and matching
-/// their shapes, dtypes F32, F16 or BF16); tensor bytes are read on demand,
-/// by element range. Throws std::runtime_error naming the file and problem.
+/// A safetensors file opened for reading parts of it: the one reader of the
+/// format (--init-from, checkpoint shards, ONNX weights). The header is read
+/// and held to the format's rules when it is opened, as the reference
+/// implementation does (safetensors.cpp); tensor bytes are read on demand,
+/// by element range. Throws std::runtime_error, one line naming the file,
+/// the tensor and the rule broken.
 class SafetensorsFile {
 public:
   explicit SafetensorsFile(const std::string &path);

@@ -41,7 +41,10 @@ data and run:
                         a directory as save_pretrained writes it (holding
                         model.safetensors, or model.safetensors.index.json
                         and its files), or such an index; f32, f16 or bf16;
-                        each rank reads only its rows
+                        each rank reads only its rows; a NaN or infinity
+                        in them is an error naming the file and tensor
+  --allow-nonfinite-init  load initial weights (--init-from, an ONNX
+                        model's) that hold NaN or infinity anyway
   --save-weights FILE   write the weights after the last step (safetensors)
   --export-hf DIR       after the last step, write the model as
                         save_pretrained does (f32): DIR/model.safetensors,
@@ -222,6 +225,8 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       o.cudaGraphs = v == "true";
     } else if (flag == "--skip-nonfinite") {
       o.skipNonfinite = parseInt(flag, next());
+    } else if (flag == "--allow-nonfinite-init") {
+      o.allowNonfiniteInit = true;
     } else if (flag == "--collective-timeout") {
       o.collectiveTimeout = parseFloat(flag, next());
     } else if (flag == "--export-hf") {

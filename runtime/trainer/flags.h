@@ -33,6 +33,8 @@ struct Options {
   double collectiveTimeout = 300;
   /// Steps with a non-finite loss that may be skipped before the run stops.
   int64_t skipNonfinite = 0;
+  /// Load initial weights holding NaN or infinity (--allow-nonfinite-init).
+  bool allowNonfiniteInit = false;
   int64_t checkpointEvery = 0, keep = 0;
   /// Steps this invocation runs at most (0: up to --steps).
   int64_t runSteps = 0;

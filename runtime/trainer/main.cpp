@@ -251,10 +251,11 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   doing = o.initFrom.empty() ? std::string("initializing the parameters")
                              : "reading --init-from " + o.initFrom;
   if (!o.initFrom.empty())
-    loadParameters(m, o.initFrom, *backend, params, mesh.shardIndex());
+    loadParameters(m, o.initFrom, *backend, params, mesh.shardIndex(),
+                   o.allowNonfiniteInit);
   else if (!m.initFile.empty())
     loadParameters(m, besideExecutable(m.initFile), *backend, params,
-                   mesh.shardIndex());
+                   mesh.shardIndex(), o.allowNonfiniteInit);
   else if (backend->hostMemory())
     initParameters(m, o.seed, params, mesh.shardIndex());
   else {
