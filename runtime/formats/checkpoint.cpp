@@ -244,7 +244,8 @@ void Checkpointer::save(const std::string &dir, const TrainProgress &progress,
     meta["data"] = {{"rows_consumed", progress.dataRow},
                     {"seq_len", m_.seqLen},
                     {"tokens_consumed", progress.dataRow * m_.seqLen},
-                    {"file", o.data.empty() ? "synthetic" : o.data}};
+                    {"file", o.data.empty() ? "synthetic" : o.data},
+                    {"shuffle", o.shuffle ? json(o.shuffleSeed) : json()}};
     meta["seed"] = o.seed;
     meta["schedule"] = {{"name", o.schedule},
                         {"lr", o.lr},
@@ -372,6 +373,18 @@ TrainProgress Checkpointer::load(const std::string &path, const Options &o) {
     progress.step = meta.at("step").get<int64_t>();
     int64_t tokens = meta.at("data").at("tokens_consumed").get<int64_t>();
     progress.dataRow = tokens / m_.seqLen;
+    // The data order it was written with (older checkpoints: unshuffled).
+    const json &data = meta.at("data");
+    json shuffle = data.contains("shuffle") ? data.at("shuffle") : json();
+    if (shuffle.is_null() != !o.shuffle ||
+        (o.shuffle && shuffle.get<uint64_t>() != o.shuffleSeed))
+      throw bad(std::string("it was written ") +
+                (shuffle.is_null() ? "without --shuffle"
+                                   : "with --shuffle=" + shuffle.dump()) +
+                ", and this run reads the data " +
+                (o.shuffle ? "with --shuffle=" + std::to_string(o.shuffleSeed)
+                           : "unshuffled") +
+                ": resume with the same data order");
     for (auto &[key, t] : meta.at("tensors").items())
       stored[key] = t;
     for (auto &[file, f] : meta.at("files").items())

@@ -22,13 +22,21 @@ Trains %s (%s), compiled for micro-batches of %lld x %lld tokens per rank
 on a mesh of %lld ranks (%lld x %lld; launch with mpirun -np %lld).
 
 data and run:
-  --data FILE           llm.c token file (header of 256 int32: magic 20240520,
-                        version 1, token count; then uint16 tokens); row b of
-                        the global batch of step s starts at token (s*G + b)*T
-                        with G = ranks x micro-batch x grad-accum; rank r takes
-                        rows r*mb .. (r+1)*mb-1 of each global micro-batch;
-                        wrapping around the file; without it, seeded
-                        synthetic tokens
+  --data SPEC           llm.c token files (a header of 256 int32: magic
+                        20240520, version 1, count, then uint16 tokens; or
+                        magic 20240801, version 7, count, then uint32 tokens,
+                        Llama 3's): a file, a glob ('dir/train_*.bin'), a
+                        directory (its *.bin) or a comma-separated list, read
+                        in name order as one stream (one format for all); row
+                        b of the global batch of step s is the stream's
+                        window (s*G + b) mod W of W = (tokens-1)/T windows of
+                        T tokens, with G = ranks x micro-batch x grad-accum;
+                        rank r takes rows r*mb .. (r+1)*mb-1 of each global
+                        micro-batch; tokens are read and checked as batches
+                        need them; without it, seeded synthetic tokens
+  --shuffle[=SEED]      read the windows in a seeded permutation, a new one
+                        per pass over the data (SEED: --seed's); resumes
+                        exactly
   --steps N             optimizer steps in all (default 10); the lr schedule
                         spans them, and a resumed run stops there
   --run-steps N         stop after N steps of this invocation (and write a
@@ -227,6 +235,12 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
       o.skipNonfinite = parseInt(flag, next());
     } else if (flag == "--allow-nonfinite-init") {
       o.allowNonfiniteInit = true;
+    } else if (flag == "--shuffle") {
+      o.shuffle = true;
+      if (inlineValue) {
+        o.shuffleSeed = uint64_t(parseInt(flag, next()));
+        o.shuffleSeedGiven = true;
+      }
     } else if (flag == "--collective-timeout") {
       o.collectiveTimeout = parseFloat(flag, next());
     } else if (flag == "--export-hf") {
@@ -287,6 +301,8 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
     throw std::runtime_error("--beta1 and --beta2 must be below 1");
   if (o.weightDecay < 0)
     o.weightDecay = m.optimizer == abi::kOptimizerAdamW ? 0.01 : 0.0;
+  if (o.shuffle && !o.shuffleSeedGiven)
+    o.shuffleSeed = o.seed;
   return o;
 }
 

@@ -35,6 +35,11 @@ struct Options {
   int64_t skipNonfinite = 0;
   /// Load initial weights holding NaN or infinity (--allow-nonfinite-init).
   bool allowNonfiniteInit = false;
+  /// --shuffle[=SEED]: read the data's seq-len windows in a seeded
+  /// permutation per pass (SEED: --seed's by default).
+  bool shuffle = false;
+  uint64_t shuffleSeed = 0;
+  bool shuffleSeedGiven = false;
   int64_t checkpointEvery = 0, keep = 0;
   /// Steps this invocation runs at most (0: up to --steps).
   int64_t runSteps = 0;

@@ -302,7 +302,14 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
           ? TokenData::synthetic(o.seed, m.vocabSize,
                                  (progress.dataRow +
                                   (o.steps - startStep + 1) * G) * T + 1)
-          : TokenData::load(o.data, m.vocabSize);
+          : TokenData::open(o.data, m.vocabSize);
+  data.setShuffle(o.shuffle, o.shuffleSeed);
+  if (leader && !o.data.empty() && data.files().size() > 1)
+    std::printf("data: %zu shards of the %s format, %lld tokens, read as one "
+                "stream (%s ... %s)%s\n",
+                data.files().size(), data.format(), (long long)data.size(),
+                data.files().front().c_str(), data.files().back().c_str(),
+                o.shuffle ? ", windows shuffled" : "");
 
   std::FILE *log = nullptr;
   if (leader && !o.log.empty()) {

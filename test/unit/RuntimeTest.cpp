@@ -9,7 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -24,15 +27,21 @@ std::string tempPath(const std::string &name) {
   return ::testing::TempDir() + "/shardc_" + name;
 }
 
+template <typename Token>
 void writeTokenFile(const std::string &path, int32_t magic, int32_t version,
-                    int32_t declared, const std::vector<uint16_t> &tokens) {
+                    int32_t declared, const std::vector<Token> &tokens) {
   std::vector<int32_t> header(256, 0);
   header[0] = magic;
   header[1] = version;
   header[2] = declared;
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char *>(header.data()), 1024);
-  out.write(reinterpret_cast<const char *>(tokens.data()), 2 * tokens.size());
+  out.write(reinterpret_cast<const char *>(tokens.data()),
+            std::streamsize(sizeof(Token) * tokens.size()));
+}
+void writeTokenFile(const std::string &path, int32_t magic, int32_t version,
+                    int32_t declared, const std::vector<uint16_t> &tokens) {
+  writeTokenFile<uint16_t>(path, magic, version, declared, tokens);
 }
 
 std::string errorOf(const std::function<void()> &fn) {
@@ -50,7 +59,7 @@ TEST(TokenData, BatchLayoutFollowsLlmc) {
     tokens[k] = uint16_t(k);
   std::string path = tempPath("tokens.bin");
   writeTokenFile(path, 20240520, 1, 100, tokens);
-  TokenData d = TokenData::load(path, 1000);
+  TokenData d = TokenData::open(path, 1000);
   const int64_t B = 2, T = 4;
   std::vector<int32_t> x(B * T), y(B * T);
   d.batch(/*step=*/3, B, 0, B, T, x.data(), y.data());
@@ -69,18 +78,103 @@ TEST(TokenData, BatchLayoutFollowsLlmc) {
 TEST(TokenData, BadHeadersAreNamed) {
   std::string path = tempPath("bad.bin");
   writeTokenFile(path, 12345, 1, 3, {1, 2, 3});
-  EXPECT_NE(errorOf([&] { TokenData::load(path, 10); }).find("bad header: magic 12345"),
+  EXPECT_NE(errorOf([&] { TokenData::open(path, 10); }).find("bad header: magic 12345"),
             std::string::npos);
   writeTokenFile(path, 20240520, 7, 3, {1, 2, 3});
-  EXPECT_NE(errorOf([&] { TokenData::load(path, 10); }).find("version 7"),
+  EXPECT_NE(errorOf([&] { TokenData::open(path, 10); }).find("version 7"),
             std::string::npos);
   writeTokenFile(path, 20240520, 1, 5, {1, 2, 3});
-  EXPECT_NE(errorOf([&] { TokenData::load(path, 10); }).find("declares 5 tokens"),
+  EXPECT_NE(errorOf([&] { TokenData::open(path, 10); }).find("declares 5 tokens"),
             std::string::npos);
+  // A token outside the vocabulary: found when its batch is read.
   writeTokenFile(path, 20240520, 1, 3, {1, 12, 3});
-  EXPECT_NE(errorOf([&] { TokenData::load(path, 10); })
+  TokenData d = TokenData::open(path, 10);
+  std::vector<int32_t> x(2), y(2);
+  EXPECT_NE(errorOf([&] { d.batch(0, 1, 0, 1, 2, x.data(), y.data()); })
                 .find("token 12 at position 1 is outside the model's vocabulary of 10"),
             std::string::npos);
+}
+
+// Llama 3's format: uint32 tokens, ids above 65535.
+TEST(TokenData, Llama3Format) {
+  std::vector<uint32_t> tokens = {70000, 128255, 5, 65536, 9};
+  std::string path = tempPath("llama3.bin");
+  writeTokenFile<uint32_t>(path, 20240801, 7, 5, tokens);
+  TokenData d = TokenData::open(path, 128256);
+  std::vector<int32_t> x(4), y(4);
+  d.batch(0, 1, 0, 1, 4, x.data(), y.data());
+  EXPECT_EQ(x, (std::vector<int32_t>{70000, 128255, 5, 65536}));
+  EXPECT_EQ(y, (std::vector<int32_t>{128255, 5, 65536, 9}));
+  writeTokenFile<uint32_t>(path, 20240801, 7, 6, tokens);
+  EXPECT_NE(errorOf([&] { TokenData::open(path, 128256); }).find("declares 6 tokens"),
+            std::string::npos);
+}
+
+// Shards read as one stream: every batch equals the one file's, across
+// the boundaries; shards of two formats and an empty glob are refused.
+TEST(TokenData, ShardsAreOneStream) {
+  std::vector<uint16_t> all(103);
+  for (int k = 0; k < 103; ++k)
+    all[size_t(k)] = uint16_t((k * 7) % 50);
+  std::string one = tempPath("one.bin");
+  writeTokenFile(one, 20240520, 1, 103, all);
+  std::string dir = ::testing::TempDir() + "/shardc_shards";
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  size_t cuts[] = {0, 30, 31, 103};
+  for (int s = 0; s < 3; ++s)
+    writeTokenFile(dir + "/part_00000" + std::to_string(s + 1) + ".bin", 20240520,
+                   1, int32_t(cuts[s + 1] - cuts[s]),
+                   std::vector<uint16_t>(all.begin() + long(cuts[s]),
+                                         all.begin() + long(cuts[s + 1])));
+  TokenData a = TokenData::open(one, 50);
+  for (std::string spec : {dir, dir + "/part_*.bin",
+                           dir + "/part_000001.bin," + dir + "/part_00000[23].bin"}) {
+    TokenData b = TokenData::open(spec, 50);
+    ASSERT_EQ(b.files().size(), 3u) << spec;
+    EXPECT_EQ(b.size(), 103);
+    for (int64_t step = 0; step < 12; ++step) {
+      std::vector<int32_t> xa(3 * 8), ya(3 * 8), xb(3 * 8), yb(3 * 8);
+      a.batch(step, 3, 0, 3, 8, xa.data(), ya.data());
+      b.batch(step, 3, 0, 3, 8, xb.data(), yb.data());
+      EXPECT_EQ(xa, xb);
+      EXPECT_EQ(ya, yb);
+    }
+  }
+  writeTokenFile<uint32_t>(dir + "/part_000004.bin", 20240801, 7, 2, {1, 2});
+  EXPECT_NE(errorOf([&] { TokenData::open(dir, 50); })
+                .find("part_000004.bin is in the Llama 3 (uint32 tokens) format but"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { TokenData::open(dir + "/nothing_*.bin", 50); })
+                .find("the pattern matches no file"),
+            std::string::npos);
+}
+
+// --shuffle: each pass over the data reads every window once, in an order
+// the seed fixes (another seed, another order).
+TEST(TokenData, ShuffleIsASeededPermutationPerPass) {
+  std::vector<uint16_t> tokens(1 + 37 * 4);
+  for (size_t k = 0; k < tokens.size(); ++k)
+    tokens[k] = uint16_t(k % 1000);
+  std::string path = tempPath("shuffle.bin");
+  writeTokenFile(path, 20240520, 1, int32_t(tokens.size()), tokens);
+  auto order = [&](uint64_t seed, int64_t pass) {
+    TokenData d = TokenData::open(path, 1000);
+    d.setShuffle(true, seed);
+    std::vector<int32_t> firsts;
+    for (int64_t row = pass * 37; row < (pass + 1) * 37; ++row) {
+      std::vector<int32_t> x(4), y(4);
+      d.batch(row, 1, 0, 1, 4, x.data(), y.data());
+      firsts.push_back(x[0] / 4);
+    }
+    return firsts;
+  };
+  std::vector<int32_t> a = order(1, 0), sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (int w = 0; w < 37; ++w)
+    EXPECT_EQ(sorted[size_t(w)], w);
+  EXPECT_EQ(order(1, 0), a);
+  EXPECT_NE(order(2, 0), a);
+  EXPECT_NE(order(1, 1), a); // the next pass: another order
 }
 
 TEST(Safetensors, RoundTripAndHeader) {
