@@ -90,18 +90,25 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--grad-rtol", type=float, default=1e-4)
     ap.add_argument("--same-as-log", help="a log this run's losses must equal exactly")
+    ap.add_argument("--ids-from", type=int, default=0, help="the tokens' first id")
+    ap.add_argument("--ids", type=int, default=0, help="how many ids the tokens use")
     args = ap.parse_args()
 
     os.makedirs(args.workdir, exist_ok=True)
     c = tm.load_config(args.config)
     B, T, N, S = args.batch, args.seq, args.grad_accum, args.steps
-    # Learnable tokens: a fixed successor rule, with 20% noise.
-    V = c["vocab_size"]
+    # Learnable tokens: a fixed successor rule, with 20% noise; with
+    # --ids-from, over --ids ids from there (ids beyond 16 bits: the Llama 3
+    # token format).
+    V = args.ids or c["vocab_size"]
     rng = np.random.default_rng(0)
     tokens = np.empty(B * N * T * S + 1, dtype=np.int64)
     tokens[0] = 1
     for i in range(1, len(tokens)):
         tokens[i] = (tokens[i - 1] * 7 + 3) % V if rng.random() < 0.8 else rng.integers(0, V)
+    if args.ids_from:
+        tokens = tokens + args.ids_from
+        assert tokens.max() < c["vocab_size"]
     tok_path = os.path.join(args.workdir, "tokens.bin")
     tm.write_tokens(tok_path, tokens)
     W0 = tm.random_params(c, seed=1, std=0.1)

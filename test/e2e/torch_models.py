@@ -21,11 +21,15 @@ def load_config(path):
 # --- data and checkpoints, in the formats shardc reads ---------------------
 
 def write_tokens(path, tokens):
+    """An llm.c token file: the GPT-2 format (20240520 v1, uint16 tokens),
+    or the Llama 3 format (20240801 v7, uint32) when an id passes 65535."""
+    tokens = np.asarray(tokens)
+    wide = len(tokens) > 0 and int(tokens.max()) > 65535
     header = np.zeros(256, dtype=np.int32)
-    header[0], header[1], header[2] = 20240520, 1, len(tokens)
+    header[0], header[1], header[2] = (20240801, 7, len(tokens)) if wide else (20240520, 1, len(tokens))
     with open(path, "wb") as f:
         f.write(header.tobytes())
-        f.write(np.asarray(tokens, dtype=np.uint16).tobytes())
+        f.write(tokens.astype(np.uint32 if wide else np.uint16).tobytes())
 
 
 def batch(tokens, step, B, T):
