@@ -28,6 +28,10 @@ import subprocess
 if subprocess.run([config.python_executable, "-c", "import safetensors, numpy"],
                   capture_output=True).returncode == 0:
     config.available_features.add("safetensors-reference")
+# PyPI's tokenizers, where %python has it: tools/prepare_data.py's test.
+if subprocess.run([config.python_executable, "-c", "import tokenizers, numpy"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("tokenizers")
 config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e")))
 
 tool_dirs = [config.shardc_tools_dir, config.llvm_tools_dir]
