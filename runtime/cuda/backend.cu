@@ -170,12 +170,7 @@ void cuda::Context::checkAsyncErrors() {
 }
 
 void cuda::Context::abortCommunicators() {
-  for (auto &[key, comm] : subgroups)
-    ncclCommAbort(comm);
-  for (ncclComm_t comm : axes)
-    ncclCommAbort(comm);
-  if (world)
-    ncclCommAbort(world);
+  forEachCommunicator([](ncclComm_t comm) { ncclCommAbort(comm); });
 }
 
 void cuda::Context::create() {
@@ -235,12 +230,7 @@ ncclComm_t cuda::Context::subgroup(int64_t axis, int64_t N) {
 
 void cuda::Context::destroy() {
   cudaDeviceSynchronize();
-  for (auto &[key, c] : subgroups)
-    ncclCommDestroy(c);
-  for (ncclComm_t c : axes)
-    ncclCommDestroy(c);
-  if (world)
-    ncclCommDestroy(world);
+  forEachCommunicator([](ncclComm_t comm) { ncclCommDestroy(comm); });
   for (cudaEvent_t e : events)
     cudaEventDestroy(e);
   for (cudaStream_t s : streams)

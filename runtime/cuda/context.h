@@ -105,6 +105,16 @@ struct Context {
   void checkAsyncErrors();
   /// Aborts every communicator (the watchdog's timeout).
   void abortCommunicators();
+  /// `f` on every communicator: subgroups, then axes, then the world (the
+  /// order they are torn down in: children before their parents).
+  template <typename F> void forEachCommunicator(F f) {
+    for (auto &[key, comm] : subgroups)
+      f(comm);
+    for (ncclComm_t comm : axes)
+      f(comm);
+    if (world)
+      f(world);
+  }
   /// At least `bytes` of scratch. Synchronizes the device when it grows
   /// (so only the first, uncaptured run of an entry point may grow it).
   void *scratch(size_t bytes);
