@@ -87,8 +87,10 @@ data and run:
                         the same, bit for bit
   --collective-timeout S  on a mesh: a collective that has not completed
                         after S seconds (a rank died, hangs or is stopped)
-                        ends the run with an error naming it (default 300;
-                        0: no limit)
+                        ends the run with an error naming it, its bytes and
+                        the rank (default 300; 0: no limit); cuda target:
+                        NCCL's communicators are then non-blocking, and
+                        aborted (ncclCommAbort) before the exit
 
 checkpoints (the whole training state; format in the README):
   --checkpoint-dir DIR  write checkpoints under DIR: DIR/step-NNNNNNNN, each
