@@ -593,42 +593,36 @@ private:
                  ? int64_t(ctx.mesh->axisSize(axis))
                  : int64_t(1);
     };
-    // The launch at `p` as a groupable call, if it is one.
+    // The launch at `p` as a groupable call, if it is one: one NCCL call
+    // over more than one rank (over one it is a device copy).
     auto callOf = [&](const int64_t *p, Call &call) {
       using K = abi::KernelId;
       const int64_t *refs = p + abi::kKernelHeaderWords, *i = refs + p[3];
-      int64_t n, dtype, axis, inScale = 1, outScale = 1;
+      int64_t axis;
       switch (K(p[1])) {
       case K::all_gather:
-        n = i[abi::all_gather::n], dtype = i[abi::all_gather::dtype];
         axis = i[abi::all_gather::axis];
-        outScale = ranks(axis);
         break;
       case K::all_gather_subgroup:
-        n = i[abi::all_gather_subgroup::n];
-        dtype = i[abi::all_gather_subgroup::dtype];
-        axis = i[abi::all_gather_subgroup::axis];
-        outScale = i[abi::all_gather_subgroup::N];
-        if (outScale <= 1)
-          return false;
+        axis = i[abi::all_gather_subgroup::N] > 1
+                   ? i[abi::all_gather_subgroup::axis]
+                   : -1;
         break;
       case K::reduce_scatter:
-        n = i[abi::reduce_scatter::n], dtype = i[abi::reduce_scatter::dtype];
         axis = i[abi::reduce_scatter::axis];
-        inScale = ranks(axis);
         break;
       case K::all_reduce:
-        n = i[abi::all_reduce::n], dtype = i[abi::all_reduce::dtype];
         axis = i[abi::all_reduce::axis];
         break;
       default:
         return false;
       }
       if (ranks(axis) <= 1)
-        return false; // a device copy, not an NCCL call
-      int64_t bytes = n * abi::dtypeBytes(int(dtype));
-      call = {i, p[2], range(refs[0], bytes * inScale),
-              range(refs[1], bytes * outScale)};
+        return false;
+      std::vector<cuda::CollectiveBuffer> buffers =
+          cuda::collectiveBuffers(p[1], i, *ctx.mesh);
+      call = {i, p[2], range(refs[0], buffers[0].bytes),
+              range(refs[1], buffers[1].bytes)};
       return true;
     };
     std::vector<Call> chain;

@@ -135,6 +135,16 @@ void addTensorKernels(KernelFn *table);
 void addTrainKernels(KernelFn *table);
 /// collectives.cu: the collectives of a mesh of one rank.
 void addCollectives(KernelFn *table);
+/// One device buffer of a collective launch: its bytes, and whether the
+/// collective reads it, writes it, or neither (scratch).
+struct CollectiveBuffer {
+  int64_t bytes;
+  bool read, written;
+};
+/// The buffers of collective launch `id` with ints `i` on `mesh`, in the
+/// ABI's order (kernels.def); empty if `id` is not a collective.
+std::vector<CollectiveBuffer> collectiveBuffers(int64_t id, const int64_t *i,
+                                                const Mesh &mesh);
 /// host_staged.cpp: collective `id` of a mesh whose ranks share a GPU,
 /// through pinned host memory on `stream` (see Context::hostStaged).
 void hostStagedCollective(Context &c, int64_t id, void **b, const int64_t *i,

@@ -44,13 +44,12 @@ SHARDC_WEAK_CPU_COLLECTIVE(all_gather_subgroup)
 
 namespace {
 
-/// One launch's staging: a pinned buffer per device buffer, which of them
-/// are copied in (inputs) and out (outputs), and what the host function
-/// runs.
+/// One launch's staging: its buffers (collectiveBuffers: those read are
+/// copied in, those written copied out), a pinned host buffer for each,
+/// and what the host function runs.
 struct Staged {
   KernelFn fn = nullptr;
-  std::vector<int64_t> bytes;
-  std::vector<bool> in, out;
+  std::vector<cuda::CollectiveBuffer> buffers;
   std::vector<void *> host;
   const int64_t *ints = nullptr;
   const double *floats = nullptr;
@@ -81,62 +80,19 @@ void runOnHost(void *data) {
   s->fn(s->cpu, s->host.data(), s->ints, s->floats, s->stream);
 }
 
-/// The buffers of collective `id`: bytes, and whether each is read (copied
-/// in) and written (copied out); scratch is host-only.
-void layout(Staged &s, int64_t id, const int64_t *i, const Mesh &mesh) {
-  auto add = [&](int64_t bytes, bool in, bool out) {
-    s.bytes.push_back(bytes);
-    s.in.push_back(in);
-    s.out.push_back(out);
-  };
+/// The CPU backend's collective `id` (null if this executable lacks it).
+KernelFn cpuCollective(int64_t id) {
   switch (A::KernelId(id)) {
-  case A::KernelId::all_gather: {
-    int64_t n = i[A::all_gather::n] * A::dtypeBytes(i[A::all_gather::dtype]);
-    s.fn = &shardc_k_all_gather;
-    add(n, true, false);
-    add(n * mesh.axisSize(i[A::all_gather::axis]), false, true);
-    return;
-  }
-  case A::KernelId::all_gather_subgroup: {
-    int64_t n = i[A::all_gather_subgroup::n] *
-                A::dtypeBytes(i[A::all_gather_subgroup::dtype]);
-    s.fn = &shardc_k_all_gather_subgroup;
-    add(n, true, false);
-    add(n * i[A::all_gather_subgroup::N], false, true);
-    return;
-  }
-  case A::KernelId::all_gather_group: {
-    int64_t k = i[A::all_gather_group::k],
-            eb = A::dtypeBytes(i[A::all_gather_group::dtype]);
-    int64_t P = mesh.axisSize(i[A::all_gather_group::axis]), total = 0;
-    const int64_t *counts = i + A::all_gather_group::kNumInts;
-    s.fn = &shardc_k_all_gather_group;
-    for (int64_t j = 0; j < k; ++j) {
-      add(counts[j] * eb, true, false);
-      total += counts[j] * eb;
-    }
-    for (int64_t j = 0; j < k; ++j)
-      add(counts[j] * eb * P, false, true);
-    add(total, false, false);     // pack
-    add(total * P, false, false); // gathered
-    return;
-  }
-  case A::KernelId::reduce_scatter: {
-    int64_t n = i[A::reduce_scatter::n] *
-                A::dtypeBytes(i[A::reduce_scatter::dtype]);
-    s.fn = &shardc_k_reduce_scatter;
-    add(n * mesh.axisSize(i[A::reduce_scatter::axis]), true, false);
-    add(n, false, true);
-    add(n, false, false); // the ring's second partial-sum block
-    return;
-  }
-  case A::KernelId::all_reduce: {
-    int64_t n = i[A::all_reduce::n] * A::dtypeBytes(i[A::all_reduce::dtype]);
-    s.fn = &shardc_k_all_reduce;
-    add(n, true, false);
-    add(n, false, true);
-    return;
-  }
+  case A::KernelId::all_gather:
+    return &shardc_k_all_gather;
+  case A::KernelId::all_gather_subgroup:
+    return &shardc_k_all_gather_subgroup;
+  case A::KernelId::all_gather_group:
+    return &shardc_k_all_gather_group;
+  case A::KernelId::reduce_scatter:
+    return &shardc_k_reduce_scatter;
+  case A::KernelId::all_reduce:
+    return &shardc_k_all_reduce;
   default:
     fatal("%s is not a collective the host-staged transport carries",
           A::kKernels[id].name);
@@ -145,6 +101,61 @@ void layout(Staged &s, int64_t id, const int64_t *i, const Mesh &mesh) {
 
 } // namespace
 
+std::vector<cuda::CollectiveBuffer>
+cuda::collectiveBuffers(int64_t id, const int64_t *i, const Mesh &mesh) {
+  std::vector<CollectiveBuffer> out;
+  auto add = [&](int64_t bytes, bool read, bool written) {
+    out.push_back({bytes, read, written});
+  };
+  switch (A::KernelId(id)) {
+  case A::KernelId::all_gather: {
+    int64_t n = i[A::all_gather::n] * A::dtypeBytes(i[A::all_gather::dtype]);
+    add(n, true, false);
+    add(n * mesh.axisSize(i[A::all_gather::axis]), false, true);
+    break;
+  }
+  case A::KernelId::all_gather_subgroup: {
+    int64_t n = i[A::all_gather_subgroup::n] *
+                A::dtypeBytes(i[A::all_gather_subgroup::dtype]);
+    add(n, true, false);
+    add(n * i[A::all_gather_subgroup::N], false, true);
+    break;
+  }
+  case A::KernelId::all_gather_group: {
+    int64_t k = i[A::all_gather_group::k],
+            eb = A::dtypeBytes(i[A::all_gather_group::dtype]);
+    int64_t P = mesh.axisSize(i[A::all_gather_group::axis]), total = 0;
+    const int64_t *counts = i + A::all_gather_group::kNumInts;
+    for (int64_t j = 0; j < k; ++j) {
+      add(counts[j] * eb, true, false);
+      total += counts[j] * eb;
+    }
+    for (int64_t j = 0; j < k; ++j)
+      add(counts[j] * eb * P, false, true);
+    add(total, false, false);     // pack
+    add(total * P, false, false); // gathered
+    break;
+  }
+  case A::KernelId::reduce_scatter: {
+    int64_t n = i[A::reduce_scatter::n] *
+                A::dtypeBytes(i[A::reduce_scatter::dtype]);
+    add(n * mesh.axisSize(i[A::reduce_scatter::axis]), true, false);
+    add(n, false, true);
+    add(n, false, false); // tmp: the ring's second partial-sum block
+    break;
+  }
+  case A::KernelId::all_reduce: {
+    int64_t n = i[A::all_reduce::n] * A::dtypeBytes(i[A::all_reduce::dtype]);
+    add(n, true, false);
+    add(n, false, true);
+    break;
+  }
+  default:
+    break;
+  }
+  return out;
+}
+
 void cuda::hostStagedCollective(cuda::Context &c, int64_t id, void **b,
                                 const int64_t *i, const double *f,
                                 int64_t stream) {
@@ -152,15 +163,16 @@ void cuda::hostStagedCollective(cuda::Context &c, int64_t id, void **b,
   std::unique_ptr<Staged> &slot = all.launches[i];
   if (!slot) {
     auto s = std::make_unique<Staged>();
-    layout(*s, id, i, *c.mesh);
+    s->fn = cpuCollective(id);
+    s->buffers = collectiveBuffers(id, i, *c.mesh);
     if (!s->fn)
       fatal("rank %d: ranks share a GPU, and the host-staged transport needs "
             "the CPU backend's MPI collectives, which this executable was "
             "not linked with (relink it with shardc for several ranks)",
             c.mesh->rank);
-    for (int64_t bytes : s->bytes) {
+    for (const CollectiveBuffer &buffer : s->buffers) {
       void *p = nullptr;
-      CUDA_CHECK(cudaHostAlloc(&p, size_t(bytes > 0 ? bytes : 1),
+      CUDA_CHECK(cudaHostAlloc(&p, size_t(buffer.bytes > 0 ? buffer.bytes : 1),
                                cudaHostAllocDefault));
       s->host.push_back(p);
     }
@@ -172,13 +184,13 @@ void cuda::hostStagedCollective(cuda::Context &c, int64_t id, void **b,
   }
   Staged &s = *slot;
   cudaStream_t st = c.stream(stream);
-  for (size_t k = 0; k < s.bytes.size(); ++k)
-    if (s.in[k] && s.bytes[k] > 0)
-      CUDA_CHECK(cudaMemcpyAsync(s.host[k], b[k], size_t(s.bytes[k]),
+  for (size_t k = 0; k < s.buffers.size(); ++k)
+    if (s.buffers[k].read && s.buffers[k].bytes > 0)
+      CUDA_CHECK(cudaMemcpyAsync(s.host[k], b[k], size_t(s.buffers[k].bytes),
                                  cudaMemcpyDeviceToHost, st));
   CUDA_CHECK(cudaLaunchHostFunc(st, &runOnHost, &s));
-  for (size_t k = 0; k < s.bytes.size(); ++k)
-    if (s.out[k] && s.bytes[k] > 0)
-      CUDA_CHECK(cudaMemcpyAsync(b[k], s.host[k], size_t(s.bytes[k]),
+  for (size_t k = 0; k < s.buffers.size(); ++k)
+    if (s.buffers[k].written && s.buffers[k].bytes > 0)
+      CUDA_CHECK(cudaMemcpyAsync(b[k], s.host[k], size_t(s.buffers[k].bytes),
                                  cudaMemcpyHostToDevice, st));
 }

@@ -235,18 +235,23 @@ def campaign(args):
     print("PASS")
 
 
+def random_tokens(workdir):
+    """llm.c's token file (256 int32 of header, then uint16 tokens) of
+    seeded random tokens of the GPT-2 test config's vocabulary."""
+    path = os.path.join(workdir, "tokens.bin")
+    rng = random.Random(0)
+    tokens = [rng.randrange(97) for _ in range(4096)]
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
+        f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+    return path
+
+
 def crafted(args):
     """The issue's crafted files and the non-finite cases, through ./train."""
     header, data = split(open(BASE, "rb").read())
     os.makedirs(args.workdir, exist_ok=True)
-    if not args.data:
-        # llm.c's token file: 256 int32 of header, then uint16 tokens.
-        args.data = os.path.join(args.workdir, "tokens.bin")
-        rng = random.Random(0)
-        tokens = [rng.randrange(97) for _ in range(4096)]
-        with open(args.data, "wb") as f:
-            f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
-            f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+    args.data = args.data or random_tokens(args.workdir)
     names = tensors(header)
     files = {}
     h = copy.deepcopy(header)
@@ -296,13 +301,7 @@ def roundtrip(args):
     import numpy as np
     os.makedirs(args.workdir, exist_ok=True)
     w = args.workdir
-    if not args.data:
-        args.data = os.path.join(w, "tokens.bin")
-        rng = random.Random(0)
-        tokens = [rng.randrange(97) for _ in range(4096)]
-        with open(args.data, "wb") as f:
-            f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
-            f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+    args.data = args.data or random_tokens(w)
     run = lambda cmd: subprocess.run(cmd, check=True, capture_output=True, text=True)
     run([args.train, "--data", args.data, "--steps", "2",
          "--save-weights", f"{w}/weights.safetensors",
