@@ -151,6 +151,14 @@ void DriverOptions::bindOptions() {
                 "its gradients, or only the 'last' one (unsharded gradients "
                 "are accumulated until then, FSDP2's "
                 "set_requires_gradient_sync)"));
+  bind(training.offload, "offload",
+       cl::desc("none, or cpu (with --target cuda, FSDP2's CPUOffloadPolicy): "
+                "the sharded parameters, the gradients and the optimizer "
+                "state live in pinned host memory; each group's shard is "
+                "copied to the GPU on a copy stream before its all-gather, "
+                "gradients go back to the host as they are reduced, and "
+                "clipping and the optimizer step run on the host with the "
+                "CPU kernels"));
   bind(output.report, "report",
        cl::desc("Print per-rank memory (parameters, gradients, optimizer "
                 "state, gathered parameters, activations, planned peak) and "
@@ -210,6 +218,17 @@ Error DriverOptions::validate() {
   if (training.gradSync != "every" && training.gradSync != "last")
     return fail("--grad-sync must be 'every' or 'last', got '" +
                 training.gradSync + "'");
+  if (training.offload != abi::kOffloadNone &&
+      training.offload != abi::kOffloadCpu)
+    return fail("--offload must be 'none' or 'cpu', got '" + training.offload +
+                "'");
+  if (training.offload == abi::kOffloadCpu && output.target != "cuda")
+    return fail("--offload=cpu moves GPU memory to the host: it means nothing "
+                "with --target " + output.target +
+                ", whose memory is host memory already");
+  if (training.offload == abi::kOffloadCpu && model.infer)
+    return fail("--offload=cpu offloads a training step's parameters, "
+                "gradients and optimizer state: an --infer build has none");
   if (training.gradSync == "last" && training.meshShape.ranks() == 1)
     return fail("--grad-sync=last needs a mesh (--mesh): one rank reduces "
                 "nothing");
@@ -257,6 +276,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.prefetchForward = training.prefetchForward;
   p.prefetchBackward = training.prefetchBackward;
   p.target = output.target;
+  p.offload = training.offload;
   return p;
 }
 

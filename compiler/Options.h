@@ -58,6 +58,9 @@ struct TrainingOptions {
   int64_t prefetchForward = 1, prefetchBackward = 1;
   std::string paramDtype = "f32", reduceDtype = "f32", outputDtype = "f32";
   std::string gradSync = "every";
+  /// --offload: abi::kOffloadNone or abi::kOffloadCpu (FSDP2's
+  /// CPUOffloadPolicy, --target cuda).
+  std::string offload = abi::kOffloadNone;
 };
 
 enum class Emit { MLIR, Train, Rt, LLVM, Obj, Exe };

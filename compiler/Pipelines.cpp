@@ -68,6 +68,8 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   group.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtGroupOptimizer(group));
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
+  if (options.offload == abi::kOffloadCpu)
+    pm.addPass(createRtOffloadToHost());
   pm.addNestedPass<func::FuncOp>(createRtPlanMemory());
 }
 

@@ -35,6 +35,9 @@ struct PipelineOptions {
   /// Mixed precision: "f32" or "bf16".
   std::string paramDtype = "f32";
   std::string reduceDtype = "f32";
+  /// abi::kOffloadNone, or abi::kOffloadCpu: the optimizer step on the
+  /// host, host copies around the device's reads of the host regions.
+  std::string offload = abi::kOffloadNone;
 };
 
 /// The nn forward graph simplified (canonicalized, fused ops recognised),

@@ -49,6 +49,9 @@ constexpr llvm::StringLiteral kManifest = "rt.manifest";
 constexpr llvm::StringLiteral kEntryPrefix = "shardc_";
 /// On a lowered step function: the bytes of arena it needs.
 constexpr llvm::StringLiteral kArenaBytes = "rt.arena_bytes";
+/// On a step function the runtime runs on the host (--offload=cpu's
+/// optimizer step), with the CPU backend's kernels.
+constexpr llvm::StringLiteral kOnHost = "rt.on_host";
 /// On a lowered step function: the peak bytes of gathered parameters.
 constexpr llvm::StringLiteral kPeakGatheredBytes = "rt.peak_gathered_bytes";
 } // namespace attrs

@@ -326,10 +326,15 @@ struct ConvertRtToLLVMPass
       auto bytes = fn->getAttrOfType<IntegerAttr>(attrs::kArenaBytes);
       if (!bytes)
         continue;
-      arenaBytes = std::max(arenaBytes, bytes.getInt());
+      // A host entry's arena is host memory of its own (--offload=cpu).
+      bool onHost = fn->hasAttr(attrs::kOnHost);
+      if (!onHost)
+        arenaBytes = std::max(arenaBytes, bytes.getInt());
       SmallVector<NamedAttribute> entry = {
           b.getNamedAttr("symbol", b.getStringAttr(fn.getName())),
           b.getNamedAttr("arena_bytes", bytes)};
+      if (onHost)
+        entry.push_back(b.getNamedAttr("host", b.getBoolAttr(true)));
       if (auto gathered =
               fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
         entry.push_back(b.getNamedAttr("peak_gathered_bytes", gathered));

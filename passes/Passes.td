@@ -313,6 +313,36 @@ def RtGroupOptimizer : Pass<"rt-group-optimizer", "mlir::func::FuncOp"> {
   ];
 }
 
+def RtOffloadToHost : Pass<"rt-offload-to-host", "mlir::ModuleOp"> {
+  let summary = "FSDP2's CPU offload: host regions, host copies, the optimizer on the host";
+  let description = [{
+    `--offload=cpu` (FSDP2's CPUOffloadPolicy). The parameters, state and
+    io regions live in pinned host memory that device kernels may address
+    (mapped); this pass makes the device's bulk traffic to them explicit
+    copies on the copy stream (stream 2), and the optimizer step a host
+    entry:
+
+    - before a device op that reads a parameter (the shard an all-gather
+      sends, a kernel's weight on one rank, the cast of a bf16 gather) the
+      parameter is copied into a fresh arena buffer on the copy stream,
+      which first waits for the compute stream at that point (so that the
+      planned buffer is free); the op's stream waits for the copy. The copy
+      is issued where the op is, so an all-gather prefetched N groups ahead
+      has its copy prefetched as far;
+    - a collective's host operands (io, state) are copied in before it and
+      out after it (the copy stream waits for the collective; the compute
+      stream for the copy out), since NCCL reads and writes device memory;
+    - other kernels address host memory in place (a gradient is
+      accumulated into its host slot by the kernel that reduces it, so
+      each group's gradient goes to the host as soon as it is final);
+    - `shardc_opt_step` is marked `rt.on_host`: the runtime runs it with
+      the CPU backend's kernels over the host regions and a host arena.
+
+    The manifest records `offload = "cpu"`. Runs after the rt rewrites,
+    before memory planning (the copies' buffers are planned with the rest).
+  }];
+}
+
 def RtPlanMemory : Pass<"rt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place transient buffers in one arena by liveness";
   let description = [{

@@ -1,14 +1,20 @@
 //===- PlanMemory.cpp - place transient buffers in one arena --------------===//
 //
 // Static memory planning: the step function is one block executed in order,
-// so a buffer is live from its rt.alloc to the last op that uses it. Buffers
-// are placed largest first at the lowest aligned offset that does not
-// overlap any already placed buffer whose live range intersects its own.
+// so a buffer is live from its rt.alloc to the last op that uses it. An op
+// on another stream than the compute stream may still run after that: its
+// buffers stay live until the compute stream waits for it (through events,
+// across streams), or to the end of the step if it never does. Buffers are
+// placed largest first at the lowest aligned offset that does not overlap
+// any already placed buffer whose live range intersects its own.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <array>
+#include <limits>
 
 namespace shardc {
 #define GEN_PASS_DEF_RTPLANMEMORY
@@ -52,6 +58,52 @@ int64_t peakGathered(ArrayRef<Interval> intervals, size_t numOps) {
   return peak;
 }
 
+/// The stream an op runs on, or -1 for ops that launch nothing.
+int64_t streamOf(Operation *op) {
+  if (auto k = dyn_cast<rt::KernelOp>(op))
+    return k.getStream();
+  if (auto g = dyn_cast<rt::AllGatherOp>(op))
+    return g.getStream();
+  if (auto r = dyn_cast<rt::ReduceScatterOp>(op))
+    return r.getStream();
+  if (auto r = dyn_cast<rt::AllReduceOp>(op))
+    return r.getStream();
+  return -1;
+}
+
+/// Per stream s and op index i: the index of the first point where the
+/// compute stream is ordered after everything launched on s up to i (an
+/// event recorded on s after i, waited on by the compute stream, or by a
+/// stream that the compute stream then waits for); `kNever` if none.
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+std::vector<std::array<int64_t, abi::kNumStreams>> joins(Block &block) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : block)
+    ops.push_back(&op);
+  int64_t n = ops.size();
+  DenseMap<int64_t, SmallVector<std::pair<int64_t, int64_t>>> waits;
+  for (int64_t i = 0; i < n; ++i)
+    if (auto w = dyn_cast<rt::EventWaitOp>(ops[i]))
+      waits[w.getEvent()].push_back({i, int64_t(w.getStream())});
+  std::vector<std::array<int64_t, abi::kNumStreams>> join(n);
+  std::array<int64_t, abi::kNumStreams> best;
+  best.fill(kNever);
+  for (int64_t i = n - 1; i >= 0; --i) {
+    join[i] = best;
+    auto r = dyn_cast<rt::EventRecordOp>(ops[i]);
+    if (!r || r.getStream() < 0 || r.getStream() >= abi::kNumStreams)
+      continue;
+    int64_t at = kNever;
+    for (auto [w, t] : waits.lookup(r.getEvent())) {
+      if (w <= i || t < 0 || t >= abi::kNumStreams)
+        continue;
+      at = std::min(at, t == abi::kComputeStream ? w : join[w][t]);
+    }
+    best[r.getStream()] = std::min(best[r.getStream()], at);
+  }
+  return join;
+}
+
 struct RtPlanMemoryPass
     : public shardc::impl::RtPlanMemoryBase<RtPlanMemoryPass> {
   void runOnOperation() override {
@@ -75,6 +127,8 @@ struct RtPlanMemoryPass
     DenseMap<Operation *, int64_t> index;
     for (auto [i, op] : llvm::enumerate(block))
       index[&op] = i;
+    auto join = joins(block);
+    int64_t last = int64_t(block.getOperations().size()) - 1;
 
     // Every offset is below the sum of the buffers' sizes: that sum, and
     // so every offset + size below, must not overflow.
@@ -82,8 +136,13 @@ struct RtPlanMemoryPass
     int64_t total = 0;
     for (rt::AllocOp alloc : allocs) {
       int64_t end = index[alloc];
-      for (Operation *user : alloc->getUsers())
-        end = std::max(end, index[block.findAncestorOpInBlock(*user)]);
+      for (Operation *user : alloc->getUsers()) {
+        Operation *op = block.findAncestorOpInBlock(*user);
+        int64_t at = index[op], stream = streamOf(op);
+        if (stream > abi::kComputeStream && stream < abi::kNumStreams)
+          at = std::min(join[at][stream], last);
+        end = std::max(end, at);
+      }
       if (alloc.getSize() > abi::kMaxTensorBytes) {
         alloc.emitError("a buffer of ")
             << alloc.getSize() << " bytes is over the limit of 2^40 bytes (1 TiB)";

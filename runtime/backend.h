@@ -34,6 +34,13 @@ public:
   /// committed as kernels first write them). Lives as long as the backend.
   /// Throws std::runtime_error naming `what` when it cannot.
   virtual char *allocate(int64_t bytes, const char *what, bool zero = true) = 0;
+  /// A region of `bytes` of host memory that the backend's kernels may also
+  /// address at the same pointer (pinned and mapped on a GPU), zeroed: the
+  /// regions --offload=cpu keeps on the host. A host-memory backend
+  /// allocates as `allocate` does. Throws naming `what` when it cannot.
+  virtual char *allocateHost(int64_t bytes, const char *what) {
+    return allocate(bytes, what, /*zero=*/true);
+  }
   /// Whether the backend's memory is host memory, which the host may then
   /// write in place (no staging copy, no second resident copy).
   virtual bool hostMemory() const = 0;

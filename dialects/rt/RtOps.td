@@ -107,7 +107,8 @@ def Rt_KernelOp : Rt_Op<"kernel"> {
   let description = [{
     Calls the backend kernel `name` with its buffers, integer arguments
     `ints` and floating-point arguments `floats` on `stream` (0 is the
-    compute stream, 1 the communication stream). Each kernel's arguments
+    compute stream, 1 the communication stream, 2 the stream of the host
+    copies of `--offload=cpu`). Each kernel's arguments
     are defined once, in `runtime/abi/kernels.def`; the verifier checks
     the counts against it. Collectives are the typed ops below, not
     kernels.

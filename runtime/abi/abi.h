@@ -23,7 +23,7 @@ namespace shardc::abi {
 
 /// The manifest's "format": bumped whenever anything below changes, so that
 /// a runtime refuses a program compiled against another contract.
-inline constexpr int64_t kFormatVersion = 4;
+inline constexpr int64_t kFormatVersion = 5;
 
 //===----------------------------------------------------------------------===//
 // Kernels
@@ -293,7 +293,14 @@ inline constexpr const char *kOptimizerSGD = "sgd";
 // Streams, regions, alignment
 //===----------------------------------------------------------------------===//
 
-enum Stream : int64_t { kComputeStream = 0, kCommStream = 1, kNumStreams = 2 };
+/// The streams of a compiled schedule. The copy stream carries the copies
+/// between host and device memory of `--offload=cpu`.
+enum Stream : int64_t {
+  kComputeStream = 0,
+  kCommStream = 1,
+  kCopyStream = 2,
+  kNumStreams = 3
+};
 
 /// Byte alignment of every buffer in every region.
 inline constexpr int64_t kBufferAlignment = 64;
@@ -310,6 +317,17 @@ enum Region : int64_t {
   kRegionConstants, ///< read-only constants embedded in the program
   kNumRegions
 };
+
+/// Where `--offload=cpu` puts things: the parameters, state and io regions
+/// in pinned host memory that device kernels may also address (mapped);
+/// the entries the manifest marks "host" (the optimizer step) run on the
+/// host with the CPU backend's kernels, over those regions and a host arena.
+inline constexpr const char *kOffloadNone = "none";
+inline constexpr const char *kOffloadCpu = "cpu";
+constexpr bool hostRegionUnderOffload(int64_t region) {
+  return region == kRegionParams || region == kRegionState ||
+         region == kRegionIo;
+}
 
 //===----------------------------------------------------------------------===//
 // The program: a launch table the runtime walks

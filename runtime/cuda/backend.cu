@@ -325,6 +325,8 @@ public:
       cudaEventDestroy(e);
     ctx.destroy();
     cudaFree(arena);
+    for (void *p : hostAllocations)
+      cudaFreeHost(p);
     if (constants)
       cudaFree(constants);
   }
@@ -353,11 +355,36 @@ public:
     return p;
   }
 
+  char *allocateHost(int64_t bytes, const char *what) override {
+    size_t size = size_t(abi::alignTo(bytes < 1 ? 1 : bytes));
+    void *p = nullptr;
+    if (cudaHostAlloc(&p, size, cudaHostAllocMapped | cudaHostAllocPortable) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error(std::string("cannot pin ") +
+                               std::to_string(bytes) + " bytes of host memory "
+                               "for " + what + " (--offload=cpu)");
+    }
+    hostAllocations.push_back(p);
+    // Kernels address it at the host's pointer (unified addressing).
+    void *device = nullptr;
+    CUDA_CHECK(cudaHostGetDevicePointer(&device, p, 0));
+    if (device != p)
+      throw std::runtime_error(std::string("the GPU maps the pinned memory "
+                                           "of ") +
+                               what + " at another address than the host's: "
+                                      "--offload=cpu needs unified addressing");
+    std::memset(p, 0, size);
+    return static_cast<char *>(p);
+  }
+
+  // Either side may be pinned host memory (--offload=cpu): the direction is
+  // the pointers' (unified addressing).
   void copyToDevice(void *dst, const void *src, int64_t bytes) override {
-    CUDA_CHECK(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDefault));
   }
   void copyToHost(void *dst, const void *src, int64_t bytes) override {
-    CUDA_CHECK(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDefault));
   }
 
   void run(const int64_t *program,
@@ -689,6 +716,7 @@ private:
   std::map<const int64_t *, std::vector<cuda::Context::Issued>> issued;
   cudaEvent_t fork = nullptr, join[abi::kNumStreams] = {};
   void *arena = nullptr, *constants = nullptr;
+  std::vector<void *> hostAllocations; ///< allocateHost's
   int64_t capacity = 0, used = 0;
   std::set<const int64_t *> checked;
 };

@@ -533,9 +533,11 @@ SHARDC_CUDA_KERNEL(fill) {
                 F(b[0]), n, aligned16(b[0]));
 }
 
+// x[bytes] -> y[bytes]; either may be pinned host memory (the host copies
+// of --offload=cpu on the copy stream): the direction is the pointers'.
 SHARDC_CUDA_KERNEL(copy) {
   CUDA_CHECK(cudaMemcpyAsync(b[1], b[0], size_t(i[A::copy::bytes]),
-                             cudaMemcpyDeviceToDevice, streamOf(ctx, stream)));
+                             cudaMemcpyDefault, streamOf(ctx, stream)));
 }
 
 SHARDC_CUDA_KERNEL(cast) {

@@ -282,6 +282,19 @@ ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char *what,
   return err == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
 
+/// NCCL moves device memory: a buffer that is not (host memory, even
+/// pinned, as --offload=cpu's regions are) is refused, so that a schedule
+/// that forgets a host copy fails here as it would on a GPU.
+ncclResult_t deviceBuffers(const char *what, const void *send,
+                           const void *recv) {
+  for (const void *p : {send, recv})
+    if (!shardc::emu::isDeviceMemory(p))
+      return fail(ncclInvalidArgument,
+                  std::string(what) + ": a buffer is not device memory "
+                                      "(cudaMalloc'd)");
+  return ncclSuccess;
+}
+
 } // namespace
 
 extern "C" {
@@ -457,6 +470,8 @@ ncclResult_t ncclGroupEnd() {
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
                            size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t r = deviceBuffers("ncclAllGather", sendbuff, recvbuff))
+    return r;
   size_t bytes = sendcount * typeBytes(datatype);
   return enqueue(comm, stream, "ncclAllGather", [=]() {
     logCall(comm, "ncclAllGather", bytes * size_t(comm->size));
@@ -480,6 +495,8 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
                                size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
+  if (ncclResult_t r = deviceBuffers("ncclReduceScatter", sendbuff, recvbuff))
+    return r;
   if (!reducible(datatype) || op >= ncclNumOps)
     return fail(ncclInvalidArgument,
                 "ncclReduceScatter: type or operation not emulated");
@@ -504,6 +521,8 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t r = deviceBuffers("ncclAllReduce", sendbuff, recvbuff))
+    return r;
   if (!reducible(datatype) || op >= ncclNumOps)
     return fail(ncclInvalidArgument,
                 "ncclAllReduce: type or operation not emulated");
@@ -525,6 +544,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
+  if (ncclResult_t r = deviceBuffers("ncclBroadcast", sendbuff, recvbuff))
+    return r;
   size_t bytes = count * typeBytes(datatype);
   return enqueue(comm, stream, "ncclBroadcast", [=]() {
     logCall(comm, "ncclBroadcast", bytes);

@@ -157,17 +157,27 @@ double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
 /// The memory of a compiled program on its backend: the regions it
 /// addresses, and a host copy of the io region for inputs and outputs.
+/// With --offload=cpu the parameters, state and io regions are pinned host
+/// memory the device also addresses, and the entries the manifest marks
+/// "host" (the optimizer step) run on the host with the CPU backend, over
+/// them and a host arena.
 struct Memory {
-  Memory(Backend &backend, const Manifest &m, bool touchArena)
-      : backend(backend) {
-    backend.reserve(abi::alignTo(m.paramBytes) + abi::alignTo(m.stateBytes) +
-                    abi::alignTo(m.ioBytes) + abi::alignTo(m.arenaBytes) +
-                    4 * abi::kBufferAlignment);
-    base[abi::kRegionParams] =
-        backend.allocate(m.paramBytes, "parameters");
+  Memory(Backend &backend, const Manifest &m, bool touchArena,
+         const Mesh *mesh = nullptr)
+      : backend(backend), manifest(m) {
+    const bool offload = m.offloaded();
+    int64_t onDevice = abi::alignTo(m.ioBytes) + abi::alignTo(m.arenaBytes);
+    if (!offload)
+      onDevice += abi::alignTo(m.paramBytes) + abi::alignTo(m.stateBytes);
+    backend.reserve(onDevice + 4 * abi::kBufferAlignment);
+    auto place = [&](int64_t bytes, const char *what) {
+      return offload ? backend.allocateHost(bytes, what)
+                     : backend.allocate(bytes, what);
+    };
+    base[abi::kRegionParams] = place(m.paramBytes, "parameters");
     base[abi::kRegionState] =
-        backend.allocate(m.stateBytes, "gradients and optimizer state");
-    base[abi::kRegionIo] = backend.allocate(m.ioBytes, "inputs and outputs");
+        place(m.stateBytes, "gradients and optimizer state");
+    base[abi::kRegionIo] = place(m.ioBytes, "inputs and outputs");
     // Untouched, the arena's pages are committed as kernels first write
     // them, so the resident set measures what the step really uses.
     base[abi::kRegionArena] =
@@ -179,6 +189,16 @@ struct Memory {
     bytes[abi::kRegionIo] = m.ioBytes;
     bytes[abi::kRegionArena] = m.arenaBytes;
     bytes[abi::kRegionConstants] = m.constantsBytes;
+    if (!m.hostEntries.empty()) {
+      hostBackend = makeCpuBackend(mesh && mesh->world > 1 ? mesh : nullptr);
+      for (int r = 0; r < abi::kNumRegions; ++r) {
+        hostBase[r] = base[r];
+        hostBytes[r] = bytes[r];
+      }
+      hostBase[abi::kRegionArena] =
+          hostBackend->allocate(m.hostArenaBytes, "the host optimizer's arena");
+      hostBytes[abi::kRegionArena] = m.hostArenaBytes;
+    }
   }
   char *region(abi::Region r) const { return static_cast<char *>(base[r]); }
   template <typename T> T *host(const TensorSlot &slot) {
@@ -199,22 +219,35 @@ struct Memory {
     if (!program)
       throw std::runtime_error(std::string("the compiled program has no '") +
                                name + "' entry point");
+    const bool onHost = hostBackend && manifest.runsOnHost(name);
     if (checked.insert(program).second) {
-      std::string wrong = validateProgram(program, bytes);
+      std::string wrong = validateProgram(program, onHost ? hostBytes : bytes);
       if (!wrong.empty())
         throw std::runtime_error(std::string("compiled entry '") + name +
                                  "' is malformed: " + wrong);
     }
     if (trace)
       trace->beginRun(name, step);
-    backend.run(program, base);
+    if (onHost) {
+      // The device's runs are complete when `run` returns: the host reads
+      // what they wrote.
+      hostBackend->setTrace(trace);
+      hostBackend->run(program, hostBase);
+    } else {
+      backend.run(program, base);
+    }
     if (trace)
       trace->endRun();
   }
 
   Backend &backend;
+  const Manifest &manifest;
   void *base[abi::kNumRegions] = {};
   int64_t bytes[abi::kNumRegions] = {};
+  /// --offload=cpu: the host's backend, regions and their sizes.
+  std::unique_ptr<Backend> hostBackend;
+  void *hostBase[abi::kNumRegions] = {};
+  int64_t hostBytes[abi::kNumRegions] = {};
   std::vector<char> io;
   std::set<const int64_t *> checked;
   /// Launches go to `trace`, labelled with the entry and `step`.
@@ -246,7 +279,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   doing = "allocating the model's memory";
   std::unique_ptr<Backend> backend =
       makeBackend(m.target, &mesh, m.constantsBytes);
-  Memory mem(*backend, m, /*touchArena=*/false);
+  Memory mem(*backend, m, /*touchArena=*/false, &mesh);
   char *params = mem.region(abi::kRegionParams);
   doing = o.initFrom.empty() ? std::string("initializing the parameters")
                              : "reading --init-from " + o.initFrom;

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -68,6 +69,27 @@ Manifest Manifest::parse(const char *text) {
     m.constantsBytes = j.value("constants_bytes", int64_t(0));
     m.optimizer = model.value("optimizer", std::string());
     m.target = j.value("target", std::string("cpu"));
+    m.offload = j.value("offload", std::string(shardc::abi::kOffloadNone));
+    if (m.offload != shardc::abi::kOffloadNone &&
+        m.offload != shardc::abi::kOffloadCpu)
+      throw std::runtime_error("the manifest's offload '" + m.offload +
+                               "' is neither 'none' nor 'cpu'");
+    // Per entry its arena; an entry marked "host" runs on the host, over the
+    // host arena (the largest of theirs).
+    if (j.contains("arenas"))
+      for (const json &a : j.at("arenas"))
+        if (a.value("host", false)) {
+          std::string symbol = a.at("symbol").get<std::string>();
+          const std::string prefix = "shardc_";
+          if (symbol.rfind(prefix, 0) == 0)
+            symbol = symbol.substr(prefix.size());
+          m.hostEntries.push_back(symbol);
+          m.hostArenaBytes =
+              std::max(m.hostArenaBytes, a.at("arena_bytes").get<int64_t>());
+        }
+    if (!m.hostEntries.empty() && !m.offloaded())
+      throw std::runtime_error("the manifest runs entries on the host without "
+                               "--offload=cpu");
     // The runtime multiplies shapes and adds offsets: each slot's size is
     // its shape times its element size, and lies inside its region.
     auto check = [](const std::vector<TensorSlot> &slots, int64_t regionBytes,
@@ -96,6 +118,11 @@ Manifest Manifest::parse(const char *text) {
     throw std::runtime_error(std::string("malformed model manifest: ") +
                              e.what());
   }
+}
+
+bool Manifest::runsOnHost(const std::string &entry) const {
+  return std::find(hostEntries.begin(), hostEntries.end(), entry) !=
+         hostEntries.end();
 }
 
 std::string shardc::runtime::shapeString(const std::vector<int64_t> &shape) {

@@ -7,6 +7,8 @@
 #ifndef SHARDC_RUNTIME_TRAINER_MODEL_H
 #define SHARDC_RUNTIME_TRAINER_MODEL_H
 
+#include "runtime/abi/abi.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -64,6 +66,14 @@ struct Manifest {
   std::string target;
   /// The compiled optimizer: abi::kOptimizerAdamW or kOptimizerSGD.
   std::string optimizer;
+  /// --offload: abi::kOffloadNone, or abi::kOffloadCpu (the parameters,
+  /// state and io regions in pinned host memory; `hostEntries` run on the
+  /// host with the CPU backend, over a host arena of `hostArenaBytes`).
+  std::string offload = abi::kOffloadNone;
+  std::vector<std::string> hostEntries;
+  int64_t hostArenaBytes = 0;
+  bool offloaded() const { return offload == abi::kOffloadCpu; }
+  bool runsOnHost(const std::string &entry) const;
 
   /// Parses the compiler's manifest; throws std::runtime_error when malformed.
   static Manifest parse(const char *json);

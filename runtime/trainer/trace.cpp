@@ -100,8 +100,9 @@ void Trace::writeJson(const std::string &path, int rank) const {
                   "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, "
                   "\"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
                   rank, s,
-                  s == abi::kCommStream ? "stream 1 (communication)"
-                                        : "stream 0 (compute)");
+                  s == abi::kCommStream   ? "stream 1 (communication)"
+                  : s == abi::kCopyStream ? "stream 2 (host copies)"
+                                          : "stream 0 (compute)");
     out += buf;
   }
   for (size_t k = 0; k < events_.size(); ++k) {
