@@ -21,7 +21,9 @@ int64_t intOf(DictionaryAttr d, StringRef key) {
 int64_t stateBytes(DictionaryAttr manifest, ArrayRef<StringRef> prefixes) {
   int64_t total = 0;
   auto slots = manifest.getAs<ArrayAttr>("state");
-  for (Attribute a : slots ? slots : ArrayAttr()) {
+  if (!slots)
+    return 0;
+  for (Attribute a : slots) {
     auto slot = cast<DictionaryAttr>(a);
     StringRef name = slot.getAs<StringAttr>("name").getValue();
     for (StringRef p : prefixes)
@@ -58,14 +60,16 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       manifest, {abi::kStateExpAvg, abi::kStateExpAvgSq, abi::kStateMomentum});
   int64_t io = intOf(manifest, "io_bytes");
 
-  int64_t arena = 0, microArena = 0, gathered = 0;
+  int64_t arena = 0, microArena = 0, gathered = 0, hostArena = 0;
   // (kind, axis) -> (count, bytes), per entry point.
   std::map<std::string, std::map<std::pair<std::string, int64_t>,
                                  std::pair<int64_t, int64_t>>> traffic;
   for (auto fn : module.getOps<func::FuncOp>()) {
     auto bytes = fn->getAttrOfType<IntegerAttr>(attrs::kArenaBytes);
     int64_t a = bytes ? bytes.getInt() : 0;
-    arena = std::max(arena, a);
+    // An entry run on the host (--offload=cpu) has a host arena.
+    (fn->hasAttr(attrs::kOnHost) ? hostArena : arena) =
+        std::max(fn->hasAttr(attrs::kOnHost) ? hostArena : arena, a);
     StringRef entry = fn.getName();
     if (entry.ends_with("micro_step")) {
       microArena = a;
@@ -101,18 +105,39 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     });
   }
 
+  bool offload = manifest.getAs<StringAttr>("offload") &&
+                 manifest.getAs<StringAttr>("offload").getValue() ==
+                     abi::kOffloadCpu;
+  int64_t state = intOf(manifest, "state_bytes");
   os << "shardc report: mesh " << replicas << "x" << shards << " (replicate "
-     << replicas << ", shard " << shards << "), per rank\n";
-  os << "  parameters (sharded)     " << mib(params) << "\n";
-  os << "  gradients (sharded)      " << mib(grads) << "\n";
-  os << "  optimizer state          " << mib(optimizer) << "\n";
-  os << "  peak gathered parameters " << mib(gathered)
-     << "  (in the param dtype, live at once)\n";
-  os << "  activations              " << mib(microArena - gathered)
-     << "  (micro-step arena less the gathered parameters)\n";
-  os << "  inputs and outputs       " << mib(io) << "\n";
-  int64_t peak = params + intOf(manifest, "state_bytes") + io + arena;
-  os << "  planned peak             " << mib(peak) << "\n";
+     << replicas << ", shard " << shards << "), per rank"
+     << (offload ? ", --offload=cpu" : "") << "\n";
+  // Without offload every figure is the device's; with it, the device's
+  // then the pinned host memory's.
+  auto row = [&](StringRef name, int64_t device, int64_t host,
+                 StringRef note = "") {
+    os << "  " << name << mib(offload ? device : device + host);
+    if (offload)
+      os << "  | host" << mib(host);
+    if (!note.empty())
+      os << "  " << note;
+    os << "\n";
+  };
+  int64_t hostState = offload ? params + state + io : 0;
+  row("parameters (sharded)     ", offload ? 0 : params, offload ? params : 0);
+  row("gradients (sharded)      ", offload ? 0 : grads, offload ? grads : 0);
+  row("optimizer state          ", offload ? 0 : optimizer,
+      offload ? optimizer : 0);
+  row("peak gathered parameters ", gathered, 0,
+      "(in the param dtype, live at once)");
+  row("activations              ", microArena - gathered, 0,
+      "(micro-step arena less the gathered parameters)");
+  row("inputs and outputs       ", offload ? 0 : io, offload ? io : 0);
+  if (offload)
+    row("host optimizer arena     ", 0, hostArena,
+        "(the optimizer step runs on the host)");
+  int64_t peak = (offload ? 0 : params + state + io) + arena;
+  row("planned peak             ", peak, offload ? hostState + hostArena : 0);
   os << "collectives (bytes of the full buffer each rank takes part in):\n";
   if (traffic.empty())
     os << "  none\n";

@@ -39,7 +39,9 @@ using Slots = SmallVector<std::pair<int64_t, int64_t>>;
 Slots slotsOf(DictionaryAttr manifest, StringRef key) {
   Slots slots;
   auto list = manifest ? manifest.getAs<ArrayAttr>(key) : ArrayAttr();
-  for (Attribute a : list ? list : ArrayAttr()) {
+  if (!list)
+    return slots;
+  for (Attribute a : list) {
     auto slot = cast<DictionaryAttr>(a);
     auto offset = slot.getAs<IntegerAttr>("offset");
     auto bytes = slot.getAs<IntegerAttr>("bytes");

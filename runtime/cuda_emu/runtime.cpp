@@ -6,7 +6,10 @@
 //  - streams as queues of deferred work, run in stream order when the host
 //    waits. Of the streams with work ready, the one created last runs
 //    first, so a schedule that relies on the order work was enqueued in,
-//    rather than on its events, sees the other order;
+//    rather than on its events, sees the other order
+//    (SHARDC_EMU_STREAM_ORDER=first: the one created first, the compute
+//    stream, which then runs as far as its events let it, ahead of the
+//    copies and collectives it forgot to wait for);
 //  - events, stream waits on them, timing (host clock);
 //  - graph capture (work of captured streams goes into the graph; a stream
 //    that waits on a captured event joins the capture and must be joined
@@ -165,14 +168,20 @@ bool ready(const Op &op) {
 void drain() {
   State &st = state();
   for (;;) {
+    static const bool firstCreatedFirst = [] {
+      const char *order = std::getenv("SHARDC_EMU_STREAM_ORDER");
+      return order && std::string(order) == "first";
+    }();
     StreamState *pick = nullptr;
     bool pending = false;
-    for (auto it = st.streams.rbegin(); it != st.streams.rend(); ++it) {
-      if ((*it)->queue.empty())
+    size_t n = st.streams.size();
+    for (size_t k = 0; k < n; ++k) {
+      StreamState *s = st.streams[firstCreatedFirst ? k : n - 1 - k];
+      if (s->queue.empty())
         continue;
       pending = true;
-      if (ready((*it)->queue.front())) {
-        pick = *it;
+      if (ready(s->queue.front())) {
+        pick = s;
         break;
       }
     }

@@ -353,15 +353,25 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
       throw std::runtime_error(o.log + ": cannot open log file for writing");
   }
 
-  int64_t totalBytes = m.paramBytes + m.stateBytes + m.ioBytes + m.arenaBytes;
-  if (leader)
+  // Every planned byte, on the device and (--offload=cpu) on the host.
+  int64_t totalBytes = m.paramBytes + m.stateBytes + m.ioBytes + m.arenaBytes +
+                       m.hostArenaBytes;
+  if (leader) {
     std::printf("shardc: %s (%s), %.2fM parameters, batch %lld x %lld x %lld "
               "tokens, %s; memory: params %.1f MiB, grads+optimizer %.1f MiB, "
-              "activations %.1f MiB\n",
+              "activations %.1f MiB",
               m.source.c_str(), m.family.c_str(), m.numParams() / 1e6,
               (long long)o.gradAccum, (long long)B, (long long)T,
               m.optimizer.c_str(), mib(m.paramBytes), mib(m.stateBytes),
               mib(m.arenaBytes));
+    if (m.offloaded())
+      std::printf("; --offload=cpu: %.1f MiB on the device, %.1f MiB of "
+                  "pinned host memory",
+                  mib(m.arenaBytes),
+                  mib(m.paramBytes + m.stateBytes + m.ioBytes +
+                      m.hostArenaBytes));
+    std::printf("\n");
+  }
   const TensorSlot &tokens = m.ioSlot(abi::kIoTokens),
                    &targets = m.ioSlot(abi::kIoTargets);
   const TensorSlot &lossSlot = m.ioSlot(abi::kIoLoss),

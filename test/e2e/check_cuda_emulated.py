@@ -11,6 +11,10 @@ must equal the graph-replayed ones bit for bit. --cuda-flags are compiled
 into the CUDA run only (--param-dtype bf16: compared with the f32 CPU curve
 at a looser --rtol). With --mesh both are compiled for that mesh and run
 under mpirun (the CUDA one's collectives through the emulated NCCL).
+With --offload the CUDA build is compiled a third time with --offload=cpu
+(FSDP2's CPUOffloadPolicy: parameters, gradients and optimizer state in
+host memory, the optimizer step on the host with the CPU kernels), and its
+curve must equal the CUDA curve without offload within --offload-rtol.
 """
 import argparse
 import math
@@ -55,7 +59,17 @@ def main():
     ap.add_argument("--no-graphs", action="store_true",
                     help="also train with --cuda-graphs=false and require the "
                          "same losses, bit for bit")
+    ap.add_argument("--offload", action="store_true",
+                    help="also train the CUDA build with --offload=cpu and "
+                         "compare its curve with the one without")
+    ap.add_argument("--offload-rtol", type=float, default=1e-6)
+    ap.add_argument("--stream-order", choices=["last", "first"], default="last",
+                    help="which ready stream the emulated device runs first: "
+                         "the one created last (default), or first (the "
+                         "compute stream runs ahead of the others as far as "
+                         "its events let it)")
     args = ap.parse_args()
+    os.environ["SHARDC_EMU_STREAM_ORDER"] = args.stream_order
     if args.gpus:
         # The emulated node's GPUs: ranks beyond them share one.
         os.environ["SHARDC_EMU_DEVICES"] = str(args.gpus)
@@ -109,6 +123,19 @@ def main():
             sys.exit("FAIL: --cuda-graphs=false changed the losses: "
                      f"{direct} vs {emu}")
         print("--cuda-graphs=false: the same losses, bit for bit")
+    if args.offload:
+        off = compile_and_train("cuda-offload", cuda_flags + ["--offload=cpu"])
+        worst, at = 0.0, 0
+        for s, (a, b) in enumerate(zip(emu, off)):
+            rel = abs(a - b) / abs(a)
+            if rel > worst:
+                worst, at = rel, s
+        print(f"cuda (emulated) --offload=cpu: loss {off[0]:.6f} -> {off[-1]:.6f}")
+        print(f"--offload=cpu: worst relative difference from the curve without "
+              f"{worst:.2e} at step {at}")
+        if not worst <= args.offload_rtol:
+            sys.exit(f"FAIL: --offload=cpu changed the curve by {worst:.2e} > "
+                     f"{args.offload_rtol:g}")
     print(f"PASS: {args.steps} steps")
 
 

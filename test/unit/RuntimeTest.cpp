@@ -352,8 +352,39 @@ TEST(Init, CounterBasedNormalIsMeshInvariantAndCalibrated) {
   EXPECT_NEAR(var, 1.0, 0.01);
 }
 
+// --offload=cpu: the entries the manifest's arenas mark "host" run on the
+// host, over the largest of their arenas; the device arena is the others'.
+TEST(Manifest, OffloadHostEntries) {
+  auto manifest = [](const std::string &offload, bool host) {
+    return std::string(R"({"format": 5,
+      "model": {"vocab_size": 10, "micro_batch": 2, "seq_len": 3},
+      "params": [], "state": [], "io": [], "entries": ["micro_step",
+      "opt_step"], "param_bytes": 0, "state_bytes": 0, "io_bytes": 0,
+      "arena_bytes": 4096, "offload": ")") +
+           offload + R"(", "arenas": [
+        {"symbol": "shardc_micro_step", "arena_bytes": 4096},
+        {"symbol": "shardc_opt_step", "arena_bytes": 192)" +
+           (host ? R"(, "host": true)" : "") + "}]}";
+  };
+  Manifest m = Manifest::parse(manifest("cpu", true).c_str());
+  EXPECT_TRUE(m.offloaded());
+  EXPECT_TRUE(m.runsOnHost("opt_step"));
+  EXPECT_FALSE(m.runsOnHost("micro_step"));
+  EXPECT_EQ(m.hostArenaBytes, 192);
+  EXPECT_EQ(m.arenaBytes, 4096);
+  Manifest plain = Manifest::parse(manifest("none", false).c_str());
+  EXPECT_FALSE(plain.offloaded());
+  EXPECT_TRUE(plain.hostEntries.empty());
+  EXPECT_NE(errorOf([&] { Manifest::parse(manifest("gpu", false).c_str()); })
+                .find("offload 'gpu' is neither"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { Manifest::parse(manifest("none", true).c_str()); })
+                .find("runs entries on the host without --offload=cpu"),
+            std::string::npos);
+}
+
 TEST(Manifest, ParsesAndInitializes) {
-  const char *json = R"({"format": 4,
+  const char *json = R"({"format": 5,
     "model": {"family": "gpt2", "source": "t", "vocab_size": 10,
               "micro_batch": 2, "seq_len": 3},
     "params": [{"name": "w", "dtype": "f32", "shape": [4, 8], "offset": 0,
@@ -373,12 +404,12 @@ TEST(Manifest, ParsesAndInitializes) {
     EXPECT_FLOAT_EQ(w[k], float(0.5 * counterNormal(key, k)));
   for (int k = 0; k < 8; ++k)
     EXPECT_EQ(g[k], 1.0f);
-  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 4}"); })
+  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 5}"); })
                 .find("malformed model manifest"),
             std::string::npos);
   // A program compiled against another ABI is refused by name.
   EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 2}"); })
-                .find("has format 2 but this runtime reads format 4"),
+                .find("has format 2 but this runtime reads format 5"),
             std::string::npos);
   // Slots are checked before the runtime multiplies or offsets by them: a
   // size that is not its shape's (here one that wrapped), or a slot past

@@ -69,8 +69,8 @@ func.func @kernel_variadic(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %y
 // -----
 
 func.func @kernel_stream(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
-  // expected-error @+1 {{stream 2 is not one of the 2 runtime streams}}
-  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8>, floats = array<f64>, stream = 2 : i64}
+  // expected-error @+1 {{stream 3 is not one of the 3 runtime streams}}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8>, floats = array<f64>, stream = 3 : i64}
   return
 }
 
