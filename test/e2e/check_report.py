@@ -84,6 +84,55 @@ def check_independent(args, flags):
                 sys.exit(f"FAIL: {key} on mesh {mesh}: report {got[key]}, count {value}")
 
 
+ROWS = {"params": r"parameters \(sharded\)", "grads": r"gradients \(sharded\)",
+        "optimizer": "optimizer state", "gathered": "peak gathered parameters",
+        "activations": "activations", "io": "inputs and outputs",
+        "host_arena": "host optimizer arena", "peak": "planned peak"}
+
+
+def device_and_host(text):
+    """Per row of a report: (device bytes, host bytes); without --offload
+    every byte is the device's."""
+    rows = {}
+    for key, name in ROWS.items():
+        m = re.search(rf"^  {name}\s+[0-9.]+ MiB\s+(\d+) bytes"
+                      rf"(?:\s+\| host\s+[0-9.]+ MiB\s+(\d+) bytes)?", text, re.M)
+        if m:
+            rows[key] = (int(m.group(1)), int(m.group(2) or 0))
+    return rows
+
+
+def check_offload(args, flags):
+    """--offload=cpu against the same build without: the parameters,
+    gradients, optimizer state and io go from the device to the host, byte
+    for byte; the device's planned peak drops by what moved, less the arena
+    the shards' copies take."""
+    base = ["--target", "cuda", "--cuda-emulation"]
+    for mesh in args.offload.split(","):
+        _, plain = report(args.shardc, args.config, mesh, flags + base)
+        _, off = report(args.shardc, args.config, mesh, flags + base + ["--offload=cpu"])
+        a, b = device_and_host(plain), device_and_host(off)
+        moved = 0
+        for key in ["params", "grads", "optimizer", "io"]:
+            print(f"mesh {mesh}: {key}: device {a[key][0]} bytes -> device {b[key][0]}, "
+                  f"host {b[key][1]}")
+            if b[key] != (0, a[key][0]) or a[key][1] != 0:
+                sys.exit(f"FAIL: {key} on mesh {mesh}: {a[key]} without offload, {b[key]} with")
+            moved += a[key][0]
+        arena = lambda r: r["gathered"][0] + r["activations"][0]
+        staging = arena(b) - arena(a)
+        drop = a["peak"][0] - b["peak"][0]
+        print(f"mesh {mesh}: device planned peak {a['peak'][0] / 2**20:.1f} MiB -> "
+              f"{b['peak'][0] / 2**20:.1f} MiB (-{drop / 2**20:.1f} MiB: "
+              f"{moved / 2**20:.1f} MiB moved to the host, the copies' buffers "
+              f"{staging / 2**20:+.1f} MiB); pinned host {b['peak'][1] / 2**20:.1f} MiB")
+        if drop != moved - staging:
+            sys.exit(f"FAIL: the device peak dropped by {drop}, not {moved} - {staging}")
+        host = moved + b["host_arena"][1]
+        if b["peak"][1] != host:
+            sys.exit(f"FAIL: the host peak is {b['peak'][1]}, not {host}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="")
@@ -95,10 +144,19 @@ def main():
     ap.add_argument("--independent", default="",
                     help="meshes whose figures are checked against counts from the config")
     ap.add_argument("--model", default="", help="a preset to compile instead of --config")
+    ap.add_argument("--offload", default="",
+                    help="meshes whose --offload=cpu report (cuda target) is "
+                         "checked against the one without")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     flags = args.flags.split()
 
+    if args.offload:
+        if args.model:
+            args.config = args.model
+        check_offload(args, flags)
+        print("PASS")
+        return
     if args.independent:
         check_independent(args, flags)
         print("PASS")
