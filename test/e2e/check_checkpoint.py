@@ -67,7 +67,8 @@ class Setup:
             name = f"train-{mesh}" + "".join(f"-{e.strip('-')}" for e in extra)
             exe = os.path.join(self.work, name)
             run([self.args.shardc, self.args.config, "--mesh", mesh, "--micro-batch",
-                 str(G // ranks(mesh)), "--seq-len", str(T), *extra, "-o", exe])
+                 str(G // ranks(mesh)), "--seq-len", str(T), *self.args.flags.split(),
+                 *extra, "-o", exe])
             self.exes[key] = exe
         return self.exes[key]
 
@@ -306,6 +307,9 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--meshes", default="1")
     ap.add_argument("--pairs", default="4:2x2")
+    ap.add_argument("--flags", default="",
+                    help="shardc flags of every build (before --src-flags and "
+                         "--dst-flags)")
     ap.add_argument("--src-flags", default="")
     ap.add_argument("--dst-flags", default="")
     ap.add_argument("--rtol", type=float, default=1e-6)

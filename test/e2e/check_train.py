@@ -92,6 +92,9 @@ def main():
     ap.add_argument("--same-as-log", help="a log this run's losses must equal exactly")
     ap.add_argument("--ids-from", type=int, default=0, help="the tokens' first id")
     ap.add_argument("--ids", type=int, default=0, help="how many ids the tokens use")
+    ap.add_argument("--compile-flags", default="",
+                    help="extra shardc flags (--target cuda --cuda-emulation "
+                         "--offload=cpu: the same checks on that build)")
     args = ap.parse_args()
 
     os.makedirs(args.workdir, exist_ok=True)
@@ -117,7 +120,8 @@ def main():
 
     exe = os.path.join(args.workdir, "train")
     run([args.shardc, args.config, "--micro-batch", str(B), "--seq-len", str(T),
-         "--optimizer", args.optimizer, "--recompute", args.recompute, "-o", exe])
+         "--optimizer", args.optimizer, "--recompute", args.recompute,
+         *args.compile_flags.split(), "-o", exe])
     flags = ["--init-from", w_path, "--data", tok_path, "--grad-accum", str(N),
              "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
              "--clip-grad-norm", str(args.clip), "--lr-schedule", args.schedule,
