@@ -333,8 +333,13 @@ struct ConvertRtToLLVMPass
       SmallVector<NamedAttribute> entry = {
           b.getNamedAttr("symbol", b.getStringAttr(fn.getName())),
           b.getNamedAttr("arena_bytes", bytes)};
-      if (onHost)
+      if (onHost) {
+        // The entry the runtime runs on the host, by the name it runs it.
         entry.push_back(b.getNamedAttr("host", b.getBoolAttr(true)));
+        entry.push_back(b.getNamedAttr(
+            "entry", b.getStringAttr(fn.getName().drop_front(
+                         attrs::kEntryPrefix.size()))));
+      }
       if (auto gathered =
               fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
         entry.push_back(b.getNamedAttr("peak_gathered_bytes", gathered));

@@ -79,11 +79,7 @@ Manifest Manifest::parse(const char *text) {
     if (j.contains("arenas"))
       for (const json &a : j.at("arenas"))
         if (a.value("host", false)) {
-          std::string symbol = a.at("symbol").get<std::string>();
-          const std::string prefix = "shardc_";
-          if (symbol.rfind(prefix, 0) == 0)
-            symbol = symbol.substr(prefix.size());
-          m.hostEntries.push_back(symbol);
+          m.hostEntries.push_back(a.at("entry").get<std::string>());
           m.hostArenaBytes =
               std::max(m.hostArenaBytes, a.at("arena_bytes").get<int64_t>());
         }

@@ -364,7 +364,7 @@ TEST(Manifest, OffloadHostEntries) {
            offload + R"(", "arenas": [
         {"symbol": "shardc_micro_step", "arena_bytes": 4096},
         {"symbol": "shardc_opt_step", "arena_bytes": 192)" +
-           (host ? R"(, "host": true)" : "") + "}]}";
+           (host ? R"(, "host": true, "entry": "opt_step")" : "") + "}]}";
   };
   Manifest m = Manifest::parse(manifest("cpu", true).c_str());
   EXPECT_TRUE(m.offloaded());
