@@ -118,7 +118,7 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                  StringRef note = "") {
     os << "  " << name << mib(offload ? device : device + host);
     if (offload)
-      os << "  | host" << mib(host);
+      os << "  | host " << mib(host);
     if (!note.empty())
       os << "  " << note;
     os << "\n";
