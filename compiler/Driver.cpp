@@ -184,7 +184,8 @@ Error shardc::compile(const DriverOptions &options) {
   FileRemover removeObject(objectPath);
   if (!emitObjectFile(*llvmModule, objectPath, error) ||
       !linkExecutable(objectPath, path, *out.targetDesc,
-                      options.training.meshShape.ranks(), error))
+                      options.training.meshShape.ranks(),
+                      options.training.offload == abi::kOffloadCpu, error))
     return fail(error);
   const TrainingOptions &t = options.training;
   errs() << "shardc: compiled " << printable(model.model) << " ("

@@ -72,8 +72,8 @@ bool shardc::emitObjectFile(llvm::Module &module, llvm::StringRef path,
 }
 
 static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
-                 const TargetDescription &target, int64_t ranks, bool shared,
-                 std::string &error) {
+                 const TargetDescription &target, int64_t ranks,
+                 bool hostEntries, bool shared, std::string &error) {
   const char *cxxEnv = std::getenv("SHARDC_CXX");
   std::string cxxName = cxxEnv && *cxxEnv ? cxxEnv : "c++";
   llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(cxxName);
@@ -91,7 +91,7 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   std::vector<std::string> libs = target.runtimeLibraries;
   if (shared && !libs.empty())
     libs.erase(libs.begin());
-  bool mpi = ranks != 1 || target.collectivesOnOneRank;
+  bool mpi = ranks != 1 || target.collectivesOnOneRank || hostEntries;
   if (mpi)
     libs.insert(libs.end(), target.mpiLibraries.begin(),
                 target.mpiLibraries.end());
@@ -109,6 +109,9 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   }
   for (const std::string &flag : target.linkFlags)
     args.push_back(flag);
+  if (hostEntries)
+    for (const std::string &flag : target.hostEntryLinkFlags)
+      args.push_back(flag);
   if (mpi)
     for (const std::string &flag : target.mpiLinkFlags)
       args.push_back(flag);
@@ -129,14 +132,15 @@ static bool link(llvm::StringRef objectPath, llvm::StringRef outputPath,
 bool shardc::linkExecutable(llvm::StringRef objectPath,
                             llvm::StringRef outputPath,
                             const TargetDescription &target, int64_t ranks,
-                            std::string &error) {
-  return link(objectPath, outputPath, target, ranks, /*shared=*/false, error);
+                            bool hostEntries, std::string &error) {
+  return link(objectPath, outputPath, target, ranks, hostEntries,
+              /*shared=*/false, error);
 }
 
 bool shardc::linkSharedLibrary(llvm::StringRef objectPath,
                                llvm::StringRef outputPath,
                                const TargetDescription &target,
                                std::string &error) {
-  return link(objectPath, outputPath, target, /*ranks=*/0, /*shared=*/true,
-              error);
+  return link(objectPath, outputPath, target, /*ranks=*/0,
+              /*hostEntries=*/false, /*shared=*/true, error);
 }

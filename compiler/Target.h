@@ -25,10 +25,12 @@ bool emitObjectFile(llvm::Module &module, llvm::StringRef path,
 /// Links a compiled step object with the runtime of `target` into an
 /// executable by running the system C++ compiler driver (`$SHARDC_CXX`,
 /// else `c++`), with the target's libraries and link line, for a mesh of
-/// `ranks` (one rank of a target without collectives: no MPI).
+/// `ranks` (one rank of a target without collectives: no MPI). With
+/// `hostEntries` (--offload=cpu) it links the CPU backend, which runs them,
+/// and MPI.
 bool linkExecutable(llvm::StringRef objectPath, llvm::StringRef outputPath,
                     const TargetDescription &target, int64_t ranks,
-                    std::string &error);
+                    bool hostEntries, std::string &error);
 
 /// Links a compiled step object with the runtime's kernels (not its main)
 /// into a shared library, for tools and tests that drive the entry points

@@ -65,6 +65,8 @@ const std::vector<TargetDescription> &targets() {
     // staged host copies (runtime/cuda/host_staged.cpp).
     cuda.mpiLinkFlags.push_back("-Xlinker");
     cuda.mpiLinkFlags.push_back("--undefined=shardc_k_all_gather");
+    // --offload=cpu: the optimizer step runs on the CPU backend.
+    cuda.hostEntryLinkFlags = {"-Xlinker", "--undefined=shardc_make_cpu_backend"};
 #ifdef SHARDC_CUDA_LIBS
     // Built where nvcc was found.
     TargetDescription gpu = cuda;

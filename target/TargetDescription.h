@@ -39,6 +39,10 @@ struct TargetDescription {
   std::vector<std::string> mpiLibraries, mpiLinkFlags;
   std::string localMeshLibrary;
   bool collectivesOnOneRank = true;
+  /// What an executable whose program has host entries (--offload=cpu's
+  /// optimizer step) adds to its link line: the CPU backend, which runs
+  /// them, with its MPI collectives (so MPI, one rank included).
+  std::vector<std::string> hostEntryLinkFlags;
   /// Its GEMMs apply GELU, its gradient and the bias gradient as epilogues
   /// (linear_gelu, linear_dgelu: rt-fuse-epilogues).
   bool gemmEpilogues = false;

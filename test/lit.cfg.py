@@ -22,6 +22,10 @@ config.substitutions.append(("%python", config.python_executable))
 # and Boost.Context were found at build time).
 if config.shardc_cuda_emulation == "ON":
     config.available_features.add("cuda-emulation")
+# shardc links --target cuda for a GPU (nvcc and the CUDA libraries were
+# found at build time; no GPU is needed to link).
+if getattr(config, "shardc_cuda_target", "") == "ON":
+    config.available_features.add("cuda-target")
 # The safetensors reference implementation (PyPI), where %python has it: the
 # round trip of what the trainer writes (CI has none: Debian lacks it).
 import subprocess

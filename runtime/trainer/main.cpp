@@ -190,7 +190,10 @@ struct Memory {
     bytes[abi::kRegionArena] = m.arenaBytes;
     bytes[abi::kRegionConstants] = m.constantsBytes;
     if (!m.hostEntries.empty()) {
-      hostBackend = makeCpuBackend(mesh && mesh->world > 1 ? mesh : nullptr);
+      // The CPU backend, linked in for them (its weak factory, so that other
+      // executables hold no CPU backend).
+      hostBackend =
+          makeBackend("cpu", mesh && mesh->world > 1 ? mesh : nullptr, 0);
       for (int r = 0; r < abi::kNumRegions; ++r) {
         hostBase[r] = base[r];
         hostBytes[r] = bytes[r];
