@@ -3,6 +3,7 @@
 
 #include "dialects/rt/RtDialect.h"
 #include "passes/Passes.h"
+#include "passes/RtFlops.h"
 
 #include "llvm/Support/Format.h"
 
@@ -61,6 +62,7 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   int64_t io = intOf(manifest, "io_bytes");
 
   int64_t arena = 0, microArena = 0, gathered = 0, hostArena = 0;
+  int64_t microFlops = 0;
   // (kind, axis) -> (count, bytes), per entry point.
   std::map<std::string, std::map<std::pair<std::string, int64_t>,
                                  std::pair<int64_t, int64_t>>> traffic;
@@ -73,6 +75,7 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     StringRef entry = fn.getName();
     if (entry.ends_with("micro_step")) {
       microArena = a;
+      microFlops = entryFlops(fn);
       if (auto g = fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
         gathered = g.getInt();
     }
@@ -138,6 +141,8 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
         "(the optimizer step runs on the host)");
   int64_t peak = (offload ? 0 : params + state + io) + arena;
   row("planned peak             ", peak, offload ? hostState + hostArena : 0);
+  os << "  FLOPs per micro-step      " << microFlops
+     << "  (GEMMs and attention, per rank)\n";
   os << "collectives (bytes of the full buffer each rank takes part in):\n";
   if (traffic.empty())
     os << "  none\n";

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/RtFlops.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -330,16 +331,17 @@ struct ConvertRtToLLVMPass
       bool onHost = fn->hasAttr(attrs::kOnHost);
       if (!onHost)
         arenaBytes = std::max(arenaBytes, bytes.getInt());
+      // Per entry, by the name the runtime runs it: its arena, its FLOPs
+      // (GEMMs and attention, RtFlops.h), whether it runs on the host.
       SmallVector<NamedAttribute> entry = {
           b.getNamedAttr("symbol", b.getStringAttr(fn.getName())),
-          b.getNamedAttr("arena_bytes", bytes)};
-      if (onHost) {
-        // The entry the runtime runs on the host, by the name it runs it.
+          b.getNamedAttr("entry",
+                         b.getStringAttr(fn.getName().drop_front(
+                             attrs::kEntryPrefix.size()))),
+          b.getNamedAttr("arena_bytes", bytes),
+          b.getNamedAttr("flops", b.getI64IntegerAttr(entryFlops(fn)))};
+      if (onHost)
         entry.push_back(b.getNamedAttr("host", b.getBoolAttr(true)));
-        entry.push_back(b.getNamedAttr(
-            "entry", b.getStringAttr(fn.getName().drop_front(
-                         attrs::kEntryPrefix.size()))));
-      }
       if (auto gathered =
               fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
         entry.push_back(b.getNamedAttr("peak_gathered_bytes", gathered));

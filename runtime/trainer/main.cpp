@@ -229,6 +229,7 @@ struct Memory {
         throw std::runtime_error(std::string("compiled entry '") + name +
                                  "' is malformed: " + wrong);
     }
+    flops += manifest.flopsOf(name);
     if (trace)
       trace->beginRun(name, step);
     if (onHost) {
@@ -253,6 +254,9 @@ struct Memory {
   int64_t hostBytes[abi::kNumRegions] = {};
   std::vector<char> io;
   std::set<const int64_t *> checked;
+  /// The FLOPs of the runs since it was last reset (the compiler's count of
+  /// each entry's GEMMs and attention, on this rank).
+  int64_t flops = 0;
   /// Launches go to `trace`, labelled with the entry and `step`.
   Trace *trace = nullptr;
   int64_t step = 0;
@@ -367,6 +371,9 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
               (long long)o.gradAccum, (long long)B, (long long)T,
               m.optimizer.c_str(), mib(m.paramBytes), mib(m.stateBytes),
               mib(m.arenaBytes));
+    std::printf("; %.3f GFLOP a micro-step on this rank (GEMMs and "
+                "attention)",
+                double(m.flopsOf("micro_step")) / 1e9);
     if (m.offloaded())
       std::printf("; --offload=cpu: %.1f MiB on the device, %.1f MiB of "
                   "pinned host memory",
@@ -406,6 +413,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     doing = "running step " + std::to_string(step);
     auto start = std::chrono::steady_clock::now();
     mem.step = step;
+    mem.flops = 0;
     double loss = 0;
     for (int64_t k = 0; k < o.gradAccum; ++k) {
       data.batch(/*step=*/0, G, progress.dataRow + (k * P + mesh.rank) * B, B, T,
@@ -466,12 +474,14 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
                     std::chrono::steady_clock::now() - start)
                     .count();
     double tokPerS = double(G * T) / (ms / 1000.0);
+    // This rank's GEMM and attention work over the step's time.
+    double tflops = double(mem.flops) / (ms / 1000.0) / 1e12;
     stepSeconds += ms * 1e-3;
     if (leader)
       std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms | "
-                "%10.0f tok/s | mem %.1f MiB\n",
+                "%10.0f tok/s | mem %.1f MiB | tflops %.3f\n",
                 (long long)step, (long long)o.steps, loss, lr, gradNorm, ms,
-                tokPerS, mib(totalBytes));
+                tokPerS, mib(totalBytes), tflops);
     std::fflush(stdout);
     if (log) {
       // JSON has no nan: a skipped step's grad_norm (or a non-finite
@@ -486,9 +496,10 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
       int wrote = std::fprintf(
           log,
           "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
-          "\"grad_norm\": %s, \"ms\": %.3f, \"tok_per_s\": %.1f}\n",
+          "\"grad_norm\": %s, \"ms\": %.3f, \"tok_per_s\": %.1f, "
+          "\"tflops\": %.6g}\n",
           (long long)step, num(loss).c_str(), lr, num(gradNorm).c_str(), ms,
-          tokPerS);
+          tokPerS, tflops);
       if (wrote < 0 || std::fflush(log) != 0)
         throw std::runtime_error(o.log + ": --log: write failed: " +
                                  std::strerror(errno));

@@ -77,12 +77,16 @@ Manifest Manifest::parse(const char *text) {
     // Per entry its arena; an entry marked "host" runs on the host, over the
     // host arena (the largest of theirs).
     if (j.contains("arenas"))
-      for (const json &a : j.at("arenas"))
+      for (const json &a : j.at("arenas")) {
+        if (a.contains("entry") && a.contains("flops"))
+          m.entryFlops.push_back({a.at("entry").get<std::string>(),
+                                  a.at("flops").get<int64_t>()});
         if (a.value("host", false)) {
           m.hostEntries.push_back(a.at("entry").get<std::string>());
           m.hostArenaBytes =
               std::max(m.hostArenaBytes, a.at("arena_bytes").get<int64_t>());
         }
+      }
     if (!m.hostEntries.empty() && !m.offloaded())
       throw std::runtime_error("the manifest runs entries on the host without "
                                "--offload=cpu");
@@ -114,6 +118,13 @@ Manifest Manifest::parse(const char *text) {
     throw std::runtime_error(std::string("malformed model manifest: ") +
                              e.what());
   }
+}
+
+int64_t Manifest::flopsOf(const std::string &entry) const {
+  for (const auto &[name, flops] : entryFlops)
+    if (name == entry)
+      return flops;
+  return 0;
 }
 
 bool Manifest::runsOnHost(const std::string &entry) const {

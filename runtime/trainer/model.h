@@ -74,6 +74,10 @@ struct Manifest {
   int64_t hostArenaBytes = 0;
   bool offloaded() const { return offload == abi::kOffloadCpu; }
   bool runsOnHost(const std::string &entry) const;
+  /// Per entry point, the FLOPs of one run of it (its GEMMs and attention,
+  /// counted by the compiler; per rank).
+  std::vector<std::pair<std::string, int64_t>> entryFlops;
+  int64_t flopsOf(const std::string &entry) const;
 
   /// Parses the compiler's manifest; throws std::runtime_error when malformed.
   static Manifest parse(const char *json);

@@ -12,7 +12,7 @@
 // y = arena + 0 (3 << 56 = 216172782113783808); ints 8, 4; eps 1e-5
 // (4532020583610935537). silu (9) on stream 1 from the arena to io + 128
 // (2 << 56 | 128 = 144115188075856000). Then the two events, the end.
-// CHECK-DAG: llvm.mlir.global external constant @shardc_manifest("{\22arena_bytes\22:4096,\22arenas\22:[{\22arena_bytes\22:4096,\22symbol\22:\22shardc_step\22}],\22constants_bytes\22:0,\22format\22:4}\00")
+// CHECK-DAG: llvm.mlir.global external constant @shardc_manifest("{\22arena_bytes\22:4096,\22arenas\22:[{\22arena_bytes\22:4096,\22entry\22:\22step\22,\22flops\22:0,\22symbol\22:\22shardc_step\22}],\22constants_bytes\22:0,\22format\22:4}\00")
 // CHECK-DAG: llvm.mlir.global external constant @shardc_program_step(dense<[1, 7, 0, 3, 2, 1, 64, 0, 216172782113783808, 8, 4, 4532020583610935537, 1, 9, 1, 2, 1, 0, 216172782113783808, 144115188075856000, 8, 2, 0, 1, 3, 0, 0, 0]> : tensor<28xi64>) {addr_space = 0 : i32, alignment = 8 : i64} : !llvm.array<28 x i64>
 // CHECK-NOT: func.func
 module attributes {rt.manifest = {format = 4 : i64}} {
@@ -25,6 +25,27 @@ func.func @shardc_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !
   rt.kernel %ctx, "silu"(%y, %out) {ints = array<i64: 8>, floats = array<f64>, stream = 1 : i64}
   rt.event_record %ctx {event = 0 : i64, stream = 1 : i64}
   rt.event_wait %ctx {event = 0 : i64, stream = 0 : i64}
+  return
+}
+}
+
+// -----
+
+// Each entry's FLOPs (passes/RtFlops.h), counted by hand: linear 8x4 by
+// 4x16, 2*8*4*16 = 1024; matmul 4x8 by 8x2, 128; batch_matmul 5 of 2x3 by
+// 3x4, 2*5*2*3*4 = 240; causal attention, 1 sequence, 2 heads of 8, 4
+// positions: 4+3+2+1 = 10 pairs, 4*2*8*10 = 640 forward, 10*2*8*10 = 1600
+// backward; the norm counts nothing. 3632 in all.
+// CHECK: llvm.mlir.global external constant @shardc_manifest({{.*}}\22entry\22:\22flops\22,\22flops\22:3632,
+module attributes {rt.manifest = {format = 5 : i64}} {
+func.func @shardc_flops(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) attributes {rt.arena_bytes = 64 : i64} {
+  %a = rt.view %arena[0] : !rt.buffer
+  rt.kernel %ctx, "linear"(%a, %a, %a) {ints = array<i64: 8, 4, 16, 0, 0>, floats = array<f64>}
+  rt.kernel %ctx, "matmul"(%a, %a, %a) {ints = array<i64: 4, 8, 2, 0, 0>, floats = array<f64>}
+  rt.kernel %ctx, "batch_matmul"(%a, %a, %a) {ints = array<i64: 2, 3, 4, 0, 0, 1, 5, 1, 1>, floats = array<f64>}
+  rt.kernel %ctx, "attention"(%a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1>, floats = array<f64: 0.35>}
+  rt.kernel %ctx, "attention_grad"(%a, %a, %a, %a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1>, floats = array<f64: 0.35>}
+  rt.kernel %ctx, "rms_norm"(%a, %a, %a) {ints = array<i64: 8, 4>, floats = array<f64: 1.0e-5>}
   return
 }
 }
