@@ -41,6 +41,8 @@ public:
   virtual char *allocateHost(int64_t bytes, const char *what) {
     return allocate(bytes, what, /*zero=*/true);
   }
+  /// The device's name as its driver reports it (a GPU's), or empty.
+  virtual std::string deviceName() const { return ""; }
   /// Whether the backend's memory is host memory, which the host may then
   /// write in place (no staging copy, no second resident copy).
   virtual bool hostMemory() const = 0;

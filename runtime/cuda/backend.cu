@@ -332,6 +332,14 @@ public:
   }
 
   const char *name() const override { return "cuda"; }
+  std::string deviceName() const override {
+    int device = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+      return "";
+    return prop.name;
+  }
   bool hostMemory() const override { return false; }
 
   void reserve(int64_t bytes) override {

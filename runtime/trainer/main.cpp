@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
 #include "runtime/backend.h"
+#include "runtime/trainer/peaks.h"
 #include "runtime/formats/checkpoint.h"
 #include "runtime/formats/checkpoint_io.h"
 #include "runtime/formats/files.h"
@@ -360,6 +361,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
       throw std::runtime_error(o.log + ": cannot open log file for writing");
   }
 
+  // The device's peak, for mfu (GPUs the table knows).
+  const DevicePeak *peak = devicePeak(backend->deviceName());
   // Every planned byte, on the device and (--offload=cpu) on the host.
   int64_t totalBytes = m.paramBytes + m.stateBytes + m.ioBytes + m.arenaBytes +
                        m.hostArenaBytes;
@@ -374,6 +377,9 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     std::printf("; %.3f GFLOP a micro-step on this rank (GEMMs and "
                 "attention)",
                 double(m.flopsOf("micro_step")) / 1e9);
+    if (peak)
+      std::printf("; mfu against the %s's f32 peak, %.1f TFLOP/s", peak->model,
+                  peak->f32 / 1e12);
     if (m.offloaded())
       std::printf("; --offload=cpu: %.1f MiB on the device, %.1f MiB of "
                   "pinned host memory",
@@ -477,11 +483,16 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     // This rank's GEMM and attention work over the step's time.
     double tflops = double(mem.flops) / (ms / 1000.0) / 1e12;
     stepSeconds += ms * 1e-3;
-    if (leader)
+    double mfu = peak ? tflops * 1e12 / peak->f32 : std::nan("");
+    if (leader) {
       std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms | "
-                "%10.0f tok/s | mem %.1f MiB | tflops %.3f\n",
+                "%10.0f tok/s | mem %.1f MiB | tflops %.3f",
                 (long long)step, (long long)o.steps, loss, lr, gradNorm, ms,
                 tokPerS, mib(totalBytes), tflops);
+      if (peak)
+        std::printf(" | mfu %.1f%%", 100.0 * mfu);
+      std::printf("\n");
+    }
     std::fflush(stdout);
     if (log) {
       // JSON has no nan: a skipped step's grad_norm (or a non-finite
@@ -497,9 +508,9 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
           log,
           "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
           "\"grad_norm\": %s, \"ms\": %.3f, \"tok_per_s\": %.1f, "
-          "\"tflops\": %.6g}\n",
+          "\"tflops\": %.6g, \"mfu\": %s}\n",
           (long long)step, num(loss).c_str(), lr, num(gradNorm).c_str(), ms,
-          tokPerS, tflops);
+          tokPerS, tflops, num(mfu).c_str());
       if (wrote < 0 || std::fflush(log) != 0)
         throw std::runtime_error(o.log + ": --log: write failed: " +
                                  std::strerror(errno));

@@ -5,6 +5,7 @@
 #include "runtime/text.h"
 #include "runtime/formats/hf_io.h"
 #include "runtime/trainer/model.h"
+#include "runtime/trainer/peaks.h"
 #include "runtime/formats/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -350,6 +351,20 @@ TEST(Init, CounterBasedNormalIsMeshInvariantAndCalibrated) {
   double mean = sum / n, var = sq / n - mean * mean;
   EXPECT_NEAR(mean, 0.0, 0.01);
   EXPECT_NEAR(var, 1.0, 0.01);
+}
+
+// mfu's peaks by device name: specific names before the family's; a
+// device the table lacks (the emulated one) has none.
+TEST(DevicePeak, ByName) {
+  ASSERT_NE(devicePeak("NVIDIA H100 80GB HBM3"), nullptr);
+  EXPECT_STREQ(devicePeak("NVIDIA H100 80GB HBM3")->model, "H100 SXM");
+  EXPECT_DOUBLE_EQ(devicePeak("NVIDIA H100 80GB HBM3")->f32, 66.9e12);
+  EXPECT_STREQ(devicePeak("NVIDIA H100 PCIe")->model, "H100 PCIe");
+  EXPECT_STREQ(devicePeak("NVIDIA GH200 480GB")->model, "GH200");
+  EXPECT_STREQ(devicePeak("NVIDIA H200")->model, "H200");
+  EXPECT_STREQ(devicePeak("NVIDIA A100-SXM4-80GB")->model, "A100");
+  EXPECT_EQ(devicePeak("shardc emulated CUDA device 0"), nullptr);
+  EXPECT_EQ(devicePeak(""), nullptr);
 }
 
 // --offload=cpu: the entries the manifest's arenas mark "host" run on the
