@@ -115,8 +115,8 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   os << "shardc report: mesh " << replicas << "x" << shards << " (replicate "
      << replicas << ", shard " << shards << "), per rank"
      << (offload ? ", --offload=cpu" : "") << "\n";
-  // Without offload every figure is the device's; with it, the device's
-  // then the pinned host memory's.
+  // Without offload every figure is the device's (its device and host
+  // parts summed); with it, the device's then the pinned host memory's.
   auto row = [&](StringRef name, int64_t device, int64_t host,
                  StringRef note = "") {
     os << "  " << name << mib(offload ? device : device + host);
@@ -126,21 +126,24 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       os << "  " << note;
     os << "\n";
   };
-  int64_t hostState = offload ? params + state + io : 0;
-  row("parameters (sharded)     ", offload ? 0 : params, offload ? params : 0);
-  row("gradients (sharded)      ", offload ? 0 : grads, offload ? grads : 0);
-  row("optimizer state          ", offload ? 0 : optimizer,
-      offload ? optimizer : 0);
+  // What --offload=cpu moves to the host (on the device without it).
+  int64_t atHost = offload ? params + state + io : 0;
+  auto moved = [&](StringRef name, int64_t bytes) {
+    row(name, offload ? 0 : bytes, offload ? bytes : 0);
+  };
+  moved("parameters (sharded)     ", params);
+  moved("gradients (sharded)      ", grads);
+  moved("optimizer state          ", optimizer);
   row("peak gathered parameters ", gathered, 0,
       "(in the param dtype, live at once)");
   row("activations              ", microArena - gathered, 0,
       "(micro-step arena less the gathered parameters)");
-  row("inputs and outputs       ", offload ? 0 : io, offload ? io : 0);
+  moved("inputs and outputs       ", io);
   if (offload)
     row("host optimizer arena     ", 0, hostArena,
         "(the optimizer step runs on the host)");
-  int64_t peak = (offload ? 0 : params + state + io) + arena;
-  row("planned peak             ", peak, offload ? hostState + hostArena : 0);
+  row("planned peak             ", params + state + io - atHost + arena,
+      atHost + hostArena);
   os << "  FLOPs per micro-step      " << microFlops
      << "  (GEMMs and attention, per rank)\n";
   os << "collectives (bytes of the full buffer each rank takes part in):\n";

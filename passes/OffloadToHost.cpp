@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/RtMatch.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -155,32 +156,25 @@ struct RtOffloadToHostPass
     };
     for (Operation &op : llvm::make_early_inc_range(entry)) {
       SetVector<Value> in, out;
-      int64_t stream;
-      if (auto g = dyn_cast<rt::AllGatherOp>(op)) {
-        for (Value v : g.getInputs())
+      auto collect = [&](ValueRange inputs, ValueRange outputs) {
+        for (Value v : inputs)
           if (host(v))
             in.insert(v);
-        for (Value v : g.getOutputs())
+        for (Value v : outputs)
           if (host(v))
             out.insert(v);
-        stream = g.getStream();
-      } else if (auto r = dyn_cast<rt::ReduceScatterOp>(op)) {
-        if (host(r.getInput()))
-          in.insert(r.getInput());
-        if (host(r.getOutput()))
-          out.insert(r.getOutput());
-        stream = r.getStream();
-      } else if (auto r = dyn_cast<rt::AllReduceOp>(op)) {
-        if (host(r.getInput()))
-          in.insert(r.getInput());
-        if (host(r.getOutput()))
-          out.insert(r.getOutput());
-        stream = r.getStream();
-      } else {
+      };
+      if (auto g = dyn_cast<rt::AllGatherOp>(op))
+        collect(g.getInputs(), g.getOutputs());
+      else if (auto r = dyn_cast<rt::ReduceScatterOp>(op))
+        collect(r.getInput(), r.getOutput());
+      else if (auto r = dyn_cast<rt::AllReduceOp>(op))
+        collect(r.getInput(), r.getOutput());
+      else
         continue;
-      }
       if (in.empty() && out.empty())
         continue;
+      int64_t stream = streamOf(&op);
 
       OpBuilder b(&op);
       Location loc = op.getLoc();

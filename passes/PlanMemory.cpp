@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/RtMatch.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -56,19 +57,6 @@ int64_t peakGathered(ArrayRef<Interval> intervals, size_t numOps) {
   for (int64_t delta : live)
     peak = std::max(peak, current += delta);
   return peak;
-}
-
-/// The stream an op runs on, or -1 for ops that launch nothing.
-int64_t streamOf(Operation *op) {
-  if (auto k = dyn_cast<rt::KernelOp>(op))
-    return k.getStream();
-  if (auto g = dyn_cast<rt::AllGatherOp>(op))
-    return g.getStream();
-  if (auto r = dyn_cast<rt::ReduceScatterOp>(op))
-    return r.getStream();
-  if (auto r = dyn_cast<rt::AllReduceOp>(op))
-    return r.getStream();
-  return -1;
 }
 
 /// Per stream s and op index i: the index of the first point where the

@@ -1,7 +1,8 @@
 //===- RtMatch.h - what the rt rewrite passes share ---------------*- C++ -*-===//
 //
 // The kernel test and the target lookup of the target-aware rt passes
-// (rt-fuse-epilogues, rt-fuse-residual-norm, rt-group-optimizer).
+// (rt-fuse-epilogues, rt-fuse-residual-norm, rt-group-optimizer), and the
+// stream of a launch (rt-offload-to-host, rt-plan-memory).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_PASSES_RTMATCH_H
@@ -17,6 +18,20 @@ namespace shardc {
 inline bool isKernel(mlir::Operation *op, abi::KernelId id) {
   auto k = llvm::dyn_cast_or_null<rt::KernelOp>(op);
   return k && k.getName() == abi::kernelInfo(id).name;
+}
+
+/// The stream a kernel or collective runs on, or -1 for ops that launch
+/// nothing (views, events, allocations).
+inline int64_t streamOf(mlir::Operation *op) {
+  if (auto k = llvm::dyn_cast<rt::KernelOp>(op))
+    return k.getStream();
+  if (auto g = llvm::dyn_cast<rt::AllGatherOp>(op))
+    return g.getStream();
+  if (auto r = llvm::dyn_cast<rt::ReduceScatterOp>(op))
+    return r.getStream();
+  if (auto r = llvm::dyn_cast<rt::AllReduceOp>(op))
+    return r.getStream();
+  return -1;
 }
 
 /// The description of target `name`, or null after an error on `op`

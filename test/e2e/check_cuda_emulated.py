@@ -32,6 +32,17 @@ def losses(path):
     return [e["loss"] for e in read_log(path)]
 
 
+def worst_relative(reference, curve):
+    """The largest relative difference of `curve` from `reference`, and its
+    step."""
+    worst, at = 0.0, 0
+    for s, (a, b) in enumerate(zip(reference, curve)):
+        rel = abs(a - b) / abs(a)
+        if rel > worst:
+            worst, at = rel, s
+    return worst, at
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -106,11 +117,7 @@ def main():
     cpu = compile_and_train("cpu", [])
     cuda_flags = ["--target", "cuda", "--cuda-emulation", *args.cuda_flags.split()]
     emu = compile_and_train("cuda", cuda_flags)
-    worst, at = 0.0, 0
-    for s, (a, b) in enumerate(zip(cpu, emu)):
-        rel = abs(a - b) / abs(a)
-        if rel > worst:
-            worst, at = rel, s
+    worst, at = worst_relative(cpu, emu)
     print(f"cpu:  loss {cpu[0]:.6f} -> {cpu[-1]:.6f}")
     print(f"cuda (emulated): loss {emu[0]:.6f} -> {emu[-1]:.6f}")
     print(f"worst relative difference {worst:.2e} at step {at}")
@@ -125,11 +132,7 @@ def main():
         print("--cuda-graphs=false: the same losses, bit for bit")
     if args.offload:
         off = compile_and_train("cuda-offload", cuda_flags + ["--offload=cpu"])
-        worst, at = 0.0, 0
-        for s, (a, b) in enumerate(zip(emu, off)):
-            rel = abs(a - b) / abs(a)
-            if rel > worst:
-                worst, at = rel, s
+        worst, at = worst_relative(emu, off)
         print(f"cuda (emulated) --offload=cpu: loss {off[0]:.6f} -> {off[-1]:.6f}")
         print(f"--offload=cpu: worst relative difference from the curve without "
               f"{worst:.2e} at step {at}")

@@ -16,12 +16,9 @@ def report(shardc, config, mesh, flags):
     out = subprocess.run([shardc, config, "--mesh", mesh, "--report", "--emit", "rt",
                           "-o", os.devnull, *flags], capture_output=True, text=True,
                          check=True).stdout
-    def field(name):
-        m = re.search(rf"{name}\s+[0-9.]+ MiB\s+(\d+) bytes", out)
-        return int(m.group(1))
-    return {"params": field(r"parameters \(sharded\)"), "grads": field(r"gradients \(sharded\)"),
-            "optimizer": field("optimizer state"), "gathered": field("peak gathered parameters"),
-            "peak": field("planned peak")}, out
+    rows = device_and_host(out)
+    return {key: rows[key][0]
+            for key in ["params", "grads", "optimizer", "gathered", "peak"]}, out
 
 
 def align(n):
