@@ -47,6 +47,11 @@ const std::vector<TargetDescription> &targets() {
     cpu.mpiLibraries = {"libshardc_mesh_mpi.a"};
     cpu.mpiLinkFlags = splitCommas(SHARDC_MPI_LIBS);
     cpu.localMeshLibrary = "libshardc_mesh_local.a";
+    // The fused kernels have OpenMP twins (runtime/cpu): the fusions cut
+    // the element-wise passes over memory on the CPU as on the GPU.
+    cpu.gemmEpilogues = true;
+    cpu.groupedKernels = true;
+    cpu.fusedResidualNorm = true;
     TargetDescription cuda = cpu;
     // The CPU backend's kernel table holds its (MPI) collectives.
     cpu.linkFlags.push_back("-Xlinker");

@@ -29,6 +29,8 @@ using shardc::runtime::fatal;
 using shardc::runtime::cpu::F;
 using shardc::runtime::cpu::I32;
 using shardc::runtime::cpu::broadcastBinary;
+using shardc::runtime::cpu::columnSums;
+using shardc::runtime::cpu::kParallelMin;
 
 namespace {
 
@@ -37,6 +39,53 @@ void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,
           int64_t N, bool inOut, float beta) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, inOut ? CblasNoTrans : CblasTrans,
               M, N, K, 1.0f, x, K, w, inOut ? N : K, beta, y, N);
+}
+
+/// y[M,N] = x[M,K] @ op(w) + bias[N] (bias may be null): the linear
+/// kernel's work, without counting a launch (the fused kernels call it).
+void linearInto(const float *x, const float *w, const float *bias, float *y,
+                int64_t M, int64_t K, int64_t N, bool inOut) {
+  if (bias) {
+#pragma omp parallel for schedule(static) if (M * N >= kParallelMin)
+    for (int64_t m = 0; m < M; ++m)
+      std::memcpy(y + m * N, bias, N * sizeof(float));
+  }
+  gemm(x, w, y, M, K, N, inOut, bias ? 1.0f : 0.0f);
+}
+
+/// One row of layer_norm: y = (x - mean) / sqrt(var + eps) * w + bias?, the
+/// moments in double.
+inline void layerNormRow(const float *row, const float *w, const float *bias,
+                         float *y, int64_t C, float eps) {
+  double mean = 0, var = 0;
+#pragma omp simd reduction(+ : mean)
+  for (int64_t c = 0; c < C; ++c)
+    mean += row[c];
+  mean /= C;
+#pragma omp simd reduction(+ : var)
+  for (int64_t c = 0; c < C; ++c)
+    var += (row[c] - mean) * (row[c] - mean);
+  var /= C;
+  float rstd = float(1.0 / std::sqrt(var + eps));
+  if (bias) {
+    for (int64_t c = 0; c < C; ++c)
+      y[c] = float(row[c] - mean) * rstd * w[c] + bias[c];
+  } else {
+    for (int64_t c = 0; c < C; ++c)
+      y[c] = float(row[c] - mean) * rstd * w[c];
+  }
+}
+
+/// One row of rms_norm: y = w * (x / sqrt(mean(x^2) + eps)).
+inline void rmsNormRow(const float *row, const float *w, float *y, int64_t C,
+                       float eps) {
+  double ss = 0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t c = 0; c < C; ++c)
+    ss += double(row[c]) * row[c];
+  float rstd = float(1.0 / std::sqrt(ss / C + eps));
+  for (int64_t c = 0; c < C; ++c)
+    y[c] = w[c] * (row[c] * rstd);
 }
 
 } // namespace
@@ -63,58 +112,41 @@ SHARDC_KERNEL(embedding) {
 SHARDC_KERNEL(linear) {
   int64_t M = i[A::linear::M], K = i[A::linear::K], N = i[A::linear::N];
   bool inOut = i[A::linear::in_out], hasBias = i[A::linear::has_bias];
-  float *y = F(b[hasBias ? 3 : 2]);
-  if (hasBias) {
-    const float *bias = F(b[2]);
-    for (int64_t m = 0; m < M; ++m)
-      std::memcpy(y + m * N, bias, N * sizeof(float));
-  }
-  gemm(F(b[0]), F(b[1]), y, M, K, N, inOut, hasBias ? 1.0f : 0.0f);
+  linearInto(F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr,
+             F(b[hasBias ? 3 : 2]), M, K, N, inOut);
   launched(ctx, stream);
 }
 
 // x[M,K], w, b[N]? -> pre[M,N] = linear(x, w, b), y[M,N] = gelu_tanh(pre):
-// the linear kernel, then the GELU (the CPU twin of the fused GEMM; the
-// CPU target's pipeline does not fuse)
+// the GEMM, then one vectorized pass over pre
 SHARDC_KERNEL(linear_gelu) {
   namespace L = A::linear_gelu;
-  static_assert(int64_t(L::kNumInts) == int64_t(A::linear::kNumInts) &&
-                int64_t(L::has_bias) == int64_t(A::linear::has_bias));
+  int64_t M = i[L::M], K = i[L::K], N = i[L::N], n = M * N;
   bool hasBias = i[L::has_bias];
-  int64_t n = i[L::M] * i[L::N];
-  shardc_k_linear(ctx, b, i, f, stream); // x, w, b?, pre
-  const float *pre = F(b[hasBias ? 3 : 2]);
+  float *pre = F(b[hasBias ? 3 : 2]);
   float *y = F(b[hasBias ? 4 : 3]);
-#pragma omp parallel for schedule(static)
+  linearInto(F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr, pre, M, K, N,
+             i[L::in_out]);
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t k = 0; k < n; ++k)
     y[k] = shardc::runtime::gelu(pre[k], /*tanhForm=*/true);
+  launched(ctx, stream);
 }
 
 // dy[M,K], w, pre[M,N] -> dx[M,N] = linear(dy, w) gelu_tanh'(pre), db[N]? =
 // the sum of dx's rows (in double, in row order, as sum_to)
 SHARDC_KERNEL(linear_dgelu) {
   namespace L = A::linear_dgelu;
-  int64_t M = i[L::M], N = i[L::N];
+  int64_t M = i[L::M], K = i[L::K], N = i[L::N], n = M * N;
   bool hasBias = i[L::has_bias];
-  int64_t ints[A::linear::kNumInts];
-  std::copy(i, i + A::linear::kNumInts, ints);
-  ints[A::linear::has_bias] = 0;
   const float *pre = F(b[2]);
   float *dx = F(b[3]);
-  void *bufs[3] = {b[0], b[1], dx};
-  shardc_k_linear(ctx, bufs, ints, f, stream);
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < M * N; ++k)
+  linearInto(F(b[0]), F(b[1]), nullptr, dx, M, K, N, i[L::in_out]);
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t k = 0; k < n; ++k)
     dx[k] = dx[k] * shardc::runtime::geluGrad(pre[k], /*tanhForm=*/true);
-  if (hasBias) {
-    float *db = F(b[4]);
-    std::vector<double> acc(N, 0.0);
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t c = 0; c < N; ++c)
-        acc[c] += dx[m * N + c];
-    for (int64_t c = 0; c < N; ++c)
-      db[c] = float(acc[c]);
-  }
+  if (hasBias)
+    columnSums(dx, M, N, F(b[4]));
   launched(ctx, stream);
 }
 
@@ -140,22 +172,9 @@ SHARDC_KERNEL(layer_norm) {
   const float *x = F(b[0]), *w = F(b[1]);
   const float *bias = hasBias ? F(b[2]) : nullptr;
   float *y = F(b[hasBias ? 3 : 2]);
-#pragma omp parallel for schedule(static)
-  for (int64_t m = 0; m < M; ++m) {
-    const float *row = x + m * C;
-    double mean = 0, var = 0;
-    for (int64_t c = 0; c < C; ++c)
-      mean += row[c];
-    mean /= C;
-    for (int64_t c = 0; c < C; ++c)
-      var += (row[c] - mean) * (row[c] - mean);
-    var /= C;
-    float rstd = float(1.0 / std::sqrt(var + eps));
-    for (int64_t c = 0; c < C; ++c) {
-      float v = float(row[c] - mean) * rstd * w[c];
-      y[m * C + c] = bias ? v + bias[c] : v;
-    }
-  }
+#pragma omp parallel for schedule(static) if (M * C >= kParallelMin)
+  for (int64_t m = 0; m < M; ++m)
+    layerNormRow(x + m * C, w, bias, y + m * C, C, eps);
   launched(ctx, stream);
 }
 
@@ -165,49 +184,47 @@ SHARDC_KERNEL(rms_norm) {
   float eps = float(f[A::rms_norm::f::eps]);
   const float *x = F(b[0]), *w = F(b[1]);
   float *y = F(b[2]);
-  for (int64_t m = 0; m < M; ++m) {
-    const float *row = x + m * C;
-    double ss = 0;
-    for (int64_t c = 0; c < C; ++c)
-      ss += double(row[c]) * row[c];
-    float rstd = float(1.0 / std::sqrt(ss / C + eps));
-    for (int64_t c = 0; c < C; ++c)
-      y[m * C + c] = w[c] * (row[c] * rstd);
-  }
+#pragma omp parallel for schedule(static) if (M * C >= kParallelMin)
+  for (int64_t m = 0; m < M; ++m)
+    rmsNormRow(x + m * C, w, y + m * C, C, eps);
   launched(ctx, stream);
 }
 
-// a[M,C], b[M,C] -> s = a + b, then the layer norm of s (CPU twin of the
-// fused kernel: the add, then layer_norm)
+// a[M,C], b[M,C], w[C], bias[C]? -> s[M,C] = a + b, y[M,C] = the layer norm
+// of s: one pass over each row
 SHARDC_KERNEL(add_layer_norm) {
   namespace K = A::add_layer_norm;
   int64_t M = i[K::M], C = i[K::C];
   bool hasBias = i[K::has_bias];
-  const float *a = F(b[0]), *c = F(b[1]);
-  float *s = F(b[hasBias ? 4 : 3]);
-  for (int64_t k = 0; k < M * C; ++k)
-    s[k] = a[k] + c[k];
-  void *bufs[4] = {s, b[2], hasBias ? b[3] : b[4], b[hasBias ? 5 : 4]};
-  int64_t ints[A::layer_norm::kNumInts];
-  ints[A::layer_norm::M] = M;
-  ints[A::layer_norm::C] = C;
-  ints[A::layer_norm::has_bias] = hasBias;
-  shardc_k_layer_norm(ctx, bufs, ints, f, stream);
+  float eps = float(f[K::f::eps]);
+  const float *a = F(b[0]), *c = F(b[1]), *w = F(b[2]);
+  const float *bias = hasBias ? F(b[3]) : nullptr;
+  float *s = F(b[hasBias ? 4 : 3]), *y = F(b[hasBias ? 5 : 4]);
+#pragma omp parallel for schedule(static) if (M * C >= kParallelMin)
+  for (int64_t m = 0; m < M; ++m) {
+    float *sr = s + m * C;
+    for (int64_t k = 0; k < C; ++k)
+      sr[k] = a[m * C + k] + c[m * C + k];
+    layerNormRow(sr, w, bias, y + m * C, C, eps);
+  }
+  launched(ctx, stream);
 }
 
 // a[M,C], b[M,C] -> s = a + b, then the RMS norm of s
 SHARDC_KERNEL(add_rms_norm) {
   namespace K = A::add_rms_norm;
   int64_t M = i[K::M], C = i[K::C];
-  const float *a = F(b[0]), *c = F(b[1]);
-  float *s = F(b[3]);
-  for (int64_t k = 0; k < M * C; ++k)
-    s[k] = a[k] + c[k];
-  void *bufs[3] = {s, b[2], b[4]};
-  int64_t ints[A::rms_norm::kNumInts];
-  ints[A::rms_norm::M] = M;
-  ints[A::rms_norm::C] = C;
-  shardc_k_rms_norm(ctx, bufs, ints, f, stream);
+  float eps = float(f[K::f::eps]);
+  const float *a = F(b[0]), *c = F(b[1]), *w = F(b[2]);
+  float *s = F(b[3]), *y = F(b[4]);
+#pragma omp parallel for schedule(static) if (M * C >= kParallelMin)
+  for (int64_t m = 0; m < M; ++m) {
+    float *sr = s + m * C;
+    for (int64_t k = 0; k < C; ++k)
+      sr[k] = a[m * C + k] + c[m * C + k];
+    rmsNormRow(sr, w, y + m * C, C, eps);
+  }
+  launched(ctx, stream);
 }
 
 // y[n] = gelu(x[n]) (tanh form or erf)
@@ -216,9 +233,16 @@ SHARDC_KERNEL(gelu) {
   bool tanhForm = i[A::gelu::tanh];
   const float *x = F(b[0]);
   float *y = F(b[1]);
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < n; ++k)
-    y[k] = shardc::runtime::gelu(x[k], tanhForm);
+  // The form is hoisted out of the loop, which then vectorizes.
+  if (tanhForm) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = shardc::runtime::gelu(x[k], /*tanhForm=*/true);
+  } else {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = shardc::runtime::gelu(x[k], /*tanhForm=*/false);
+  }
   launched(ctx, stream);
 }
 
@@ -358,6 +382,22 @@ SHARDC_KERNEL(transpose) {
     stride[d] = inStride[perm[d]];
     total *= outDims[d];
   }
+  // The innermost dimension kept: whole rows move; the output's rows in
+  // parallel, each finding its input offset from its index.
+  if (R > 0 && perm[R - 1] == R - 1 && total >= kParallelMin) {
+    int64_t inner = dims[R - 1], rows = total / inner;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t src = 0;
+      for (int64_t d = R - 2, rest = r; d >= 0; --d) {
+        src += (rest % outDims[d]) * stride[d];
+        rest /= outDims[d];
+      }
+      std::memcpy(y + r * inner, x + src, inner * sizeof(float));
+    }
+    launched(ctx, stream);
+    return;
+  }
   // Walk the output in order; keep the input offset of the current index.
   int64_t off = 0;
   for (int64_t n = 0; n < total; ++n) {
@@ -381,6 +421,7 @@ SHARDC_KERNEL(slice) {
           inner = i[A::slice::inner];
   const float *x = F(b[0]);
   float *y = F(b[1]);
+#pragma omp parallel for schedule(static) if (outer * size * inner >= kParallelMin)
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(y + o * size * inner, x + (o * n + start) * inner,
                 size * inner * sizeof(float));

@@ -26,6 +26,9 @@ using shardc::runtime::fatal;
 
 using shardc::runtime::cpu::F;
 using shardc::runtime::cpu::I32;
+using shardc::runtime::cpu::blockedSum;
+using shardc::runtime::cpu::columnSums;
+using shardc::runtime::cpu::kParallelMin;
 
 namespace {
 
@@ -71,10 +74,25 @@ SHARDC_KERNEL(sum_to) {
   const int64_t *dims = i + A::sum_to::kNumInts,
                 *ystr = i + A::sum_to::kNumInts + R;
   const float *x = F(b[0]);
-  std::vector<double> acc(outN, 0.0);
   int64_t total = 1;
   for (int64_t d = 0; d < R; ++d)
     total *= dims[d];
+  // Summed over leading dimensions into the trailing ones (a bias
+  // gradient): column sums, the same association as the loop below.
+  int64_t lead = 0;
+  while (lead < R && ystr[lead] == 0)
+    ++lead;
+  bool trailing = true;
+  for (int64_t d = R - 1, st = 1; d >= lead; --d) {
+    trailing = trailing && ystr[d] == st;
+    st *= dims[d];
+  }
+  if (trailing && outN > 0) {
+    columnSums(x, total / outN, outN, F(b[1]));
+    launched(ctx, stream);
+    return;
+  }
+  std::vector<double> acc(outN, 0.0);
   std::vector<int64_t> idx(R, 0);
   int64_t off = 0;
   for (int64_t n = 0; n < total; ++n) {
@@ -116,34 +134,55 @@ SHARDC_KERNEL(layer_norm_grad) {
   double eps = f[A::layer_norm_grad::f::eps];
   const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
   float *dx = F(b[3]), *dw = F(b[4]), *db = F(b[5]);
-  std::vector<double> dwAcc(C, 0.0), dbAcc(C, 0.0), xhat(C), g(C);
-  for (int64_t m = 0; m < M; ++m) {
-    const float *xr = x + m * C, *dyr = dy + m * C;
-    double mean = 0, var = 0;
-    for (int64_t c = 0; c < C; ++c)
-      mean += xr[c];
-    mean /= C;
-    for (int64_t c = 0; c < C; ++c)
-      var += (xr[c] - mean) * (xr[c] - mean);
-    var /= C;
-    double rstd = 1.0 / std::sqrt(var + eps);
-    double meanG = 0, meanGX = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      xhat[c] = (xr[c] - mean) * rstd;
-      g[c] = double(dyr[c]) * w[c];
-      dwAcc[c] += double(dyr[c]) * xhat[c];
-      dbAcc[c] += dyr[c];
-      meanG += g[c];
-      meanGX += g[c] * xhat[c];
+  // Rows in blocks of a fixed size, in parallel; each block keeps its own
+  // dw and db partial sums, added in block order after: the result does not
+  // depend on the thread count.
+  constexpr int64_t kRows = 32;
+  int64_t blocks = (M + kRows - 1) / kRows;
+  std::vector<double> dwPart(blocks * C, 0.0), dbPart(blocks * C, 0.0);
+#pragma omp parallel if (M * C >= kParallelMin)
+  {
+    std::vector<double> xhat(C), g(C);
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      double *dwAcc = dwPart.data() + blk * C, *dbAcc = dbPart.data() + blk * C;
+      for (int64_t m = blk * kRows; m < std::min(M, (blk + 1) * kRows); ++m) {
+        const float *xr = x + m * C, *dyr = dy + m * C;
+        double mean = 0, var = 0;
+#pragma omp simd reduction(+ : mean)
+        for (int64_t c = 0; c < C; ++c)
+          mean += xr[c];
+        mean /= C;
+#pragma omp simd reduction(+ : var)
+        for (int64_t c = 0; c < C; ++c)
+          var += (xr[c] - mean) * (xr[c] - mean);
+        var /= C;
+        double rstd = 1.0 / std::sqrt(var + eps);
+        double meanG = 0, meanGX = 0;
+#pragma omp simd reduction(+ : meanG, meanGX)
+        for (int64_t c = 0; c < C; ++c) {
+          xhat[c] = (xr[c] - mean) * rstd;
+          g[c] = double(dyr[c]) * w[c];
+          dwAcc[c] += double(dyr[c]) * xhat[c];
+          dbAcc[c] += dyr[c];
+          meanG += g[c];
+          meanGX += g[c] * xhat[c];
+        }
+        meanG /= C;
+        meanGX /= C;
+        for (int64_t c = 0; c < C; ++c)
+          dx[m * C + c] = float(rstd * (g[c] - meanG - xhat[c] * meanGX));
+      }
     }
-    meanG /= C;
-    meanGX /= C;
-    for (int64_t c = 0; c < C; ++c)
-      dx[m * C + c] = float(rstd * (g[c] - meanG - xhat[c] * meanGX));
   }
   for (int64_t c = 0; c < C; ++c) {
-    dw[c] = float(dwAcc[c]);
-    db[c] = float(dbAcc[c]);
+    double sw = 0, sb = 0;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      sw += dwPart[blk * C + c];
+      sb += dbPart[blk * C + c];
+    }
+    dw[c] = float(sw);
+    db[c] = float(sb);
   }
   launched(ctx, stream);
 }
@@ -181,9 +220,16 @@ SHARDC_KERNEL(gelu_grad) {
   bool tanhForm = i[A::gelu_grad::tanh];
   const float *x = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < n; ++k)
-    dx[k] = dy[k] * shardc::runtime::geluGrad(x[k], tanhForm);
+  // The form is hoisted out of the loop, which then vectorizes.
+  if (tanhForm) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+    for (int64_t k = 0; k < n; ++k)
+      dx[k] = dy[k] * shardc::runtime::geluGrad(x[k], /*tanhForm=*/true);
+  } else {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (int64_t k = 0; k < n; ++k)
+      dx[k] = dy[k] * shardc::runtime::geluGrad(x[k], /*tanhForm=*/false);
+  }
   launched(ctx, stream);
 }
 
@@ -273,10 +319,14 @@ SHARDC_KERNEL(slice_grad) {
           inner = i[A::slice_grad::inner];
   const float *dy = F(b[0]);
   float *dx = F(b[1]);
-  zero(dx, outer * n * inner);
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dx + (o * n + start) * inner, dy + o * size * inner,
+#pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelMin)
+  for (int64_t o = 0; o < outer; ++o) {
+    float *row = dx + o * n * inner;
+    zero(row, start * inner);
+    std::memcpy(row + start * inner, dy + o * size * inner,
                 size * inner * sizeof(float));
+    zero(row + (start + size) * inner, (n - start - size) * inner);
+  }
   launched(ctx, stream);
 }
 
@@ -363,19 +413,22 @@ SHARDC_KERNEL(accumulate) {
   float *out = F(b[3]);
   bool keep = ctl[0] != 0.0f;
   float scale = ctl[1];
-#pragma omp parallel for schedule(static) if (n > 32768)
-  for (int64_t k = 0; k < n; ++k)
-    out[k] = keep ? acc[k] + scale * g[k] : scale * g[k];
+  if (keep) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+    for (int64_t k = 0; k < n; ++k)
+      out[k] = acc[k] + scale * g[k];
+  } else {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+    for (int64_t k = 0; k < n; ++k)
+      out[k] = scale * g[k];
+  }
   launched(ctx, stream);
 }
 
 // x[n] -> y[] = sum of x^2
 SHARDC_KERNEL(squared_norm) {
   int64_t n = i[A::squared_norm::n];
-  const float *x = F(b[0]);
-  double s = 0;
-  for (int64_t k = 0; k < n; ++k)
-    s += double(x[k]) * x[k];
+  double s = blockedSum(F(b[0]), n, [](double v) { return v * v; });
   F(b[1])[0] = float(s);
   launched(ctx, stream);
 }
@@ -401,7 +454,7 @@ SHARDC_KERNEL(adamw) {
   float *p2 = F(b[6]), *m2 = F(b[7]), *v2 = F(b[8]);
   // Scalars in double, then applied in f32, as torch.optim.AdamW does.
   shardc::runtime::AdamWScalars s = shardc::runtime::adamwScalars(h, is1D);
-#pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t k = 0; k < n; ++k) {
     float pk = p[k], mk = m[k], vk = v[k];
     shardc::runtime::adamwUpdate(s, g[k] * coef, pk, mk, vk);

@@ -188,4 +188,149 @@ TEST(TrainKernels, SGDMomentumMatchesTorchAlgorithm) {
   }
 }
 
+
+// The threaded and vectorized paths of the CPU kernels (taken from
+// runtime/cpu/kernel_util.h's kParallelMin elements on) against naive
+// references, at sizes above that threshold.
+namespace parallel {
+
+constexpr int64_t P = 64, Q = 48, R = 32; // x [P, Q, R]: 98304 elements
+
+TEST(ParallelKernels, SumToLeadingAndGeneral) {
+  Vec x = randomVec(P * Q * R, 31), lead(Q * R), mid(Q);
+  // [P, Q, R] -> [Q, R] (a bias gradient: column sums) and -> [Q, 1].
+  std::vector<void *> b1 = bufs(x, lead), b2 = bufs(x, mid);
+  SHARDC_LAUNCH(sum_to, nullptr, b1,
+                packInts(Id::sum_to, {{A::sum_to::R, 3}, {A::sum_to::out_n, Q * R}},
+                         {P, Q, R, 0, R, 1}),
+                nullptr, A::kComputeStream);
+  SHARDC_LAUNCH(sum_to, nullptr, b2,
+                packInts(Id::sum_to, {{A::sum_to::R, 3}, {A::sum_to::out_n, Q}},
+                         {P, Q, R, 0, 1, 0}),
+                nullptr, A::kComputeStream);
+  std::vector<double> wantLead(Q * R, 0.0), wantMid(Q, 0.0);
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t q = 0; q < Q; ++q)
+      for (int64_t r = 0; r < R; ++r) {
+        wantLead[q * R + r] += x[(p * Q + q) * R + r];
+        wantMid[q] += x[(p * Q + q) * R + r];
+      }
+  expectNear(lead, wantLead);
+  expectNear(mid, wantMid, 1e-4);
+}
+
+TEST(ParallelKernels, AddBroadcastsAndContiguous) {
+  Vec a = randomVec(P * Q * R, 32), c = randomVec(P * Q * R, 33),
+      bias = randomVec(R, 34), col = randomVec(Q, 35), y(P * Q * R);
+  struct Case {
+    Vec *rhs;
+    std::vector<int64_t> rstr;
+  } cases[] = {{&c, {Q * R, R, 1}}, {&bias, {0, 0, 1}}, {&col, {0, 1, 0}}};
+  for (const Case &cs : cases) {
+    std::vector<void *> b = bufs(a, *cs.rhs, y);
+    std::vector<int64_t> tail = {P, Q, R, Q * R, R, 1};
+    tail.insert(tail.end(), cs.rstr.begin(), cs.rstr.end());
+    SHARDC_LAUNCH(add, nullptr, b, packInts(Id::add, {{A::add::R, 3}}, tail),
+                  nullptr, A::kComputeStream);
+    std::vector<double> want;
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t q = 0; q < Q; ++q)
+        for (int64_t r = 0; r < R; ++r)
+          want.push_back(a[(p * Q + q) * R + r] + // the f32 sum
+                         (*cs.rhs)[p * cs.rstr[0] + q * cs.rstr[1] + r * cs.rstr[2]]);
+    expectNear(y, want, 0);
+  }
+}
+
+TEST(ParallelKernels, TransposeKeepingRows) {
+  // [B, T, H, D] -> [B, H, T, D], as attention's heads.
+  const int64_t B = 4, T = 64, H = 6, D = 64;
+  Vec x = randomVec(B * T * H * D, 36), y(x.size());
+  std::vector<void *> b = bufs(x, y);
+  SHARDC_LAUNCH(transpose, nullptr, b,
+                packInts(Id::transpose, {{A::transpose::R, 4}},
+                         {B, T, H, D, 0, 2, 1, 3}),
+                nullptr, A::kComputeStream);
+  std::vector<double> want;
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          want.push_back(x[((bi * T + t) * H + h) * D + d]);
+  expectNear(y, want, 0);
+}
+
+TEST(ParallelKernels, LayerNormGradBlocks) {
+  // 300 rows: blocks of 32 rows and a partial last one.
+  const int64_t M = 300, C = 200;
+  Vec x = randomVec(M * C, 37), w = randomVec(C, 38), dy = randomVec(M * C, 39),
+      dx(M * C), dw(C), db(C);
+  std::vector<void *> b = bufs(x, w, dy, dx, dw, db);
+  namespace LG = A::layer_norm_grad;
+  SHARDC_LAUNCH(layer_norm_grad, nullptr, b,
+                packInts(Id::layer_norm_grad, {{LG::M, M}, {LG::C, C}}),
+                packFloats(Id::layer_norm_grad, {{LG::f::eps, 1e-5}}),
+                A::kComputeStream);
+  std::vector<double> wantDx, wantDw(C, 0.0), wantDb(C, 0.0);
+  for (int64_t m = 0; m < M; ++m) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c)
+      mean += x[m * C + c] / double(C);
+    for (int64_t c = 0; c < C; ++c)
+      var += std::pow(x[m * C + c] - mean, 2) / double(C);
+    double rstd = 1 / std::sqrt(var + 1e-5), sg = 0, sgx = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      double xh = (x[m * C + c] - mean) * rstd, g = double(dy[m * C + c]) * w[c];
+      sg += g / C;
+      sgx += g * xh / C;
+      wantDw[c] += dy[m * C + c] * xh;
+      wantDb[c] += dy[m * C + c];
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      double xh = (x[m * C + c] - mean) * rstd, g = double(dy[m * C + c]) * w[c];
+      wantDx.push_back(rstd * (g - sg - xh * sgx));
+    }
+  }
+  expectNear(dx, wantDx, 1e-4);
+  expectNear(dw, wantDw, 1e-3);
+  expectNear(db, wantDb, 1e-3);
+}
+
+TEST(ParallelKernels, SquaredNormBlocks) {
+  const int64_t n = 200001; // blocks of 2^16 and a partial last one
+  Vec x = randomVec(n, 40), y(1);
+  std::vector<void *> b = bufs(x, y);
+  SHARDC_LAUNCH(squared_norm, nullptr, b,
+                packInts(Id::squared_norm, {{A::squared_norm::n, n}}), nullptr,
+                A::kComputeStream);
+  double want = 0;
+  for (float v : x)
+    want += double(v) * v;
+  EXPECT_NEAR(y[0], want, want * 1e-6);
+}
+
+TEST(ParallelKernels, SliceGradZerosOutside) {
+  const int64_t O = 64, N = 96, start = 40, size = 32, I = 32;
+  Vec dy = randomVec(O * size * I, 41), dx(O * N * I, 7.0f);
+  std::vector<void *> b = bufs(dy, dx);
+  namespace S = A::slice_grad;
+  SHARDC_LAUNCH(slice_grad, nullptr, b,
+                packInts(Id::slice_grad, {{S::outer, O},
+                                          {S::n, N},
+                                          {S::start, start},
+                                          {S::size, size},
+                                          {S::inner, I}}),
+                nullptr, A::kComputeStream);
+  std::vector<double> want;
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t k = 0; k < N; ++k)
+      for (int64_t i = 0; i < I; ++i)
+        want.push_back(k >= start && k < start + size
+                           ? dy[(o * size + k - start) * I + i]
+                           : 0.0);
+  expectNear(dx, want, 0);
+}
+
+} // namespace parallel
+
 } // namespace
