@@ -39,6 +39,19 @@ data and run:
                         exactly
   --steps N             optimizer steps in all (default 10); the lr schedule
                         spans them, and a resumed run stops there
+  --val-data SPEC       validation tokens (as --data): the loss of the
+                        weights on its first --eval-steps global batches,
+                        the mean over them and the ranks, as val_loss in
+                        the step line and the log, before the update of
+                        steps 0, N, 2N, ... (--eval-every N) and after the
+                        last step; the same batches every time (windows
+                        from the file's start, wrapping as --data's);
+                        evaluated with the training micro-step (a forward
+                        and a backward) whose gradients are discarded; not
+                        counted in the step's ms, tok/s and tflops
+  --eval-every N        evaluate every N steps too (default 0: after the
+                        last step only)
+  --eval-steps K        global batches per evaluation (default 10)
   --run-steps N         stop after N steps of this invocation (and write a
                         checkpoint with --checkpoint-dir), for allocations
                         with a time limit: resume continues the same run
@@ -170,6 +183,7 @@ bool shardc::runtime::wantsHelp(int argc, char **argv) {
 Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) {
   Options o;
   bool shardSizeGiven = false;
+  bool evalStepsGiven = false;
   for (int k = 1; k < argc; ++k) {
     std::string arg = argv[k];
     size_t eq = arg.find('=');
@@ -191,6 +205,14 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
     };
     if (flag == "--data")
       o.data = next();
+    else if (flag == "--val-data")
+      o.valData = next();
+    else if (flag == "--eval-every")
+      o.evalEvery = parseInt(flag, next());
+    else if (flag == "--eval-steps") {
+      o.evalSteps = parseInt(flag, next());
+      evalStepsGiven = true;
+    }
     else if (flag == "--steps")
       o.steps = parseInt(flag, next());
     else if (flag == "--grad-accum")
@@ -299,6 +321,15 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
     throw std::runtime_error("--max-shard-size needs --export-hf DIR");
   if (o.gradAccum < 1)
     throw std::runtime_error("--grad-accum must be at least 1");
+  if (o.evalEvery < 0)
+    throw std::runtime_error("--eval-every must be 0 (after the last step "
+                             "only) or positive");
+  if (o.evalSteps < 1)
+    throw std::runtime_error("--eval-steps must be at least 1");
+  if (o.valData.empty() && (o.evalEvery > 0 || evalStepsGiven))
+    throw std::runtime_error(std::string(o.evalEvery > 0 ? "--eval-every"
+                                                         : "--eval-steps") +
+                             " needs --val-data FILE to evaluate on");
   if (o.beta1 >= 1 || o.beta2 >= 1)
     throw std::runtime_error("--beta1 and --beta2 must be below 1");
   if (o.weightDecay < 0)
@@ -333,7 +364,8 @@ void shardc::runtime::checkOutputs(const Options &o) {
                             {"--export-hf", o.exportHf, true},
                             {"--checkpoint-dir", o.checkpointDir, true}};
   const std::vector<std::pair<std::string, std::string>> inputs = {
-      {"--data", o.data}, {"--init-from", o.initFrom}};
+      {"--data", o.data}, {"--init-from", o.initFrom},
+      {"--val-data", o.valData}};
   for (const Output &out : outputs)
     if (!out.path.empty())
       checkOutputPath(std::string(out.flag) + " " + out.path, out.path,

@@ -45,6 +45,11 @@ struct Options {
   int64_t runSteps = 0;
   /// CUDA target: replay captured CUDA graphs (--cuda-graphs).
   bool cudaGraphs = true;
+  /// --val-data SPEC: evalSteps global batches of it evaluated before the
+  /// update of steps 0, evalEvery, 2 evalEvery, ... (0: none of those) and
+  /// after the last step.
+  std::string valData;
+  int64_t evalEvery = 0, evalSteps = 10;
 };
 
 /// Whether --help or -h is among the arguments.

@@ -37,6 +37,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <memory>
 #include <stdexcept>
@@ -361,6 +362,20 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
       throw std::runtime_error(o.log + ": cannot open log file for writing");
   }
 
+  // JSON has no nan: a skipped step's grad_norm (or a non-finite loss) is
+  // null.
+  auto jsonNumber = [](double v) {
+    char buf[32];
+    if (!std::isfinite(v))
+      return std::string("null");
+    std::snprintf(buf, sizeof(buf), "%.9g", v);
+    return std::string(buf);
+  };
+  auto checkLogWrite = [&](int wrote) {
+    if (wrote < 0 || std::fflush(log) != 0)
+      throw std::runtime_error(o.log + ": --log: write failed: " +
+                               std::strerror(errno));
+  };
   // The device's peak, for mfu (GPUs the table knows).
   const DevicePeak *peak = devicePeak(backend->deviceName());
   // Every planned byte, on the device and (--offload=cpu) on the host.
@@ -415,10 +430,44 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   int64_t lastSaved = startStep, nonfinite = 0;
   const int64_t endStep =
       o.runSteps > 0 ? std::min(o.steps, startStep + o.runSteps) : o.steps;
+  // --val-data: the loss of the current weights on the file's first
+  // --eval-steps global batches, averaged over them and the ranks. Each
+  // batch runs the training micro-step with the accumulator control
+  // (keep 0, scale 0): its gradients are discarded, and the next training
+  // micro-step (keep 0) writes the accumulators afresh.
+  std::optional<TokenData> valData;
+  if (!o.valData.empty()) {
+    doing = "reading --val-data " + o.valData;
+    valData.emplace(TokenData::open(o.valData, m.vocabSize));
+  }
+  auto evaluate = [&]() {
+    double total = 0;
+    for (int64_t k = 0; k < o.evalSteps; ++k) {
+      valData->batch(/*step=*/0, G, (k * P + mesh.rank) * B, B, T,
+                     mem.host<int32_t>(tokens), mem.host<int32_t>(targets));
+      float *ctl = mem.host<float>(control);
+      ctl[0] = 0.0f;
+      ctl[1] = 0.0f;
+      for (const TensorSlot *s : {&tokens, &targets, &control})
+        mem.put(*s);
+      mem.run(shardc_program_micro_step, "micro_step");
+      mem.get(lossSlot);
+      total += *mem.host<float>(lossSlot);
+    }
+    total /= double(o.evalSteps);
+    return P > 1 ? mesh.sumAll(total) / double(P) : total;
+  };
   for (int64_t step = startStep; step < endStep; ++step) {
     doing = "running step " + std::to_string(step);
-    auto start = std::chrono::steady_clock::now();
     mem.step = step;
+    double valLoss = std::nan("");
+    bool evaluated = valData && o.evalEvery > 0 && step % o.evalEvery == 0;
+    if (evaluated) {
+      doing = "evaluating --val-data before step " + std::to_string(step);
+      valLoss = evaluate();
+      doing = "running step " + std::to_string(step);
+    }
+    auto start = std::chrono::steady_clock::now();
     mem.flops = 0;
     double loss = 0;
     for (int64_t k = 0; k < o.gradAccum; ++k) {
@@ -491,29 +540,23 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
                 tokPerS, mib(totalBytes), tflops);
       if (peak)
         std::printf(" | mfu %.1f%%", 100.0 * mfu);
+      if (evaluated)
+        std::printf(" | val_loss %.6f", valLoss);
       std::printf("\n");
     }
     std::fflush(stdout);
     if (log) {
-      // JSON has no nan: a skipped step's grad_norm (or a non-finite
-      // loss) is null.
-      auto num = [](double v) {
-        char buf[32];
-        if (!std::isfinite(v))
-          return std::string("null");
-        std::snprintf(buf, sizeof(buf), "%.9g", v);
-        return std::string(buf);
-      };
+      std::string val =
+          evaluated ? ", \"val_loss\": " + jsonNumber(valLoss) : "";
       int wrote = std::fprintf(
           log,
           "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
           "\"grad_norm\": %s, \"ms\": %.3f, \"tok_per_s\": %.1f, "
-          "\"tflops\": %.6g, \"mfu\": %s}\n",
-          (long long)step, num(loss).c_str(), lr, num(gradNorm).c_str(), ms,
-          tokPerS, tflops, num(mfu).c_str());
-      if (wrote < 0 || std::fflush(log) != 0)
-        throw std::runtime_error(o.log + ": --log: write failed: " +
-                                 std::strerror(errno));
+          "\"tflops\": %.6g, \"mfu\": %s%s}\n",
+          (long long)step, jsonNumber(loss).c_str(), lr,
+          jsonNumber(gradNorm).c_str(), ms, tokPerS, tflops,
+          jsonNumber(mfu).c_str(), val.c_str());
+      checkLogWrite(wrote);
     }
     progress.step = step + 1;
     progress.dataRow += G;
@@ -525,6 +568,19 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   }
   if (!o.checkpointDir.empty() && lastSaved != progress.step)
     checkpointer.save(o.checkpointDir, progress, o, o.keep);
+  // After the last step (not where --run-steps stops short of it): the
+  // final weights' validation loss, logged under step --steps.
+  if (valData && endStep == o.steps && startStep < endStep) {
+    doing = "evaluating --val-data after the last step";
+    double valLoss = evaluate();
+    if (leader)
+      std::printf("step %4lld/%lld | val_loss %.6f (after the last step)\n",
+                  (long long)o.steps, (long long)o.steps, valLoss);
+    if (log)
+      checkLogWrite(std::fprintf(log, "{\"step\": %lld, \"val_loss\": %s}\n",
+                                 (long long)o.steps,
+                                 jsonNumber(valLoss).c_str()));
+  }
   if (log && std::fclose(log) != 0)
     throw std::runtime_error(o.log + ": --log: write failed: " +
                              std::strerror(errno));

@@ -1,32 +1,40 @@
 #!/usr/bin/env python3
-"""CPU training throughput: the shardc executable against PyTorch.
+"""CPU training throughput: shardc against PyTorch eager, torch.compile and FSDP2.
 
-Trains the same model (same config, batch, sequence length, AdamW, f32) with
-the executable shardc compiles and with PyTorch's eager autograd on the CPU,
-using the same number of threads, and prints both tokens/s and their ratio.
-Timed steps exclude warm-up steps. Run with Debian's /usr/bin/python3 (it
-has PyTorch):
+Trains one GPT-2 config (AdamW, f32, the same batch and sequence length)
+five ways in one run and prints tokens/s with the ratios:
 
-    /usr/bin/python3 tools/bench/bench_cpu.py --model tiny
-    /usr/bin/python3 tools/bench/bench_cpu.py --model gpt2-6l-384 --seq-len 256
+  - the shardc executable in one process (--threads threads);
+  - PyTorch eager and torch.compile in one process, same threads (a module
+    GPT-2 with F.scaled_dot_product_attention, PyTorch's fastest CPU path);
+  - the shardc executable at --mesh 2 under mpirun, 1 thread a rank;
+  - PyTorch FSDP2 (fully_shard per block and the root) over gloo, 2
+    processes, 1 thread each.
+
+Two-rank figures are global: both ranks' tokens over the step time. Timed
+steps exclude warm-up steps (and torch.compile's compilation). PyTorch 2.x
+is needed for torch.compile and FSDP2 (PyPI's, in a virtual environment:
+--python); Debian's 1.13 runs eager only and the rest print "n/a".
+
+    python3 tools/bench/bench_cpu.py --python /work/venv-torch/bin/python \\
+        --model gpt2-6l-384 --seq-len 256
 """
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
 
-import torch  # noqa: E402
-import torch_models as tm  # noqa: E402
+from harness import MPIRUN  # noqa: E402
 
 MODELS = {
-    # The shardc presets, as config.json for the PyTorch side.
+    # The shardc presets, as config.json for both sides.
     "tiny": {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 64, "n_layer": 2,
              "n_head": 4, "n_positions": 64, "layer_norm_epsilon": 1e-5,
              "activation_function": "gelu_new"},
@@ -35,37 +43,126 @@ MODELS = {
                     "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"},
 }
 
+# The PyTorch side, run by --python in its own process: prints one JSON line
+# {"tok_s": ..., "torch": version}. argv: config.json mode B T steps warmup
+# threads, mode one of eager, compile, fsdp2.
+TORCH_SIDE = r'''
+import json, os, sys, time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-def torch_tokens_per_s(c, B, T, steps, warmup, threads):
-    torch.set_num_threads(threads)
-    W = {n: (torch.randn(s) * 0.02).requires_grad_(True) for n, s in tm.param_shapes(c).items()}
-    opt = torch.optim.AdamW(W.values(), lr=1e-4)
-    x = torch.randint(0, c["vocab_size"], (B, T))
-    y = torch.randint(0, c["vocab_size"], (B, T))
-    times = []
-    for s in range(warmup + steps):
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        tm.loss(c, W, x, y).backward()
-        opt.step()
-        times.append(time.perf_counter() - t0)
-    return B * T * steps / sum(times[warmup:])
+cfg, mode = json.load(open(sys.argv[1])), sys.argv[2]
+B, T, steps, warmup, threads = map(int, sys.argv[3:8])
+torch.set_num_threads(threads)
+C, H, V, L = cfg["n_embd"], cfg["n_head"], cfg["vocab_size"], cfg["n_layer"]
 
 
-def shardc_tokens_per_s(shardc, c, B, T, steps, warmup, threads, workdir):
-    cfg = os.path.join(workdir, "config.json")
-    with open(cfg, "w") as f:
-        json.dump(c, f)
-    exe = os.path.join(workdir, "train")
-    subprocess.run([shardc, cfg, "--micro-batch", str(B), "--seq-len", str(T), "-o", exe],
-                   check=True, capture_output=True)
-    log = os.path.join(workdir, "log.jsonl")
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, h):
+        q, k, v = self.c_attn(self.ln_1(h)).split(C, dim=-1)
+        heads = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
+        a = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        h = h + self.c_proj(a.transpose(1, 2).reshape(B, T, C))
+        return h + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(h)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+        self.h = nn.ModuleList(Block() for _ in range(L))
+        self.ln_f = nn.LayerNorm(C)
+
+    def forward(self, x, y):
+        h = self.wte(x) + self.wpe.weight[:T]
+        for block in self.h:
+            h = block(h)
+        logits = self.ln_f(h) @ self.wte.weight.t()  # tied head
+        return F.cross_entropy(logits.view(-1, V), y.view(-1))
+
+
+rank, world = 0, 1
+torch.manual_seed(0)
+model = GPT()
+if mode == "fsdp2":
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    for block in model.h:
+        fully_shard(block)
+    fully_shard(model)
+step_fn = model
+if mode == "compile":
+    step_fn = torch.compile(model)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+g = torch.Generator().manual_seed(rank)
+times = []
+for s in range(warmup + steps):
+    x = torch.randint(0, V, (B, T), generator=g)
+    y = torch.randint(0, V, (B, T), generator=g)
+    t0 = time.perf_counter()
+    opt.zero_grad()
+    step_fn(x, y).backward()
+    opt.step()
+    times.append(time.perf_counter() - t0)
+if rank == 0:
+    print(json.dumps({"tok_s": world * B * T * steps / sum(times[warmup:]),
+                      "torch": torch.__version__}))
+if mode == "fsdp2":
+    dist.destroy_process_group()
+'''
+
+
+def shardc_tokens_per_s(args, cfg, B, T, work, ranks):
+    exe = os.path.join(work, f"train{ranks}")
+    flags = ["--mesh", str(ranks)] if ranks > 1 else []
+    subprocess.run([args.shardc, cfg, "--micro-batch", str(B), "--seq-len", str(T),
+                    "-o", exe] + flags, check=True, capture_output=True)
+    log = os.path.join(work, f"log{ranks}.jsonl")
+    threads = args.threads if ranks == 1 else 1
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    subprocess.run([exe, "--steps", str(warmup + steps), "--lr", "1e-4", "--log", log],
-                   check=True, capture_output=True, env=env)
+    cmd = [exe, "--steps", str(args.warmup + args.steps), "--lr", "1e-4", "--log", log]
+    if ranks > 1:
+        cmd = MPIRUN + ["-np", str(ranks)] + cmd
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
     with open(log) as f:
-        ms = [json.loads(line)["ms"] for line in f][warmup:]
-    return B * T * steps / (sum(ms) / 1000.0)
+        ms = [json.loads(line)["ms"] for line in f][args.warmup:]
+    return ranks * B * T * len(ms) / (sum(ms) / 1000.0)
+
+
+def torch_tokens_per_s(args, cfg, B, T, work, mode):
+    script = os.path.join(work, "torch_side.py")
+    with open(script, "w") as f:
+        f.write(TORCH_SIDE)
+    threads = 1 if mode == "fsdp2" else args.threads
+    cmd = [args.python, script, cfg, mode, str(B), str(T), str(args.steps),
+           str(args.warmup + (2 if mode == "compile" else 0)), str(threads)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if mode == "fsdp2":
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
+        procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r), WORLD_SIZE="2",
+                                                 LOCAL_RANK=str(r)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for r in range(2)]
+        outs = [p.communicate() for p in procs]
+        if any(p.returncode for p in procs):
+            return None, outs[0][1].strip().splitlines()[-1:] or ["failed"]
+        out = outs[0][0]
+    else:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode:
+            return None, r.stderr.strip().splitlines()[-1:] or ["failed"]
+        out = r.stdout
+    d = json.loads(out.strip().splitlines()[-1])
+    return d["tok_s"], d["torch"]
 
 
 def main():
@@ -77,18 +174,38 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
+    ap.add_argument("--python", default=sys.executable,
+                    help="the Python whose PyTorch is measured (2.x for compile, FSDP2)")
+    ap.add_argument("--skip-mesh", action="store_true", help="one process only")
     args = ap.parse_args()
-    c = MODELS[args.model]
+    c = dict(MODELS[args.model], n_positions=max(MODELS[args.model]["n_positions"],
+                                                  args.seq_len))
     B, T = args.micro_batch, args.seq_len
     with tempfile.TemporaryDirectory() as work:
-        ours = shardc_tokens_per_s(args.shardc, c, B, T, args.steps, args.warmup,
-                                   args.threads, work)
-    peer = torch_tokens_per_s(c, B, T, args.steps, args.warmup, args.threads)
-    print(f"model {args.model}: batch {B} x {T}, AdamW f32, {args.threads} threads, "
-          f"{args.steps} timed steps")
-    print(f"  shardc  {ours:10.0f} tok/s")
-    print(f"  pytorch {peer:10.0f} tok/s (torch {torch.__version__})")
-    print(f"  ratio   {ours / peer:10.2f} x")
+        cfg = os.path.join(work, "config.json")
+        with open(cfg, "w") as f:
+            json.dump(c, f)
+        rows = [("shardc", shardc_tokens_per_s(args, cfg, B, T, work, 1), "")]
+        for mode, name in (("eager", "pytorch eager"), ("compile", "torch.compile")):
+            tok, info = torch_tokens_per_s(args, cfg, B, T, work, mode)
+            rows.append((name, tok, info))
+        if not args.skip_mesh and shutil.which("mpirun"):
+            rows.append(("shardc --mesh 2", shardc_tokens_per_s(args, cfg, B, T, work, 2), ""))
+            tok, info = torch_tokens_per_s(args, cfg, B, T, work, "fsdp2")
+            rows.append(("FSDP2 gloo 2 ranks", tok, info))
+    print(f"model {args.model}: micro-batch {B} x {T}, AdamW f32; one process "
+          f"{args.threads} threads, two ranks 1 thread each; {args.steps} timed steps")
+    by = {name: tok for name, tok, _ in rows}
+    for name, tok, info in rows:
+        what = info if isinstance(info, str) else "; ".join(info)
+        if tok is None:
+            print(f"  {name:20s} {'n/a':>10s}        ({what})")
+        else:
+            print(f"  {name:20s} {tok:10.0f} tok/s" + (f"  (torch {what})" if what else ""))
+    for ours, peer in (("shardc", "pytorch eager"), ("shardc", "torch.compile"),
+                       ("shardc --mesh 2", "FSDP2 gloo 2 ranks")):
+        if by.get(ours) and by.get(peer):
+            print(f"  {ours} / {peer}: {by[ours] / by[peer]:.2f}x")
 
 
 if __name__ == "__main__":
