@@ -322,6 +322,14 @@ LogicalResult StepBuilder::lower(Operation *op) {
         int64_t dim = s.getDim(), start = s.getStart();
         int64_t size = tensorType(s.getResult()).getDimSize(dim);
         Value x = buf(s.getInput());
+        // Leading rows of a row-major buffer (the unpadding of a padded
+        // vocabulary) are its prefix: the result aliases the input, as a
+        // reshape's does, unless it is a function output.
+        if (start == 0 && product(in.take_front(dim)) == 1 &&
+            !outputs.lookup(s.getResult())) {
+          buffers[s.getResult()] = x;
+          return success();
+        }
         kernel(loc, K::slice, {x, define(s.getResult())},
                {product(in.take_front(dim)), in[dim], start, size,
                 product(in.drop_front(dim + 1))});

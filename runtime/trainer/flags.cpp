@@ -84,8 +84,11 @@ data and run:
   --dump-grads FILE     write the last step's gradients, averaged over its
                         micro-batches and before clipping (safetensors)
   --log FILE            JSON lines, one per step: step, loss, lr, grad_norm,
-                        ms, tok_per_s (a resumed run keeps the lines before
-                        its checkpoint's step and appends)
+                        ms, tok_per_s, tflops, mfu (null where the device's
+                        peak is unknown), val_loss where evaluated; after
+                        the last step, with --val-data, {step, val_loss} (a
+                        resumed run keeps the lines before its checkpoint's
+                        step and appends)
   --trace FILE          write a Chrome/Perfetto trace (JSON) of every kernel
                         and collective launched, per stream, with the bytes
                         of each collective; on a mesh, rank r > 0 writes
