@@ -80,6 +80,23 @@ private:
     return out;
   }
 
+  /// Whether `buffer` is a transient allocation whose tensors (it and the
+  /// views that alias it: reshapes, leading-row slices) are used by no op
+  /// after `op`.
+  bool onlyReadUpTo(Value buffer, Operation *op) {
+    if (!buffer || !buffer.getDefiningOp<rt::AllocOp>())
+      return false;
+    for (auto &[tensor, bound] : buffers) {
+      if (bound != buffer)
+        continue;
+      for (Operation *user : tensor.getUsers())
+        if (user != op &&
+            (user->getBlock() != op->getBlock() || !user->isBeforeInBlock(op)))
+          return false;
+    }
+    return true;
+  }
+
   /// A compute kernel on stream 0; it first waits for the collectives that
   /// produced any of its buffers.
   void kernel(Location loc, K id, ValueRange bufs, ArrayRef<int64_t> ints,
@@ -472,7 +489,17 @@ LogicalResult StepBuilder::lower(Operation *op) {
       .Case([&](nn::CrossEntropyWithGradOp ce) {
         ArrayRef<int64_t> shape = tensorType(ce.getLogits()).getShape();
         Value logits = buf(ce.getLogits()), targets = buf(ce.getTargets());
-        Value loss = define(ce.getLoss()), grad = define(ce.getLogitsGrad());
+        Value loss = define(ce.getLoss());
+        // The gradient takes the logits' bytes when nothing reads them
+        // after this op (the kernels read a row's logits before writing
+        // its gradient): the [tokens, vocab] pair costs one buffer.
+        Value grad;
+        if (onlyReadUpTo(logits, ce) && !outputs.lookup(ce.getLogitsGrad())) {
+          grad = logits;
+          buffers[ce.getLogitsGrad()] = grad;
+        } else {
+          grad = define(ce.getLogitsGrad());
+        }
         kernel(loc, K::cross_entropy_with_grad, {logits, targets, loss, grad},
                {product(shape.drop_back()), shape.back(),
                 int64_t(ce.getIgnoreIndex())});

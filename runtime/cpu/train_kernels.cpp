@@ -350,10 +350,12 @@ int64_t crossEntropyRows(const float *logits, const int32_t *targets,
       continue;
     }
     const float *row = logits + n * V;
+    // Read before out is written: dl may alias logits.
+    float target = row[t];
     float mx = rowMax(row, V);
     double sum = expSum(row, V, mx, out);
     if (rowLoss)
-      rowLoss[n] = std::log(sum) + mx - row[t];
+      rowLoss[n] = std::log(sum) + mx - target;
     float factor = float(scale / sum);
     for (int64_t v = 0; v < V; ++v)
       out[v] *= factor;

@@ -348,6 +348,9 @@ __global__ void crossEntropyRowsKernel(const float *logits,
       rowLoss[n] = 0.0;
     return;
   }
+  // The target's logit, read before any thread writes: dl may alias logits
+  // (the gradient in place of the logits it consumes).
+  float target = threadIdx.x == 0 ? row[t] : 0.0f;
   float mx = -INFINITY;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
     mx = fmaxf(mx, row[v]);
@@ -369,7 +372,7 @@ __global__ void crossEntropyRowsKernel(const float *logits,
   __syncthreads();
   if (threadIdx.x == 0) {
     out[t] -= scale;
-    rowLoss[n] = log(total) + mx - row[t];
+    rowLoss[n] = log(total) + mx - target;
   }
 }
 

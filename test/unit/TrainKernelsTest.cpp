@@ -115,6 +115,16 @@ TEST(TrainKernels, FusedCrossEntropyEqualsSeparateKernels) {
                 nullptr, A::kComputeStream);
   EXPECT_EQ(loss1, loss2);
   EXPECT_EQ(g1, g2);
+  // In place (dlogits over logits, as convert-nn-to-rt lowers the loss
+  // when nothing reads the logits after it): the same loss and gradient.
+  Vec inPlace = logits, loss3(1);
+  std::vector<void *> d = bufs(inPlace, t, loss3, inPlace);
+  SHARDC_LAUNCH(cross_entropy_with_grad, nullptr, d,
+                packInts(Id::cross_entropy_with_grad,
+                         {{CW::N, N}, {CW::V, V}, {CW::ignore_index, -100}}),
+                nullptr, A::kComputeStream);
+  EXPECT_EQ(loss3, loss2);
+  EXPECT_EQ(inPlace, g2);
 }
 
 /// torch.optim.AdamW's update, transcribed in double.
