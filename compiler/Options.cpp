@@ -137,6 +137,13 @@ void DriverOptions::bindOptions() {
        cl::desc("All-gathers issued this many groups ahead in forward"));
   bind(training.prefetchBackward, "prefetch-backward",
        cl::desc("All-gathers issued this many groups ahead in backward"));
+  bind(training.lossChunkRows, "loss-chunk-rows",
+       cl::desc("CPU target: the LM head and its loss run over chunks of "
+                "this many token rows, so the [tokens, vocab] logits are "
+                "never whole (0, the default: as many rows as fit 64 MiB "
+                "of logits; a count of at least the micro-step's tokens "
+                "keeps them whole)"),
+       cl::value_desc("N"));
   bind(training.paramDtype, "param-dtype",
        cl::desc("Mixed precision: the dtype parameters are all-gathered and "
                 "used in (f32 or bf16); master weights stay f32"));
@@ -200,6 +207,9 @@ Error DriverOptions::validate() {
   if (!parseReshard(training.reshardAfterForward, &training.meshShape,
                     training.reshard, error))
     return fail(error);
+  if (training.lossChunkRows < 0)
+    return fail("--loss-chunk-rows must be >= 0 (0: as many rows as fit 64 "
+                "MiB of logits)");
   if (training.prefetchForward < 0 || training.prefetchBackward < 0)
     return fail("--prefetch-forward and --prefetch-backward must be >= 0");
   for (const auto &[flag, value] :
@@ -275,6 +285,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.reshardAfterForward = training.reshardAfterForward;
   p.prefetchForward = training.prefetchForward;
   p.prefetchBackward = training.prefetchBackward;
+  p.lossChunkRows = training.lossChunkRows;
   p.target = output.target;
   p.offload = training.offload;
   return p;

@@ -56,6 +56,8 @@ struct TrainingOptions {
   std::string reshardAfterForward = "true";
   ReshardPolicy reshard; ///< parsed by validate()
   int64_t prefetchForward = 1, prefetchBackward = 1;
+  /// Rows of logits per chunk of the LM head's loss (0: auto).
+  int64_t lossChunkRows = 0;
   std::string paramDtype = "f32", reduceDtype = "f32", outputDtype = "f32";
   std::string gradSync = "every";
   /// --offload: abi::kOffloadNone or abi::kOffloadCpu (FSDP2's

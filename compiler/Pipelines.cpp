@@ -64,6 +64,10 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   RtFuseResidualNormOptions residual;
   residual.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtFuseResidualNorm(residual));
+  RtChunkLossHeadOptions lossHead;
+  lossHead.target = options.target;
+  lossHead.rows = options.lossChunkRows;
+  pm.addNestedPass<func::FuncOp>(createRtChunkLossHead(lossHead));
   RtGroupOptimizerOptions group;
   group.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtGroupOptimizer(group));

@@ -38,6 +38,9 @@ struct PipelineOptions {
   /// abi::kOffloadNone, or abi::kOffloadCpu: the optimizer step on the
   /// host, host copies around the device's reads of the host regions.
   std::string offload = abi::kOffloadNone;
+  /// Rows of logits per chunk of the LM head's loss (rt-chunk-loss-head;
+  /// 0: as many as fit 64 MiB).
+  int64_t lossChunkRows = 0;
 };
 
 /// The nn forward graph simplified (canonicalized, fused ops recognised),

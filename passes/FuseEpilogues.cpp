@@ -1,7 +1,8 @@
 //===- FuseEpilogues.cpp - GELU and bias gradients as GEMM epilogues ------===//
 //
 // On a target whose GEMMs have epilogues (TargetDescription::gemmEpilogues:
-// cuBLASLt's GELU_AUX_BIAS and DGELU_BGRAD), fuses
+// cuBLASLt's GELU_AUX_BIAS and DGELU_BGRAD; on the CPU one threaded pass
+// over the GEMM's output), fuses
 //
 //   linear(x, w, b?) -> pre; gelu_tanh(pre) -> y
 //     => linear_gelu(x, w, b?) -> pre, y

@@ -238,7 +238,8 @@ def RtFuseEpilogues : Pass<"rt-fuse-epilogues", "mlir::func::FuncOp"> {
   let summary = "GELU and its gradient as GEMM epilogues, where the target has them";
   let description = [{
     On a target whose GEMMs have epilogues (the CUDA target: cuBLASLt's
-    GELU_AUX_BIAS and DGELU_BGRAD), fuses a `linear` whose output only a
+    GELU_AUX_BIAS and DGELU_BGRAD; the CPU target: one threaded pass over
+    the GEMM's output), fuses a `linear` whose output only a
     tanh `gelu` reads into `linear_gelu` (the pre-activation kept for the
     backward pass as the epilogue's aux output), and a `linear` whose
     output only a tanh `gelu_grad` reads into `linear_dgelu`, with the
@@ -266,7 +267,8 @@ def RtFuseEpilogues : Pass<"rt-fuse-epilogues", "mlir::func::FuncOp"> {
 def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
   let summary = "A residual add fused with the layer or RMS norm after it";
   let description = [{
-    On a target with the fused kernels (the CUDA target), an `add` of two
+    On a target with the fused kernels (the CPU and CUDA targets), an `add`
+    of two
     tensors of one shape [M, C] followed by the `layer_norm` or `rms_norm`
     of its sum (the next kernel on the stream) becomes `add_layer_norm` or
     `add_rms_norm`: one kernel writing the sum (the residual stream, which
@@ -288,10 +290,40 @@ def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
   ];
 }
 
+def RtChunkLossHead : Pass<"rt-chunk-loss-head", "mlir::func::FuncOp"> {
+  let summary = "The LM head and its loss over row chunks: no whole logits";
+  let description = [{
+    On a target with the kernel (the CPU target), the LM head's `linear`,
+    the fused `cross_entropy_with_grad` (its gradient in place of the
+    logits) and the head's two gradient GEMMs (`linear` for dh, `matmul`
+    for dw) become one `linear_cross_entropy`, which computes R rows of
+    logits at a time in a scratch buffer: the [tokens, vocab] logits are
+    never all in memory. R is `rows`, or as many rows as fit 64 MiB of
+    logits; where R covers every row nothing changes. Runs after
+    convert-nn-to-rt, before memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "linear"(%h, %w, %L) {ints = array<i64: 8, 4, 100, 0, 0>, floats = array<f64>}
+    rt.kernel %ctx, "cross_entropy_with_grad"(%L, %t, %loss, %L) {ints = array<i64: 8, 100, -100>, floats = array<f64>}
+    rt.kernel %ctx, "linear"(%L, %w, %dh) {ints = array<i64: 8, 100, 4, 1, 0>, floats = array<f64>}
+    rt.kernel %ctx, "matmul"(%L, %h, %dw) {ints = array<i64: 100, 8, 4, 1, 0>, floats = array<f64>}
+    // with rows = 3 becomes
+    rt.kernel %ctx, "linear_cross_entropy"(%h, %w, %t, %loss, %dh, %dw, %scratch) {ints = array<i64: 8, 4, 100, 3, -100>, floats = array<f64>}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose kernels are used">,
+    Option<"rows", "rows", "int64_t", "0",
+           "Rows of logits per chunk (0: as many as fit 64 MiB)">,
+  ];
+}
+
 def RtGroupOptimizer : Pass<"rt-group-optimizer", "mlir::func::FuncOp"> {
   let summary = "One launch for the updates and the norm of many parameters";
   let description = [{
-    On a target with grouped kernels (the CUDA target), replaces the
+    On a target with grouped kernels (the CPU and CUDA targets), replaces the
     gradient norm's chain of per-parameter `squared_norm` and scalar `add`
     kernels by one `squared_norm_group`, and a run of `adamw` kernels with
     the same hyper-parameters, clipping coefficient and stream by one

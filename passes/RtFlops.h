@@ -47,6 +47,10 @@ inline int64_t kernelFlops(rt::KernelOp k) {
            i[abi::linear_dgelu::N];
   case abi::KernelId::matmul:
     return 2 * i[abi::matmul::M] * i[abi::matmul::K] * i[abi::matmul::N];
+  case abi::KernelId::linear_cross_entropy:
+    // The head's GEMM and its two gradient GEMMs, chunked: 3 x 2NCV.
+    return 6 * i[abi::linear_cross_entropy::N] *
+           i[abi::linear_cross_entropy::C] * i[abi::linear_cross_entropy::V];
   case abi::KernelId::batch_matmul: {
     int64_t batch = 1;
     for (int64_t r = 0; r < i[abi::batch_matmul::R]; ++r)

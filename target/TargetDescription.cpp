@@ -52,6 +52,7 @@ const std::vector<TargetDescription> &targets() {
     cpu.gemmEpilogues = true;
     cpu.groupedKernels = true;
     cpu.fusedResidualNorm = true;
+    cpu.chunkedLossHead = true;
     TargetDescription cuda = cpu;
     // The CPU backend's kernel table holds its (MPI) collectives.
     cpu.linkFlags.push_back("-Xlinker");
@@ -66,6 +67,8 @@ const std::vector<TargetDescription> &targets() {
     cuda.gemmEpilogues = true;
     cuda.groupedKernels = true;
     cuda.fusedResidualNorm = true;
+    // linear_cross_entropy has no CUDA kernel yet.
+    cuda.chunkedLossHead = false;
     // Ranks that share a GPU run the CPU backend's MPI collectives on
     // staged host copies (runtime/cuda/host_staged.cpp).
     cuda.mpiLinkFlags.push_back("-Xlinker");

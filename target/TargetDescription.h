@@ -49,6 +49,9 @@ struct TargetDescription {
   /// It has a residual add fused with the norm after it (add_layer_norm,
   /// add_rms_norm: rt-fuse-residual-norm).
   bool fusedResidualNorm = false;
+  /// It computes the LM head and its loss over row chunks
+  /// (linear_cross_entropy: rt-chunk-loss-head).
+  bool chunkedLossHead = false;
   /// It updates and takes the norm of many parameters in one launch
   /// (adamw_group, squared_norm_group: rt-group-optimizer).
   bool groupedKernels = false;

@@ -408,6 +408,44 @@ SHARDC_KERNEL(cross_entropy_with_grad) {
   launched(ctx, stream);
 }
 
+// h[N,C], w[V,C], t[N] -> loss[], dh[N,C], dw[V,C], through scratch[R,V]:
+// per chunk of R rows, the logits (a GEMM), their cross-entropy gradient in
+// place (each row's loss kept), dh's rows and dw's sum (GEMMs, dw
+// accumulating from the second chunk); the loss is the rows' losses summed
+// in row order over the count of targets, as cross_entropy_with_grad's
+SHARDC_KERNEL(linear_cross_entropy) {
+  namespace L = A::linear_cross_entropy;
+  int64_t N = i[L::N], C = i[L::C], V = i[L::V], R = i[L::R],
+          ignore = i[L::ignore_index];
+  const float *h = F(b[0]), *w = F(b[1]);
+  const int32_t *targets = I32(b[2]);
+  float *dh = F(b[4]), *dw = F(b[5]), *scratch = F(b[6]);
+  int64_t count = countTargets(targets, N, ignore);
+  float scale = count ? 1.0f / float(count) : 0.0f;
+  std::vector<double> rowLoss(N, 0.0);
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    int64_t rows = std::min(R, N - r0);
+    // logits [rows, V] = h[r0:] w^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, C, 1.0f,
+                h + r0 * C, C, w, C, 0.0f, scratch, V);
+    if (crossEntropyRows(scratch, targets + r0, rows, V, ignore, scale,
+                         scratch, rowLoss.data() + r0))
+      fatal("cross_entropy: a target is outside the vocabulary of %lld",
+            (long long)V);
+    // dh[r0:] = dlogits w; dw (+)= dlogits^T h[r0:]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, V, 1.0f,
+                scratch, V, w, C, 0.0f, dh + r0 * C, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, rows, 1.0f,
+                scratch, V, h + r0 * C, C, r0 ? 1.0f : 0.0f, dw, C);
+  }
+  double total = 0;
+  for (int64_t n = 0; n < N; ++n)
+    if (targets[n] != ignore)
+      total += rowLoss[n];
+  F(b[3])[0] = count ? float(total / count) : NAN;
+  launched(ctx, stream);
+}
+
 // acc[n], g[n], ctl[2] -> out[n] = ctl[0] ? acc + ctl[1] g : ctl[1] g
 SHARDC_KERNEL(accumulate) {
   int64_t n = i[A::accumulate::n];

@@ -127,6 +127,54 @@ TEST(TrainKernels, FusedCrossEntropyEqualsSeparateKernels) {
   EXPECT_EQ(inPlace, g2);
 }
 
+/// The LM head and its loss over row chunks against the four kernels it
+/// replaces (linear, cross_entropy_with_grad, the dh linear and the dw
+/// matmul), with chunks that do not divide the rows and an ignored target.
+TEST(TrainKernels, LinearCrossEntropyEqualsUnchunked) {
+  const int64_t N = 10, C = 6, V = 37;
+  Vec h = randomVec(N * C, 50), w = randomVec(V * C, 51, 0.5f);
+  std::vector<int32_t> t = {3, 36, -100, 0, 7, 7, 20, 1, 35, 2};
+  // Unchunked.
+  Vec logits(N * V), loss1(1), dh1(N * C), dw1(V * C);
+  std::vector<void *> l = bufs(h, w, logits), ce = bufs(logits, t, loss1, logits),
+                      g1 = bufs(logits, w, dh1), g2 = bufs(logits, h, dw1);
+  namespace Li = A::linear;
+  namespace Mm = A::matmul;
+  SHARDC_LAUNCH(linear, nullptr, l,
+                packInts(Id::linear, {{Li::M, N}, {Li::K, C}, {Li::N, V},
+                                      {Li::in_out, 0}, {Li::has_bias, 0}}),
+                nullptr, A::kComputeStream);
+  SHARDC_LAUNCH(cross_entropy_with_grad, nullptr, ce,
+                packInts(Id::cross_entropy_with_grad,
+                         {{A::cross_entropy_with_grad::N, N},
+                          {A::cross_entropy_with_grad::V, V},
+                          {A::cross_entropy_with_grad::ignore_index, -100}}),
+                nullptr, A::kComputeStream);
+  SHARDC_LAUNCH(linear, nullptr, g1,
+                packInts(Id::linear, {{Li::M, N}, {Li::K, V}, {Li::N, C},
+                                      {Li::in_out, 1}, {Li::has_bias, 0}}),
+                nullptr, A::kComputeStream);
+  SHARDC_LAUNCH(matmul, nullptr, g2,
+                packInts(Id::matmul, {{Mm::M, V}, {Mm::K, N}, {Mm::N, C},
+                                      {Mm::trans_a, 1}, {Mm::trans_b, 0}}),
+                nullptr, A::kComputeStream);
+  for (int64_t R : {3, 4, 10}) {
+    Vec loss2(1), dh2(N * C, NAN), dw2(V * C, NAN), scratch(R * V);
+    std::vector<void *> f = bufs(h, w, t, loss2, dh2, dw2, scratch);
+    namespace LC = A::linear_cross_entropy;
+    SHARDC_LAUNCH(linear_cross_entropy, nullptr, f,
+                  packInts(Id::linear_cross_entropy,
+                           {{LC::N, N}, {LC::C, C}, {LC::V, V}, {LC::R, R},
+                            {LC::ignore_index, -100}}),
+                  nullptr, A::kComputeStream);
+    SCOPED_TRACE("R = " + std::to_string(R));
+    // The loss sums the same row losses in the same order.
+    EXPECT_EQ(loss2, loss1);
+    expectNear(dh2, std::vector<double>(dh1.begin(), dh1.end()), 1e-6);
+    expectNear(dw2, std::vector<double>(dw1.begin(), dw1.end()), 1e-6);
+  }
+}
+
 /// torch.optim.AdamW's update, transcribed in double.
 TEST(TrainKernels, AdamWMatchesTorchAlgorithm) {
   const int64_t n = 50;
