@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace shardc::runtime::cpu {
@@ -160,6 +161,20 @@ inline void columnSums(const float *x, int64_t rows, int64_t cols, float *y) {
     for (int64_t c = 0; c < w; ++c)
       y[c0 + c] = float(acc[c]);
   }
+}
+
+/// The mean and the (biased) variance of row[0, C), in double: what
+/// layer_norm and its gradient normalize by.
+inline std::pair<double, double> rowMoments(const float *row, int64_t C) {
+  double mean = 0, var = 0;
+#pragma omp simd reduction(+ : mean)
+  for (int64_t c = 0; c < C; ++c)
+    mean += row[c];
+  mean /= C;
+#pragma omp simd reduction(+ : var)
+  for (int64_t c = 0; c < C; ++c)
+    var += (row[c] - mean) * (row[c] - mean);
+  return {mean, var / C};
 }
 
 /// Elements per block of the blocked sums below: fixed, so that their

@@ -57,15 +57,7 @@ void linearInto(const float *x, const float *w, const float *bias, float *y,
 /// moments in double.
 inline void layerNormRow(const float *row, const float *w, const float *bias,
                          float *y, int64_t C, float eps) {
-  double mean = 0, var = 0;
-#pragma omp simd reduction(+ : mean)
-  for (int64_t c = 0; c < C; ++c)
-    mean += row[c];
-  mean /= C;
-#pragma omp simd reduction(+ : var)
-  for (int64_t c = 0; c < C; ++c)
-    var += (row[c] - mean) * (row[c] - mean);
-  var /= C;
+  auto [mean, var] = shardc::runtime::cpu::rowMoments(row, C);
   float rstd = float(1.0 / std::sqrt(var + eps));
   if (bias) {
     for (int64_t c = 0; c < C; ++c)

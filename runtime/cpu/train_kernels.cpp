@@ -148,15 +148,7 @@ SHARDC_KERNEL(layer_norm_grad) {
       double *dwAcc = dwPart.data() + blk * C, *dbAcc = dbPart.data() + blk * C;
       for (int64_t m = blk * kRows; m < std::min(M, (blk + 1) * kRows); ++m) {
         const float *xr = x + m * C, *dyr = dy + m * C;
-        double mean = 0, var = 0;
-#pragma omp simd reduction(+ : mean)
-        for (int64_t c = 0; c < C; ++c)
-          mean += xr[c];
-        mean /= C;
-#pragma omp simd reduction(+ : var)
-        for (int64_t c = 0; c < C; ++c)
-          var += (xr[c] - mean) * (xr[c] - mean);
-        var /= C;
+        auto [mean, var] = shardc::runtime::cpu::rowMoments(xr, C);
         double rstd = 1.0 / std::sqrt(var + eps);
         double meanG = 0, meanGX = 0;
 #pragma omp simd reduction(+ : meanG, meanGX)
@@ -364,6 +356,18 @@ int64_t crossEntropyRows(const float *logits, const int32_t *targets,
   return bad;
 }
 
+/// The mean loss: the rows' losses of the targets not ignored, summed in
+/// row order (as the unfused loss kernel does), over their count; NaN
+/// without any.
+float meanRowLoss(const double *rowLoss, const int32_t *targets, int64_t N,
+                  int64_t ignore, int64_t count) {
+  double total = 0;
+  for (int64_t n = 0; n < N; ++n)
+    if (targets[n] != ignore)
+      total += rowLoss[n];
+  return count ? float(total / count) : NAN;
+}
+
 int64_t countTargets(const int32_t *targets, int64_t N, int64_t ignore) {
   int64_t count = 0;
   for (int64_t n = 0; n < N; ++n)
@@ -399,12 +403,7 @@ SHARDC_KERNEL(cross_entropy_with_grad) {
                        rowLoss.data()))
     fatal("cross_entropy: a target is outside the vocabulary of %lld",
           (long long)V);
-  // Summed in order, as the unfused loss kernel does.
-  double total = 0;
-  for (int64_t n = 0; n < N; ++n)
-    if (targets[n] != ignore)
-      total += rowLoss[n];
-  F(b[2])[0] = count ? float(total / count) : NAN;
+  F(b[2])[0] = meanRowLoss(rowLoss.data(), targets, N, ignore, count);
   launched(ctx, stream);
 }
 
@@ -438,11 +437,7 @@ SHARDC_KERNEL(linear_cross_entropy) {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, rows, 1.0f,
                 scratch, V, h + r0 * C, C, r0 ? 1.0f : 0.0f, dw, C);
   }
-  double total = 0;
-  for (int64_t n = 0; n < N; ++n)
-    if (targets[n] != ignore)
-      total += rowLoss[n];
-  F(b[3])[0] = count ? float(total / count) : NAN;
+  F(b[3])[0] = meanRowLoss(rowLoss.data(), targets, N, ignore, count);
   launched(ctx, stream);
 }
 
