@@ -138,7 +138,7 @@ void DriverOptions::bindOptions() {
   bind(training.prefetchBackward, "prefetch-backward",
        cl::desc("All-gathers issued this many groups ahead in backward"));
   bind(training.lossChunkRows, "loss-chunk-rows",
-       cl::desc("CPU target: the LM head and its loss run over chunks of "
+       cl::desc("The LM head and its loss run over chunks of "
                 "this many token rows, so the [tokens, vocab] logits are "
                 "never whole (0, the default: as many rows as fit 64 MiB "
                 "of logits; a count of at least the micro-step's tokens "

@@ -67,8 +67,7 @@ const std::vector<TargetDescription> &targets() {
     cuda.gemmEpilogues = true;
     cuda.groupedKernels = true;
     cuda.fusedResidualNorm = true;
-    // linear_cross_entropy has no CUDA kernel yet.
-    cuda.chunkedLossHead = false;
+    cuda.chunkedLossHead = true;
     // Ranks that share a GPU run the CPU backend's MPI collectives on
     // staged host copies (runtime/cuda/host_staged.cpp).
     cuda.mpiLinkFlags.push_back("-Xlinker");

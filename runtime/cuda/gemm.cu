@@ -99,7 +99,7 @@ const Plan &planFor(cuda::Context &ctx, const Shape &s) {
 /// its aux matrix, `bias` its bias (BIAS) or bias gradient (BGRAD).
 void gemm(void *ctxPtr, int64_t stream, const Shape &s, const float *a,
           const float *b, const float *bias, float *c,
-          const float *aux = nullptr) {
+          const float *aux = nullptr, float beta = 0.0f) {
   auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
   const Plan &p = planFor(ctx, s);
   if (bias)
@@ -108,7 +108,7 @@ void gemm(void *ctxPtr, int64_t stream, const Shape &s, const float *a,
   if (aux)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-  float alpha = 1.0f, beta = 0.0f;
+  float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
                               p.c, c, p.c, &p.algo, ctx.workspace,
                               ctx.workspaceBytes, ctx.stream(stream)));
@@ -158,13 +158,20 @@ SHARDC_CUDA_KERNEL(linear_dgelu) {
        F(b[3]), F(b[2]));
 }
 
+void cuda::gemmRowMajor(cuda::Context &c, int64_t stream, int64_t M,
+                        int64_t N, int64_t K, bool ta, bool tb, const float *a,
+                        const float *b, float *y, float beta) {
+  // Y^T = op(b)^T op(a)^T.
+  Shape s{N, M, K, tb ? K : N, ta ? M : K, N, tb, ta, false};
+  gemm(&c, stream, s, b, a, nullptr, y, nullptr, beta);
+}
+
 // y[M,N] = op(a) op(b): a[M,K] or [K,M] (trans_a), b[K,N] or [N,K] (trans_b)
 SHARDC_CUDA_KERNEL(matmul) {
   int64_t M = i[A::matmul::M], K = i[A::matmul::K], N = i[A::matmul::N];
   bool ta = i[A::matmul::trans_a] != 0, tb = i[A::matmul::trans_b] != 0;
-  // Y^T = op(b)^T op(a)^T.
-  Shape s{N, M, K, tb ? K : N, ta ? M : K, N, tb, ta, false};
-  gemm(ctx, stream, s, F(b[1]), F(b[0]), nullptr, F(b[2]));
+  cuda::gemmRowMajor(*static_cast<cuda::Context *>(ctx), stream, M, N, K, ta,
+                     tb, F(b[0]), F(b[1]), F(b[2]), 0.0f);
 }
 
 //===----------------------------------------------------------------------===//

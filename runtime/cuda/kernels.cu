@@ -745,6 +745,46 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
   SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore, F(b[2]));
 }
 
+// h[N,C], w[V,C], t[N] -> loss[], dh[N,C], dw[V,C], through scratch[R,V]:
+// per chunk of R rows, logits[R,V] = h[r0:] w^T (cuBLASLt), their
+// cross-entropy gradient in place (one block a row, each row's loss kept),
+// dh[r0:] = dlogits w and dw (+)= dlogits^T h[r0:] (cuBLASLt, beta 1 from
+// the second chunk); the mean loss as cross_entropy_with_grad's. The [N,V]
+// logits are never whole.
+SHARDC_CUDA_KERNEL(linear_cross_entropy) {
+  namespace L = A::linear_cross_entropy;
+  int64_t N = i[L::N], C = i[L::C], V = i[L::V], R = i[L::R],
+          ignore = i[L::ignore_index];
+  if (R < 1)
+    fatal("linear_cross_entropy: chunks of %lld rows", (long long)R);
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  cudaStream_t s = c.stream(stream);
+  const float *h = F(b[0]), *w = F(b[1]);
+  const int32_t *targets = static_cast<const int32_t *>(b[2]);
+  float *dh = F(b[4]), *dw = F(b[5]), *logits = F(b[6]);
+  auto *rowLoss = static_cast<double *>(c.scratch(N * sizeof(double) + 8));
+  auto *scale = reinterpret_cast<float *>(rowLoss + N);
+  SHARDC_LAUNCH(lossScaleKernel, 1, 1024, 0, s, targets, N, ignore,
+                static_cast<const float *>(nullptr), scale);
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    int64_t rows = std::min(R, N - r0);
+    // logits[rows,V] = h[r0:r0+rows, C] w[V,C]^T
+    gemmRowMajor(c, stream, rows, V, C, false, true, h + r0 * C, w, logits,
+                 0.0f);
+    SHARDC_LAUNCH(crossEntropyRowsKernel, unsigned(rows), kThreads, 0, s,
+                  logits, targets + r0, V, ignore, scale, logits, rowLoss + r0,
+                  c.errors + int64_t(A::KernelId::linear_cross_entropy));
+    // dh[r0:, C] = dlogits[rows,V] w[V,C]
+    gemmRowMajor(c, stream, rows, C, V, false, false, logits, w, dh + r0 * C,
+                 0.0f);
+    // dw[V,C] (+)= dlogits[rows,V]^T h[r0:, C]
+    gemmRowMajor(c, stream, V, C, rows, true, false, logits, h + r0 * C, dw,
+                 r0 ? 1.0f : 0.0f);
+  }
+  SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore,
+                F(b[3]));
+}
+
 SHARDC_CUDA_KERNEL(embedding_grad) {
   int64_t N = i[A::embedding_grad::N], V = i[A::embedding_grad::V],
           C = i[A::embedding_grad::C];
@@ -807,6 +847,8 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::softmax_grad, &shardc_cuda_k_softmax_grad);
     set(A::KernelId::cross_entropy_with_grad,
         &shardc_cuda_k_cross_entropy_with_grad);
+    set(A::KernelId::linear_cross_entropy,
+        &shardc_cuda_k_linear_cross_entropy);
     set(A::KernelId::embedding_grad, &shardc_cuda_k_embedding_grad);
     set(A::KernelId::sgd, &shardc_cuda_k_sgd);
     set(A::KernelId::linear, &shardc_cuda_k_linear);

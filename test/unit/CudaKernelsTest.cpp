@@ -387,6 +387,34 @@ TEST_F(CudaKernels, CrossEntropy) {
   }
 }
 
+// The LM head and its loss over row chunks: cuBLASLt's three GEMMs a chunk
+// and the loss rows between them against the CPU kernel (itself tested
+// against the unchunked kernels), with chunks that divide the rows, that
+// do not, and one chunk of every row. The scratch is compared too: both
+// leave the last chunk's gradient in it.
+TEST_F(CudaKernels, LinearCrossEntropy) {
+  namespace LC = A::linear_cross_entropy;
+  const int64_t N = 41, C = 67, V = 1003, ignore = -100;
+  std::vector<int32_t> t(N);
+  std::mt19937 gen(35);
+  for (int32_t &v : t)
+    v = int32_t(gen() % V);
+  t[3] = int32_t(ignore);
+  t[12] = int32_t(V - 1);
+  auto h = floats(randomVec(N * C, 36)), w = floats(randomVec(V * C, 37, 0.3f));
+  for (int64_t R : {7, 41, 10}) {
+    SCOPED_TRACE("R " + std::to_string(R));
+    compare(Id::linear_cross_entropy, shardc_k_linear_cross_entropy,
+            {h, w, ints32(t), out(1), out(N * C), out(V * C), out(R * V)},
+            packInts(Id::linear_cross_entropy, {{LC::N, N},
+                                                {LC::C, C},
+                                                {LC::V, V},
+                                                {LC::R, R},
+                                                {LC::ignore_index, ignore}}),
+            {}, 1e-4);
+  }
+}
+
 /// A target outside the vocabulary: the CPU kernels stop; the CUDA kernels
 /// flag it on the device and the run's error check stops, naming the kernel.
 using CudaKernelsDeathTest = CudaKernels;
@@ -824,6 +852,7 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::matmul, A::KernelId::softmax, A::KernelId::softmax_grad,
       A::KernelId::cross_entropy_with_grad, A::KernelId::embedding_grad,
       A::KernelId::sgd, A::KernelId::linear_gelu, A::KernelId::linear_dgelu,
+      A::KernelId::linear_cross_entropy,
       A::KernelId::add, A::KernelId::mul, A::KernelId::sub,
       A::KernelId::div, A::KernelId::pow, A::KernelId::broadcast,
       // train_kernels.cu
