@@ -16,6 +16,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <optional>
@@ -123,12 +125,13 @@ Error writeSideFiles(mlir::ModuleOp module, const onnx_import::ImportedModel &m,
 
 const std::string &shardc::compileActivity() { return activity; }
 
-Error shardc::compile(const DriverOptions &options) {
-  mlir::DialectRegistry registry;
-  registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+namespace {
 
+/// The model imported and compiled through the pipeline up to what
+/// `--emit` asks (mlir, train or rt and beyond), into `module`.
+Error lowerModule(mlir::MLIRContext &context, const DriverOptions &options,
+                  mlir::OwningOpRef<mlir::ModuleOp> &owned,
+                  std::optional<Imported> &importedOut, bool writeFiles) {
   const ModelOptions &model = options.model;
   const OutputOptions &out = options.output;
   doing("importing " + model.model);
@@ -137,25 +140,208 @@ Error shardc::compile(const DriverOptions &options) {
     return imported.takeError();
   mlir::ModuleOp module = *imported->module;
   std::string path = options.outputPath();
-  if (imported->onnx && out.emit == Emit::Exe)
+  if (writeFiles && imported->onnx && out.emit == Emit::Exe)
     if (Error e = writeSideFiles(module, *imported->onnx, path))
       return e;
-  if (out.emit == Emit::MLIR)
-    return writeText(path, [&](raw_ostream &os) { module->print(os); });
+  if (out.emit != Emit::MLIR) {
+    // One pass manager up to the stage --emit asks for.
+    doing("compiling " + model.model);
+    PipelineOptions pipeline = options.pipeline();
+    mlir::PassManager pm(&context);
+    buildTrainingPipeline(pm, pipeline);
+    if (out.emit != Emit::Train)
+      buildNNToRtPipeline(pm, pipeline);
+    if (failed(pm.run(module)))
+      return fail("compiling " + model.model + " failed");
+  }
+  owned = std::move(imported->module);
+  importedOut = std::move(*imported);
+  return Error::success();
+}
 
-  // One pass manager up to the stage --emit asks for.
-  doing("compiling " + model.model);
-  PipelineOptions pipeline = options.pipeline();
-  mlir::PassManager pm(&context);
-  buildTrainingPipeline(pm, pipeline);
-  if (out.emit != Emit::Train)
-    buildNNToRtPipeline(pm, pipeline);
-  if (failed(pm.run(module)))
-    return fail("compiling " + model.model + " failed");
-  if (out.emit == Emit::Train)
+/// One plan --plan=auto weighs.
+struct Candidate {
+  std::string recompute, reshard;
+  int64_t prefetch, microBatch, gradAccum;
+  double seconds = 0, tokensPerSecond = 0;
+  int64_t peak = 0;
+};
+
+/// --plan=auto: every candidate compiled to rt and predicted; the table
+/// printed; the fastest within the memory budget returned as options.
+Expected<DriverOptions> choosePlan(const DriverOptions &options) {
+  const ModelOptions &model = options.model;
+  std::vector<Candidate> candidates;
+  std::vector<std::string> reshards = {"true"};
+  std::vector<int64_t> prefetches = {options.training.prefetchForward};
+  if (options.training.meshShape.ranks() > 1) {
+    reshards = {"true", "false"};
+    prefetches = {1, 2};
+  }
+  // The micro-batch: the given one and its halvings that divide it, the
+  // step's sequences kept by --grad-accum. An ONNX model's batch may be
+  // fixed by the file: only the given one.
+  std::vector<int64_t> microBatches = {model.microBatch};
+  if (!model.isOnnx())
+    for (int64_t mb = model.microBatch / 2; mb >= 1 && microBatches.size() < 3;
+         mb /= 2)
+      if (model.microBatch % mb == 0)
+        microBatches.push_back(mb);
+  for (const char *recompute : {"none", "block"})
+    for (const std::string &reshard : reshards)
+      for (int64_t prefetch : prefetches)
+        for (int64_t mb : microBatches)
+          candidates.push_back({recompute, reshard, prefetch, mb,
+                                options.predict.gradAccum *
+                                    (model.microBatch / mb)});
+  double budget = options.predict.memoryBudgetBytes;
+  std::string machine;
+  errs() << "shardc: --plan=auto: " << candidates.size()
+         << " candidates on " << options.predict.machine << "\n";
+  for (Candidate &c : candidates) {
+    DriverOptions o = options;
+    o.training.recompute = c.recompute;
+    o.training.reshardAfterForward = c.reshard;
+    o.training.prefetchForward = o.training.prefetchBackward = c.prefetch;
+    o.model.microBatch = c.microBatch;
+    o.model.microBatchGiven = true;
+    o.output.emit = Emit::Rt;
+    std::string error;
+    if (!parseReshard(o.training.reshardAfterForward, &o.training.meshShape,
+                      o.training.reshard, error))
+      return fail(error);
+    mlir::DialectRegistry registry;
+    registerAllDialects(registry);
+    mlir::MLIRContext context(registry);
+    context.loadAllAvailableDialects();
+    mlir::OwningOpRef<mlir::ModuleOp> module;
+    std::optional<Imported> imported;
+    if (Error e = lowerModule(context, o, module, imported, false))
+      return e;
+    std::optional<Prediction> p = readPrediction(*module, c.gradAccum);
+    if (!p)
+      return fail("--plan=auto: no prediction for a candidate");
+    c.seconds = p->seconds;
+    c.tokensPerSecond = p->tokensPerSecond();
+    c.peak = plannedPeakBytes(*module);
+    if (budget <= 0)
+      budget = p->memoryBudget;
+    machine = p->machine;
+  }
+  const Candidate *best = nullptr, *smallest = nullptr;
+  for (const Candidate &c : candidates) {
+    if (!smallest || c.peak < smallest->peak)
+      smallest = &c;
+    if (double(c.peak) <= budget && (!best || c.seconds < best->seconds))
+      best = &c;
+  }
+  auto gib = [](double bytes) { return bytes / double(int64_t(1) << 30); };
+  outs() << "--plan=auto on " << machine << ", memory budget "
+         << format("%.2f", gib(budget)) << " GiB a rank:\n";
+  outs() << "  recompute  reshard  prefetch  micro-batch  grad-accum   "
+            "step ms  tok/s/rank  peak MiB\n";
+  for (const Candidate &c : candidates)
+    outs() << format("  %-9s  %-7s  %8lld  %11lld  %10lld  %8.2f  %10.0f  "
+                     "%8.1f%s\n",
+                     c.recompute.c_str(), c.reshard.c_str(),
+                     (long long)c.prefetch, (long long)c.microBatch,
+                     (long long)c.gradAccum, c.seconds * 1e3,
+                     c.tokensPerSecond, double(c.peak) / (1 << 20),
+                     &c == best               ? "  <- chosen"
+                     : double(c.peak) > budget ? "  (over budget)"
+                                              : "");
+  if (!best) {
+    char text[320];
+    std::snprintf(text, sizeof(text),
+                  "--plan=auto: no candidate fits within the memory budget "
+                  "of %.2f GiB: the smallest plans %.2f GiB, %.2f GiB over "
+                  "(--memory-budget raises the budget; a larger mesh shards "
+                  "more)",
+                  gib(budget), gib(double(smallest->peak)),
+                  gib(double(smallest->peak) - budget));
+    return fail(text);
+  }
+  DriverOptions chosen = options;
+  chosen.predict.plan = "manual";
+  chosen.training.recompute = best->recompute;
+  chosen.training.reshardAfterForward = best->reshard;
+  chosen.training.prefetchForward = chosen.training.prefetchBackward =
+      best->prefetch;
+  chosen.model.microBatch = best->microBatch;
+  chosen.model.microBatchGiven = true;
+  chosen.predict.gradAccum = best->gradAccum;
+  std::string error;
+  if (!parseReshard(chosen.training.reshardAfterForward,
+                    &chosen.training.meshShape, chosen.training.reshard,
+                    error))
+    return fail(error);
+  outs() << "--plan=auto chose: --recompute=" << best->recompute
+         << " --reshard-after-forward=" << best->reshard
+         << " --prefetch-forward " << best->prefetch << " --prefetch-backward "
+         << best->prefetch << " --micro-batch " << best->microBatch
+         << "; run the trainer with --grad-accum " << best->gradAccum << "\n";
+  return chosen;
+}
+
+/// --calibrate FILE: shardc-calibrate (beside shardc) on two local ranks.
+Error calibrate(const std::string &file) {
+  std::string self = sys::fs::getMainExecutable(nullptr, nullptr);
+  SmallString<256> tool(sys::path::parent_path(self));
+  sys::path::append(tool, "shardc-calibrate");
+  if (!sys::fs::can_execute(tool))
+    return fail("--calibrate: the measuring tool '" + tool.str().str() +
+                "' is missing (it is built beside shardc)");
+  auto mpirun = sys::findProgramByName("mpirun");
+  if (!mpirun)
+    return fail("--calibrate measures MPI between two local ranks: mpirun "
+                "is not on PATH");
+  // Two ranks, unbound (rank 0 measures with every thread the environment
+  // gives while rank 1 sleeps), as root too.
+  std::vector<StringRef> args = {*mpirun, "--allow-run-as-root",
+                                 "--oversubscribe", "--bind-to", "none",
+                                 "-np", "2", tool, file};
+  std::string message;
+  int rc = sys::ExecuteAndWait(*mpirun, args, std::nullopt, {}, 0, 0, &message);
+  if (rc != 0)
+    return fail("--calibrate: " + tool.str().str() + " failed" +
+                (message.empty() ? "" : ": " + message));
+  return Error::success();
+}
+
+} // namespace
+
+Error shardc::compile(const DriverOptions &given) {
+  if (!given.predict.calibrate.empty())
+    return calibrate(given.predict.calibrate);
+  DriverOptions options = given;
+  if (given.predict.plan == "auto") {
+    Expected<DriverOptions> chosen = choosePlan(given);
+    if (!chosen)
+      return chosen.takeError();
+    options = *chosen;
+  }
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  const ModelOptions &model = options.model;
+  const OutputOptions &out = options.output;
+  mlir::OwningOpRef<mlir::ModuleOp> owned;
+  std::optional<Imported> imported;
+  if (Error e = lowerModule(context, options, owned, imported, true))
+    return e;
+  mlir::ModuleOp module = *owned;
+  std::string path = options.outputPath();
+  if (out.emit == Emit::MLIR || out.emit == Emit::Train)
     return writeText(path, [&](raw_ostream &os) { module->print(os); });
   if (out.report)
     printReport(module, outs());
+  if (std::optional<Prediction> p =
+          readPrediction(module, options.predict.gradAccum)) {
+    if (out.report)
+      printPrediction(*p, outs());
+  }
   if (out.emit == Emit::Rt)
     return writeText(path, [&](raw_ostream &os) { module->print(os); });
 

@@ -2,6 +2,7 @@
 #include "compiler/Options.h"
 
 #include "frontends/meta/ModelConfig.h"
+#include "target/Machine.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -171,6 +172,43 @@ void DriverOptions::bindOptions() {
                 "state, gathered parameters, activations, planned peak) and "
                 "the bytes each collective moves per mesh axis, then compile "
                 "as asked"));
+  static const std::string predictHelp =
+      "With --report: after the memory report, the predicted step time "
+      "(compute, communication, exposed communication), tokens/s per rank, "
+      "MFU and the costliest kernels and collectives, the compiled schedule "
+      "played out on MACHINE: a bundled machine (" +
+      bundledMachineNames() + ") or a file written by --calibrate";
+  bind(predict.machine, "predict", cl::desc(predictHelp),
+       cl::value_desc("MACHINE"));
+  bind(predict.gpusPerNode, "gpus-per-node",
+       cl::desc("With --predict: GPUs a node (default: the machine's, 8); "
+                "a mesh axis within a node communicates over NVLink, one "
+                "across nodes over the network"),
+       cl::value_desc("N"));
+  bind(predict.gradAccum, "grad-accum",
+       cl::desc("With --predict or --plan=auto: the trainer's --grad-accum "
+                "(micro-steps a step; default 1); --plan=auto keeps "
+                "micro-batch x grad-accum"),
+       cl::value_desc("N"));
+  bind(predict.plan, "plan",
+       cl::desc("manual (default), or auto: compile each candidate of "
+                "--reshard-after-forward, the prefetch depths, --recompute "
+                "and the micro-batch (--grad-accum keeping the global "
+                "batch), print each one's predicted step time and peak "
+                "memory, and build the fastest within --memory-budget "
+                "(needs --predict)"));
+  bind(predict.memoryBudget, "memory-budget",
+       cl::desc("With --plan=auto: the most memory a rank may plan, e.g. "
+                "70GiB or 512MiB (default: the machine's memory less its "
+                "reserve: 4 GiB on a GPU, a fifth of a calibrated host's)"),
+       cl::value_desc("SIZE"));
+  bind(predict.calibrate, "calibrate",
+       cl::desc("Measure this machine with the runtime's own kernels (GEMMs "
+                "by shape, attention, memory bandwidth, launch overhead; MPI "
+                "between two local ranks) at the thread count the "
+                "environment gives (OMP_NUM_THREADS), write FILE for "
+                "--predict FILE, and exit"),
+       cl::value_desc("FILE"));
   bind(training.optimizer, "optimizer",
        cl::desc("The compiled optimizer: adamw or sgd (with momentum)"));
   cl::HideUnrelatedOptions(category);
@@ -268,6 +306,40 @@ Error DriverOptions::validate() {
     return fail("--infer compiles for one rank without recomputation");
   if (model.infer && output.emit == Emit::Train)
     return fail("--emit train: an --infer build has no training step");
+  if (predict.gpusPerNode < 0)
+    return fail("--gpus-per-node must be at least 1, got " +
+                llvm::Twine(predict.gpusPerNode));
+  if (predict.gradAccum < 1)
+    return fail("--grad-accum must be at least 1, got " +
+                llvm::Twine(predict.gradAccum));
+  if (predict.plan != "manual" && predict.plan != "auto")
+    return fail("--plan must be 'manual' or 'auto', got '" + predict.plan +
+                "'");
+  if (predict.plan == "auto" && predict.machine.empty())
+    return fail("--plan=auto chooses by predicted step time: it needs "
+                "--predict MACHINE");
+  if (predict.plan == "auto" && model.infer)
+    return fail("--plan=auto chooses a training plan: an --infer build has "
+                "none");
+  if (!predict.memoryBudget.empty()) {
+    StringRef text = StringRef(predict.memoryBudget).trim();
+    double scale = double(int64_t(1) << 30);
+    for (auto [suffix, factor] : {std::pair<StringRef, double>{"GiB", 1 << 30},
+                                  {"MiB", 1 << 20},
+                                  {"KiB", 1 << 10},
+                                  {"GB", 1e9},
+                                  {"MB", 1e6},
+                                  {"B", 1}})
+      if (text.consume_back(suffix)) {
+        scale = factor;
+        break;
+      }
+    double value = 0;
+    if (text.trim().getAsDouble(value) || !(value > 0))
+      return fail("--memory-budget expects a size such as 70GiB or 512MiB, "
+                  "got '" + predict.memoryBudget + "'");
+    predict.memoryBudgetBytes = value * scale;
+  }
   return Error::success();
 }
 
@@ -288,6 +360,8 @@ PipelineOptions DriverOptions::pipeline() const {
   p.lossChunkRows = training.lossChunkRows;
   p.target = output.target;
   p.offload = training.offload;
+  p.predict = predict.machine;
+  p.gpusPerNode = predict.gpusPerNode;
   return p;
 }
 

@@ -80,10 +80,28 @@ struct OutputOptions {
   bool supportedOps = false;
 };
 
+/// The step-time prediction (--predict) and the search over plans
+/// (--plan=auto).
+struct PredictOptions {
+  /// A bundled machine name or a calibration file; empty: no prediction.
+  std::string machine;
+  int64_t gpusPerNode = 0; ///< 0: the machine's
+  /// The trainer's --grad-accum the prediction assumes (micro-steps a step).
+  int64_t gradAccum = 1;
+  /// "manual" or "auto".
+  std::string plan = "manual";
+  /// --memory-budget as given ("" : the machine's default); bytes, parsed.
+  std::string memoryBudget;
+  double memoryBudgetBytes = 0;
+  /// --calibrate FILE: measure this machine into FILE, then exit.
+  std::string calibrate;
+};
+
 struct DriverOptions {
   ModelOptions model;
   TrainingOptions training;
   OutputOptions output;
+  PredictOptions predict;
 
   /// Registers every flag (in `category`) bound to these fields. Call once,
   /// before llvm::cl::ParseCommandLineOptions; the object must outlive it.

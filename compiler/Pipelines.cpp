@@ -74,6 +74,12 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   if (options.offload == abi::kOffloadCpu)
     pm.addPass(createRtOffloadToHost());
+  if (!options.predict.empty()) {
+    RtPredictOptions predict;
+    predict.machine = options.predict;
+    predict.gpusPerNode = options.gpusPerNode;
+    pm.addPass(createRtPredict(predict));
+  }
   pm.addNestedPass<func::FuncOp>(createRtPlanMemory());
 }
 

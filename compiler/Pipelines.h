@@ -41,6 +41,10 @@ struct PipelineOptions {
   /// Rows of logits per chunk of the LM head's loss (rt-chunk-loss-head;
   /// 0: as many as fit 64 MiB).
   int64_t lossChunkRows = 0;
+  /// rt-predict: the machine (a bundled name or a calibration file; empty:
+  /// no prediction) and its GPUs a node (0: the machine's).
+  std::string predict;
+  int64_t gpusPerNode = 0;
 };
 
 /// The nn forward graph simplified (canonicalized, fused ops recognised),

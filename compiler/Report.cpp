@@ -7,6 +7,7 @@
 
 #include "llvm/Support/Format.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace mlir;
@@ -43,6 +44,110 @@ std::string mib(int64_t bytes) {
 }
 
 } // namespace
+
+int64_t shardc::plannedPeakBytes(ModuleOp module) {
+  auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest);
+  if (!manifest)
+    return 0;
+  int64_t arena = 0;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (!fn->hasAttr(attrs::kOnHost))
+      if (auto bytes = fn->getAttrOfType<IntegerAttr>(attrs::kArenaBytes))
+        arena = std::max(arena, bytes.getInt());
+  bool offload = manifest.getAs<StringAttr>("offload") &&
+                 manifest.getAs<StringAttr>("offload").getValue() ==
+                     abi::kOffloadCpu;
+  if (offload) // the regions are on the host
+    return arena;
+  return intOf(manifest, "param_bytes") + intOf(manifest, "state_bytes") +
+         intOf(manifest, "io_bytes") + arena;
+}
+
+std::optional<shardc::Prediction> shardc::readPrediction(ModuleOp module,
+                                                         int64_t gradAccum) {
+  auto machine = module->getAttrOfType<DictionaryAttr>(attrs::kPredictMachine);
+  auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest);
+  if (!machine || !manifest)
+    return std::nullopt;
+  Prediction p;
+  auto str = [](DictionaryAttr d, StringRef key) {
+    auto v = d.getAs<StringAttr>(key);
+    return v ? v.getValue().str() : std::string();
+  };
+  auto num = [](DictionaryAttr d, StringRef key) {
+    auto v = d.getAs<FloatAttr>(key);
+    return v ? v.getValueAsDouble() : 0.0;
+  };
+  p.machine = str(machine, "name");
+  p.summary = str(machine, "summary");
+  p.dtype = str(machine, "dtype");
+  p.peakFlops = num(machine, "peak_flops");
+  if (auto budget = machine.getAs<IntegerAttr>("memory_budget"))
+    p.memoryBudget = double(budget.getInt());
+  std::map<std::string, std::pair<int64_t, double>> costs;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    auto d = fn->getAttrOfType<DictionaryAttr>(attrs::kPredict);
+    if (!d)
+      continue;
+    // A step: gradAccum micro-steps, then the optimizer step.
+    double times = fn.getName().ends_with("micro_step") ? double(gradAccum)
+                   : fn.getName().ends_with("opt_step") ? 1.0
+                                                        : 0.0;
+    if (times == 0)
+      continue;
+    p.seconds += times * num(d, "seconds");
+    p.compute += times * num(d, "compute");
+    p.communication += times * num(d, "communication");
+    p.exposed += times * num(d, "exposed");
+    if (fn.getName().ends_with("micro_step"))
+      p.flops += times * double(entryFlops(fn));
+    if (auto list = d.getAs<ArrayAttr>("costs"))
+      for (Attribute a : list) {
+        auto item = cast<ArrayAttr>(a);
+        auto &cell = costs[cast<StringAttr>(item[0]).getValue().str()];
+        cell.first += int64_t(times) * cast<IntegerAttr>(item[1]).getInt();
+        cell.second += times * cast<FloatAttr>(item[2]).getValueAsDouble();
+      }
+  }
+  for (const auto &[name, cell] : costs)
+    p.costs.emplace_back(name, cell.first, cell.second);
+  std::sort(p.costs.begin(), p.costs.end(), [](const auto &a, const auto &b) {
+    return std::get<2>(a) > std::get<2>(b);
+  });
+  if (auto io = manifest.getAs<ArrayAttr>("io"))
+    for (Attribute a : io) {
+      auto slot = cast<DictionaryAttr>(a);
+      if (slot.getAs<StringAttr>("name") &&
+          slot.getAs<StringAttr>("name").getValue() == "tokens")
+        if (auto shape = slot.getAs<ArrayAttr>("shape")) {
+          double n = 1;
+          for (Attribute d : shape)
+            n *= double(cast<IntegerAttr>(d).getInt());
+          p.tokens = n * double(gradAccum);
+        }
+    }
+  return p;
+}
+
+void shardc::printPrediction(const Prediction &p, llvm::raw_ostream &os) {
+  os << "prediction on " << p.machine << " (" << p.summary << "; GEMMs in "
+     << p.dtype << ", peak " << llvm::format("%.1f", p.peakFlops / 1e12)
+     << " TFLOP/s):\n";
+  os << llvm::format("predicted step time: %.3f ms (compute %.3f ms, "
+                     "communication %.3f ms, exposed %.3f ms), %.0f tok/s "
+                     "per rank, MFU %.1f%%\n",
+                     p.seconds * 1e3, p.compute * 1e3, p.communication * 1e3,
+                     p.exposed * 1e3, p.tokensPerSecond(), p.mfu() * 100);
+  os << "  costliest (a step, per rank):\n";
+  size_t shown = 0;
+  for (const auto &[name, calls, seconds] : p.costs) {
+    if (shown++ == 8)
+      break;
+    os << llvm::format("    %-28s %6lld calls %10.3f ms  %5.1f%%\n",
+                       name.c_str(), (long long)calls, seconds * 1e3,
+                       p.seconds > 0 ? 100 * seconds / p.seconds : 0.0);
+  }
+}
 
 void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest);
@@ -142,7 +247,7 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   if (offload)
     row("host optimizer arena     ", 0, hostArena,
         "(the optimizer step runs on the host)");
-  row("planned peak             ", params + state + io - atHost + arena,
+  row("planned peak             ", plannedPeakBytes(module),
       atHost + hostArena);
   os << "  FLOPs per micro-step      " << microFlops
      << "  (GEMMs and attention, per rank)\n";

@@ -54,6 +54,13 @@ constexpr llvm::StringLiteral kArenaBytes = "rt.arena_bytes";
 constexpr llvm::StringLiteral kOnHost = "rt.on_host";
 /// On a lowered step function: the peak bytes of gathered parameters.
 constexpr llvm::StringLiteral kPeakGatheredBytes = "rt.peak_gathered_bytes";
+/// On a step function, from rt-predict: its predicted seconds (whole,
+/// compute, communication, exposed) and the cost of each kind of launch.
+constexpr llvm::StringLiteral kPredict = "rt.predict";
+/// On the module, from rt-predict: the machine predicted on (name,
+/// summary, the peak FLOP/s of the dtype the GEMMs run in, that dtype, the
+/// default memory budget).
+constexpr llvm::StringLiteral kPredictMachine = "rt.predict_machine";
 } // namespace attrs
 
 } // namespace shardc

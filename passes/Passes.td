@@ -375,6 +375,42 @@ def RtOffloadToHost : Pass<"rt-offload-to-host", "mlir::ModuleOp"> {
   }];
 }
 
+def RtPredict : Pass<"rt-predict", "mlir::ModuleOp"> {
+  let summary = "Predict each step function's time on a machine";
+  let description = [{
+    Plays each step function out on `machine` (a bundled GPU or a
+    calibration file, target/Machine.h), in program order, with a clock per
+    stream:
+    - a kernel costs the larger of its FLOPs over the attained FLOP/s (a
+      GEMM by its shape, attention at its own rate) and the bytes of its
+      buffers over the attained bandwidth, plus the launch overhead;
+    - a collective costs a ring over its axis: P - 1 steps (twice for an
+      all-reduce) of latency plus a P-th of the full buffer over the link's
+      bandwidth, NVLink within a node, the node's network shared by its
+      GPUs across nodes (`gpus-per-node` GPUs a node, ranks in mesh order);
+    - an event wait moves its stream's clock to the recording's. On a
+      machine whose streams run in order (the CPU backend) one clock serves
+      every stream.
+    The function's time is its last clock; the exposed communication is
+    that time less the compute stream's busy time. GEMMs run in bf16 when
+    parameters are gathered in bf16, else in f32. Records the result as the
+    function's `rt.predict` and the machine as the module's
+    `rt.predict_machine`; the report prints them. Runs before memory
+    planning, while every transient buffer still has its size.
+
+    Example (one kernel and a collective beside it on h100-sxm):
+    ```mlir
+    func.func @shardc_micro_step(...) attributes {rt.predict = {communication = 1.2e-05 : f64, compute = 4.1e-06 : f64, costs = [...], exposed = 8.0e-06 : f64, seconds = 1.2e-05 : f64}}
+    ```
+  }];
+  let options = [
+    Option<"machine", "machine", "std::string", "\"h100-sxm\"",
+           "A bundled machine name or a calibration file">,
+    Option<"gpusPerNode", "gpus-per-node", "int64_t", "0",
+           "GPUs a node (0: the machine's)">,
+  ];
+}
+
 def RtPlanMemory : Pass<"rt-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Place transient buffers in one arena by liveness";
   let description = [{

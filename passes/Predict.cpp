@@ -1,0 +1,325 @@
+//===- Predict.cpp - each step function's time, played out on a machine ---===//
+//
+// The schedule is known at compile time: every kernel with its shapes,
+// every collective with its bytes and axis, the streams and the events
+// that order them. This pass costs each launch on a machine description
+// (target/Machine.h) and plays the function out in program order with one
+// clock per stream (one clock in all where the machine runs its streams in
+// order). See the pass's description in Passes.td for the model.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/RtFlops.h"
+#include "target/Machine.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+namespace shardc {
+#define GEN_PASS_DEF_RTPREDICT
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+/// The sizes of the manifest's slots in one region: offset -> bytes.
+using Slots = std::map<int64_t, int64_t>;
+
+/// The bytes of the buffer `v` names: an allocation's size, a constant's,
+/// or the slot of the parameters, state or inputs at a view's offset (the
+/// remainder of the slot when the view starts inside it).
+int64_t bufferBytes(Value v, const std::array<Slots, abi::kNumRegions> &slots) {
+  if (auto alloc = v.getDefiningOp<rt::AllocOp>())
+    return alloc.getSize();
+  if (auto constant = v.getDefiningOp<rt::ConstantOp>()) {
+    auto type = cast<ShapedType>(constant.getValue().getType());
+    return type.getNumElements() *
+           std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  }
+  auto view = v.getDefiningOp<rt::ViewOp>();
+  if (!view)
+    return 0;
+  int64_t offset = view.getOffset();
+  Value base = view.getBase();
+  if (auto alloc = base.getDefiningOp<rt::AllocOp>())
+    return std::max<int64_t>(0, alloc.getSize() - offset);
+  auto arg = dyn_cast<BlockArgument>(base);
+  if (!arg || arg.getArgNumber() < 1)
+    return 0;
+  int64_t region = arg.getArgNumber() - 1;
+  if (region >= abi::kNumRegions)
+    return 0;
+  const Slots &s = slots[size_t(region)];
+  auto it = s.upper_bound(offset);
+  if (it == s.begin())
+    return 0;
+  --it;
+  return std::max<int64_t>(0, it->first + it->second - offset);
+}
+
+struct Player {
+  const Machine &m;
+  std::string dtype; ///< what GEMMs and attention compute in
+  int64_t replicas = 1, shards = 1;
+  std::array<Slots, abi::kNumRegions> slots;
+
+  double memorySeconds(double bytes) const {
+    return bytes / (m.memoryBandwidth * m.memoryEfficiency);
+  }
+
+  /// Seconds of one kernel launch.
+  double kernelSeconds(rt::KernelOp k) const {
+    double bytes = 0;
+    llvm::SmallPtrSet<Value, 8> seen;
+    for (Value b : k.getBuffers())
+      if (seen.insert(b).second)
+        bytes += double(bufferBytes(b, slots));
+    double work = 0;
+    const abi::KernelInfo *info = abi::lookupKernel(k.getName());
+    ArrayRef<int64_t> i = k.getInts();
+    if (info) {
+      switch (abi::kernelId(*info)) {
+      case abi::KernelId::linear:
+        work = m.gemmSeconds(i[abi::linear::M], i[abi::linear::N],
+                             i[abi::linear::K], dtype);
+        break;
+      case abi::KernelId::linear_gelu:
+        work = m.gemmSeconds(i[abi::linear_gelu::M], i[abi::linear_gelu::N],
+                             i[abi::linear_gelu::K], dtype);
+        break;
+      case abi::KernelId::linear_dgelu:
+        work = m.gemmSeconds(i[abi::linear_dgelu::M], i[abi::linear_dgelu::N],
+                             i[abi::linear_dgelu::K], dtype);
+        break;
+      case abi::KernelId::matmul:
+        work = m.gemmSeconds(i[abi::matmul::M], i[abi::matmul::N],
+                             i[abi::matmul::K], dtype);
+        break;
+      case abi::KernelId::batch_matmul: {
+        int64_t batch = 1;
+        for (int64_t r = 0; r < i[abi::batch_matmul::R]; ++r)
+          batch *= i[abi::batch_matmul::kNumInts + r];
+        work = double(batch) * m.gemmSeconds(i[abi::batch_matmul::M],
+                                             i[abi::batch_matmul::N],
+                                             i[abi::batch_matmul::K], dtype);
+        break;
+      }
+      case abi::KernelId::linear_cross_entropy: {
+        namespace L = abi::linear_cross_entropy;
+        int64_t N = i[L::N], C = i[L::C], V = i[L::V];
+        int64_t R = std::max<int64_t>(1, std::min(i[L::R], N));
+        double chunks = double(N) / double(R);
+        // Per chunk: logits, dh and dw GEMMs; the loss reads the logits
+        // twice and writes them once.
+        work = chunks * (m.gemmSeconds(R, V, C, dtype) +
+                         m.gemmSeconds(R, C, V, dtype) +
+                         m.gemmSeconds(V, C, R, dtype)) +
+               memorySeconds(12.0 * double(N) * double(V));
+        break;
+      }
+      case abi::KernelId::attention:
+        work = double(kernelFlops(k)) /
+               (m.calibrated ? m.attentionFlops
+                             : m.peak(dtype) * m.attentionEfficiency);
+        break;
+      case abi::KernelId::attention_grad:
+        work = double(kernelFlops(k)) /
+               (m.calibrated ? m.attentionGradFlops
+                             : m.peak(dtype) * m.attentionEfficiency);
+        break;
+      default:
+        break;
+      }
+    }
+    return std::max(work, memorySeconds(bytes)) + m.launchSeconds;
+  }
+
+  /// Ranks of a collective on `axis` (subgroup: within groups of that many).
+  int64_t ranksOn(int64_t axis, int64_t subgroup = 0) const {
+    if (subgroup > 0)
+      return subgroup;
+    return replicas > 1 && axis == 0 ? replicas : shards;
+  }
+
+  /// Bytes/s a ring over `ranks` ranks of `axis` attains: NVLink when they
+  /// share a node (mesh order: the shard axis's ranks are consecutive, the
+  /// replicate axis's `shards` apart), else each GPU's share of its node's
+  /// network.
+  double linkBandwidth(int64_t axis, int64_t ranks) const {
+    if (m.calibrated)
+      return m.intraNodeBandwidth;
+    bool replicate = replicas > 1 && axis == 0;
+    int64_t span = replicate ? ranks * shards : ranks;
+    double bw = span <= m.gpusPerNode
+                    ? m.intraNodeBandwidth
+                    : m.interNodeBandwidth / double(m.gpusPerNode);
+    return bw * m.collectiveEfficiency;
+  }
+
+  /// A ring over `ranks`: ranks - 1 steps (twice for an all-reduce) of the
+  /// latency and a ranks-th of the full buffer.
+  double ringSeconds(int64_t axis, int64_t ranks, double fullBytes,
+                     bool allReduce) const {
+    if (ranks <= 1)
+      return m.launchSeconds;
+    double steps = double(ranks - 1) * (allReduce ? 2 : 1);
+    return steps * (m.collectiveLatency +
+                    fullBytes / double(ranks) / linkBandwidth(axis, ranks)) +
+           m.launchSeconds;
+  }
+
+  static int64_t bytesOf(Type dtype) {
+    return abi::dtypeBytes(rt::dtypeCode(dtype));
+  }
+
+  /// Plays `fn` out: its prediction as a dictionary.
+  DictionaryAttr play(func::FuncOp fn) const {
+    std::array<double, 3> clock{0, 0, 0};
+    std::map<int64_t, double> events;
+    double compute = 0, communication = 0;
+    llvm::StringMap<std::pair<int64_t, double>> costs;
+    std::vector<std::string> order;
+    auto at = [&](int64_t stream) -> double & {
+      if (!m.concurrentStreams)
+        return clock[0];
+      return clock[size_t(std::clamp<int64_t>(stream, 0, 2))];
+    };
+    auto add = [&](StringRef name, double seconds) {
+      auto [it, inserted] = costs.try_emplace(name, 0, 0.0);
+      if (inserted)
+        order.push_back(name.str());
+      it->second.first += 1;
+      it->second.second += seconds;
+    };
+    auto axisName = [&](int64_t axis) {
+      return replicas > 1 && axis == 0 ? " (replicate)" : " (shard)";
+    };
+    fn.walk([&](Operation *op) {
+      if (auto k = dyn_cast<rt::KernelOp>(op)) {
+        double s = kernelSeconds(k);
+        at(k.getStream()) += s;
+        if (k.getStream() == abi::kComputeStream)
+          compute += s;
+        add(k.getName(), s);
+      } else if (auto g = dyn_cast<rt::AllGatherOp>(op)) {
+        int64_t elements = 0;
+        for (int64_t n : g.getCounts())
+          elements += n;
+        int64_t ranks = ranksOn(g.getAxis(), g.getSubgroup());
+        double s = ringSeconds(g.getAxis(), ranks,
+                               double(elements * bytesOf(g.getDtype()) * ranks),
+                               false);
+        at(g.getStream()) += s;
+        communication += s;
+        add(("all_gather" + Twine(axisName(g.getAxis()))).str(), s);
+      } else if (auto r = dyn_cast<rt::ReduceScatterOp>(op)) {
+        int64_t ranks = ranksOn(r.getAxis());
+        double full = double(r.getCount() * bytesOf(r.getDtype()) * ranks);
+        // The ring, then the sums of the blocks each step receives.
+        double s = ringSeconds(r.getAxis(), ranks, full, false) +
+                   memorySeconds(full * 2);
+        at(r.getStream()) += s;
+        communication += s;
+        add(("reduce_scatter" + Twine(axisName(r.getAxis()))).str(), s);
+      } else if (auto r = dyn_cast<rt::AllReduceOp>(op)) {
+        int64_t ranks = ranksOn(r.getAxis());
+        double full = double(r.getCount() * bytesOf(r.getDtype()));
+        double s = ringSeconds(r.getAxis(), ranks, full, true);
+        at(r.getStream()) += s;
+        communication += s;
+        add(("all_reduce" + Twine(axisName(r.getAxis()))).str(), s);
+      } else if (auto e = dyn_cast<rt::EventRecordOp>(op)) {
+        events[e.getEvent()] = at(e.getStream());
+      } else if (auto e = dyn_cast<rt::EventWaitOp>(op)) {
+        double &c = at(e.getStream());
+        c = std::max(c, events[e.getEvent()]);
+      }
+    });
+    double seconds = *std::max_element(clock.begin(), clock.end());
+    Builder b(fn.getContext());
+    SmallVector<Attribute> list;
+    for (const std::string &name : order) {
+      auto [calls, s] = costs.lookup(name);
+      list.push_back(b.getArrayAttr({b.getStringAttr(name),
+                                     b.getI64IntegerAttr(calls),
+                                     b.getF64FloatAttr(s)}));
+    }
+    return b.getDictionaryAttr({
+        b.getNamedAttr("seconds", b.getF64FloatAttr(seconds)),
+        b.getNamedAttr("compute", b.getF64FloatAttr(compute)),
+        b.getNamedAttr("communication", b.getF64FloatAttr(communication)),
+        b.getNamedAttr("exposed",
+                       b.getF64FloatAttr(std::max(0.0, seconds - compute))),
+        b.getNamedAttr("costs", b.getArrayAttr(list)),
+    });
+  }
+};
+
+struct RtPredictPass : public shardc::impl::RtPredictBase<RtPredictPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Machine machine;
+    std::string error;
+    if (!loadMachine(this->machine, machine, error)) {
+      module.emitError() << "--predict: " << error;
+      return signalPassFailure();
+    }
+    if (gpusPerNode < 0) {
+      module.emitError() << "--gpus-per-node must be at least 1";
+      return signalPassFailure();
+    }
+    if (gpusPerNode > 0 && !machine.calibrated)
+      machine.gpusPerNode = gpusPerNode;
+    Player player{machine, "f32"};
+    if (auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest)) {
+      if (auto mesh = manifest.getAs<DenseI64ArrayAttr>("mesh"))
+        if (mesh.size() == 2) {
+          player.replicas = mesh[0];
+          player.shards = mesh[1];
+        }
+      std::pair<const char *, abi::Region> lists[] = {
+          {"params", abi::kRegionParams},
+          {"state", abi::kRegionState},
+          {"io", abi::kRegionIo}};
+      for (auto [key, region] : lists)
+        if (auto slots = manifest.getAs<ArrayAttr>(key))
+          for (Attribute a : slots) {
+            auto slot = cast<DictionaryAttr>(a);
+            auto offset = slot.getAs<IntegerAttr>("offset");
+            auto bytes = slot.getAs<IntegerAttr>("bytes");
+            if (offset && bytes)
+              player.slots[size_t(region)][offset.getInt()] = bytes.getInt();
+          }
+    }
+    // FSDP2's mixed precision computes in the dtype parameters are
+    // gathered in.
+    module.walk([&](rt::AllGatherOp g) {
+      if (g.getDtype().isBF16())
+        player.dtype = "bf16";
+    });
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (fn.getName().starts_with(attrs::kEntryPrefix))
+        fn->setAttr(attrs::kPredict, player.play(fn));
+    Builder b(module.getContext());
+    module->setAttr(
+        attrs::kPredictMachine,
+        b.getDictionaryAttr({
+            b.getNamedAttr("name", b.getStringAttr(machine.name)),
+            b.getNamedAttr("summary", b.getStringAttr(machine.summary)),
+            b.getNamedAttr("peak_flops",
+                           b.getF64FloatAttr(machine.peak(player.dtype))),
+            b.getNamedAttr("dtype", b.getStringAttr(player.dtype)),
+            b.getNamedAttr("memory_budget", b.getI64IntegerAttr(int64_t(
+                                                machine.defaultBudget()))),
+        }));
+  }
+};
+
+} // namespace

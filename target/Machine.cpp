@@ -1,0 +1,266 @@
+//===- Machine.cpp - the bundled machines and calibration files -----------===//
+#include "target/Machine.h"
+
+#include "target/Calibration.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace shardc;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+/// What every bundled GPU shares: the efficiencies the model assumes (not
+/// published figures; the README's anchor table says how they land).
+/// - A large bf16 GEMM through cuBLASLt attains 70% of the dense peak.
+/// - Fused attention (FlashAttention-2's tiling), forward and backward,
+///   attains 40%.
+/// - A streaming kernel attains 80% of HBM bandwidth.
+/// - A launch costs 3 us beyond its work (kernels replayed from a CUDA
+///   graph).
+/// - A collective attains 80% of the link's bandwidth (NCCL's bus bandwidth
+///   over NVLink's), and pays 8 us a ring step.
+Machine gpu(const std::string &name, const std::string &summary) {
+  Machine m;
+  m.name = name;
+  m.summary = summary;
+  m.gemmEfficiency = 0.70;
+  m.attentionEfficiency = 0.40;
+  m.memoryEfficiency = 0.80;
+  m.launchSeconds = 3e-6;
+  m.collectiveLatency = 8e-6;
+  m.collectiveEfficiency = 0.80;
+  m.gpusPerNode = 8;
+  m.concurrentStreams = true;
+  return m;
+}
+
+std::vector<Machine> makeBundled() {
+  std::vector<Machine> all;
+  // NVIDIA H100 SXM5 80 GB (HGX H100): 989 TFLOP/s dense bf16, 67 f32;
+  // HBM3 3.35 TB/s; NVLink 4 900 GB/s per GPU (450 each way); 8 x 400 Gb/s
+  // ConnectX-7 a node.
+  Machine h100 = gpu("h100-sxm", "NVIDIA H100 SXM5 80 GB, 8 a node (HGX "
+                                 "H100), NVIDIA's published figures");
+  h100.peakBf16 = 989e12;
+  h100.peakF32 = 67e12;
+  h100.memoryBytes = 80 * 1e9;
+  h100.memoryBandwidth = 3.35e12;
+  h100.intraNodeBandwidth = 450e9;
+  h100.interNodeBandwidth = 400e9;
+  all.push_back(h100);
+  // NVIDIA H200 SXM 141 GB: the H100's compute and links; HBM3e 4.8 TB/s.
+  Machine h200 = h100;
+  h200.name = "h200";
+  h200.summary = "NVIDIA H200 SXM 141 GB, 8 a node (HGX H200), NVIDIA's "
+                 "published figures";
+  h200.memoryBytes = 141 * 1e9;
+  h200.memoryBandwidth = 4.8e12;
+  all.push_back(h200);
+  // NVIDIA A100 SXM4 80 GB: 312 TFLOP/s dense bf16, 19.5 f32; HBM2e 2.04
+  // TB/s; NVLink 3 600 GB/s (300 each way); 8 x 200 Gb/s HDR a node.
+  Machine a100 = gpu("a100-sxm-80", "NVIDIA A100 SXM4 80 GB, 8 a node (HGX "
+                                    "A100), NVIDIA's published figures");
+  a100.peakBf16 = 312e12;
+  a100.peakF32 = 19.5e12;
+  a100.memoryBytes = 80 * 1e9;
+  a100.memoryBandwidth = 2.039e12;
+  a100.intraNodeBandwidth = 300e9;
+  a100.interNodeBandwidth = 200e9;
+  all.push_back(a100);
+  // NVIDIA B200 (HGX B200): 2.25 PFLOP/s dense bf16, 75 TFLOP/s f32; 180
+  // GB HBM3e at 7.7 TB/s; NVLink 5 1.8 TB/s (900 GB/s each way); 8 x 400
+  // Gb/s a node.
+  Machine b200 = gpu("b200", "NVIDIA B200 180 GB, 8 a node (HGX B200), "
+                             "NVIDIA's published figures");
+  b200.peakBf16 = 2250e12;
+  b200.peakF32 = 75e12;
+  b200.memoryBytes = 180 * 1e9;
+  b200.memoryBandwidth = 7.7e12;
+  b200.intraNodeBandwidth = 900e9;
+  b200.interNodeBandwidth = 400e9;
+  all.push_back(b200);
+  return all;
+}
+
+/// A dimension's share of a GEMM's attained throughput on a bundled GPU:
+/// d / (d + 64), so 4096 keeps 98% and 128 two thirds (tiles that do not
+/// fill the machine, a K too short to hide the loads).
+double dimFactor(int64_t d) { return double(d) / double(d + 64); }
+
+/// Linear interpolation weight of x between grid points a < b (log2),
+/// clamped to [0, 1].
+double weight(double x, double a, double b) {
+  return std::clamp((x - a) / (b - a), 0.0, 1.0);
+}
+
+/// The bracketing grid indices of v (log2) in `grid` and the weight of the
+/// upper one.
+void bracket(const int64_t *grid, size_t n, int64_t v, size_t &lo, size_t &hi,
+             double &w) {
+  double x = std::log2(double(std::max<int64_t>(v, 1)));
+  lo = 0;
+  while (lo + 1 < n && double(std::log2(double(grid[lo + 1]))) <= x)
+    ++lo;
+  hi = std::min(lo + 1, n - 1);
+  w = hi == lo ? 0.0
+               : weight(x, std::log2(double(grid[lo])),
+                        std::log2(double(grid[hi])));
+}
+
+bool fail(std::string &error, const std::string &message) {
+  error = message;
+  return false;
+}
+
+} // namespace
+
+const std::vector<Machine> &shardc::bundledMachines() {
+  static const std::vector<Machine> all = makeBundled();
+  return all;
+}
+
+std::string shardc::bundledMachineNames() {
+  std::string names;
+  for (const Machine &m : bundledMachines())
+    names += (names.empty() ? "" : ", ") + m.name;
+  return names;
+}
+
+double Machine::defaultBudget() const {
+  // A GPU keeps 4 GiB for the CUDA context, cuBLASLt's workspace, NCCL's
+  // buffers and fragmentation; a calibrated host keeps a fifth of its
+  // memory for the system.
+  return calibrated ? memoryBytes * 0.8 : memoryBytes - 4 * kGiB;
+}
+
+double Machine::peak(const std::string &dtype) const {
+  if (calibrated) {
+    double best = 0;
+    for (const GemmPoint &g : gemms)
+      best = std::max(best, g.flopsPerS);
+    return best;
+  }
+  return dtype == "bf16" ? peakBf16 : peakF32;
+}
+
+double Machine::gemmSeconds(int64_t m, int64_t n, int64_t k,
+                            const std::string &dtype) const {
+  double flops = 2.0 * double(m) * double(n) * double(k);
+  if (flops <= 0)
+    return 0;
+  if (!calibrated)
+    return flops / (peak(dtype) * gemmEfficiency * dimFactor(m) *
+                    dimFactor(n) * dimFactor(k));
+  // Trilinear interpolation of log throughput over the measured grid.
+  using namespace calibration;
+  const size_t nr = std::size(kGemmRows), nd = std::size(kGemmDims);
+  auto at = [&](size_t im, size_t in, size_t ik) {
+    for (const GemmPoint &g : gemms)
+      if (g.m == kGemmRows[im] && g.n == kGemmDims[in] && g.k == kGemmDims[ik])
+        return std::log(g.flopsPerS);
+    return 0.0;
+  };
+  size_t m0, m1, n0, n1, k0, k1;
+  double wm, wn, wk;
+  bracket(kGemmRows, nr, m, m0, m1, wm);
+  bracket(kGemmDims, nd, n, n0, n1, wn);
+  bracket(kGemmDims, nd, k, k0, k1, wk);
+  double logRate = 0;
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 2; ++c) {
+        double w = (a ? wm : 1 - wm) * (b ? wn : 1 - wn) * (c ? wk : 1 - wk);
+        if (w > 0)
+          logRate += w * at(a ? m1 : m0, b ? n1 : n0, c ? k1 : k0);
+      }
+  return flops / std::exp(logRate);
+}
+
+bool shardc::loadMachine(const std::string &spec, Machine &machine,
+                         std::string &error) {
+  for (const Machine &m : bundledMachines())
+    if (m.name == spec) {
+      machine = m;
+      return true;
+    }
+  auto buffer = llvm::MemoryBuffer::getFile(spec);
+  if (!buffer)
+    return fail(error, "unknown machine '" + spec +
+                           "': neither a bundled machine (" +
+                           bundledMachineNames() +
+                           ") nor a calibration file (" +
+                           buffer.getError().message() + ")");
+  auto parsed = llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return fail(error, spec + ": not a calibration file: " +
+                           llvm::toString(parsed.takeError()));
+  const llvm::json::Object *o = parsed->getAsObject();
+  using namespace calibration;
+  if (!o || o->getString(kKeyFormat) != llvm::StringRef(kFormat))
+    return fail(error, spec + ": not a calibration file (no \"format\": \"" +
+                           kFormat + "\"; write one with shardc --calibrate)");
+  std::optional<int64_t> version = o->getInteger(kKeyVersion);
+  if (version != kVersion)
+    return fail(error,
+                spec + ": calibration format version " +
+                    (version ? std::to_string(*version) : "missing") +
+                    ", this shardc reads version " + std::to_string(kVersion) +
+                    ": calibrate again with shardc --calibrate");
+  Machine m;
+  m.calibrated = true;
+  m.concurrentStreams = false; // the CPU backend runs its streams in order
+  m.gpusPerNode = 1 << 20;     // every rank on this host
+  m.name = o->getString(kKeyName).value_or("calibrated").str();
+  m.summary = "calibrated by shardc --calibrate (" + spec + ")";
+  auto number = [&](const char *key, double &out) {
+    std::optional<double> v = o->getNumber(key);
+    if (!v || !(*v > 0))
+      return fail(error, spec + ": calibration key \"" + key +
+                             "\" is missing or not positive");
+    out = *v;
+    return true;
+  };
+  double threads = 0;
+  if (!number(kKeyThreads, threads) || !number(kKeyMemoryBytes, m.memoryBytes) ||
+      !number(kKeyAttention, m.attentionFlops) ||
+      !number(kKeyAttentionGrad, m.attentionGradFlops) ||
+      !number(kKeyMemoryBandwidth, m.memoryBandwidth) ||
+      !number(kKeyLaunch, m.launchSeconds) ||
+      !number(kKeyCollectiveLatency, m.collectiveLatency) ||
+      !number(kKeyCollectiveBandwidth, m.intraNodeBandwidth))
+    return false;
+  m.threads = int64_t(threads);
+  m.interNodeBandwidth = m.intraNodeBandwidth;
+  const llvm::json::Array *gemms = o->getArray(kKeyGemm);
+  if (!gemms)
+    return fail(error, spec + ": calibration key \"gemm\" is missing");
+  for (const llvm::json::Value &v : *gemms) {
+    const llvm::json::Object *g = v.getAsObject();
+    std::optional<int64_t> gm = g ? g->getInteger(kKeyM) : std::nullopt,
+                           gn = g ? g->getInteger(kKeyN) : std::nullopt,
+                           gk = g ? g->getInteger(kKeyK) : std::nullopt;
+    std::optional<double> rate = g ? g->getNumber(kKeyFlopsPerS) : std::nullopt;
+    if (!gm || !gn || !gk || !rate || !(*rate > 0))
+      return fail(error, spec + ": a \"gemm\" entry lacks m, n, k or a "
+                                "positive flops_per_s");
+    m.gemms.push_back({*gm, *gn, *gk, *rate});
+  }
+  for (int64_t r : kGemmRows)
+    for (int64_t n : kGemmDims)
+      for (int64_t k : kGemmDims)
+        if (std::none_of(m.gemms.begin(), m.gemms.end(),
+                         [&](const GemmPoint &g) {
+                           return g.m == r && g.n == n && g.k == k;
+                         }))
+          return fail(error, spec + ": no GEMM measured at " +
+                                 std::to_string(r) + " x " + std::to_string(n) +
+                                 " x " + std::to_string(k));
+  machine = m;
+  return true;
+}

@@ -1,0 +1,59 @@
+// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(rt-predict{machine=h100-sxm})' | FileCheck %s
+// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(rt-predict{machine=%S/Inputs/calibration-round.json})' | FileCheck %s --check-prefix=INORDER
+// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(rt-predict{machine=h100-sxm gpus-per-node=4})' | FileCheck %s --check-prefix=NODES
+// RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=h100-pcie})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=%S/Inputs/calibration-v2.json})' 2>&1 | FileCheck %s --check-prefix=VERSION
+
+// A GEMM on the compute stream beside an all-gather on the communication
+// stream of 8 ranks (the shard axis), then a wait for the gather and a fill.
+// The expected figures, by hand, on h100-sxm (target/Machine.cpp's figures):
+// - all_gather: full buffer 8 x 1 MiB; within a node (8 <= 8 GPUs): 450
+//   GB/s x 0.8; 7 steps of (8 us + 1 MiB / 360 GB/s = 2.9127 us), plus a
+//   3 us launch: 79.389 us.
+// - linear 1024 x 1024 x 1024 in f32: 2.147 GFLOP at 67 TFLOP/s x 0.7 x
+//   (1024/1088)^3 = 39.10 TFLOP/s: 54.92 us (its 12 MiB at 2.68 TB/s take
+//   4.69 us, less), plus 3 us: 57.92 us.
+// - the wait moves the compute clock to the gather's end, 79.389 us; the
+//   fill of 4 MiB: 1.565 us + 3 us: the step ends at 83.954 us.
+// - compute 57.92 + 4.565 = 62.49 us, exposed 83.954 - 62.49 = 21.47 us.
+// CHECK: rt.predict_machine = {dtype = "f32", memory_budget = 75705032704 : i64, name = "h100-sxm", peak_flops = 6.7{{0*}}e+13 : f64
+// CHECK: func.func @shardc_micro_step
+// CHECK-SAME: rt.predict = {communication = 7.938{{[0-9]*}}E-5 : f64, compute = 6.24{{[0-9]*}}E-5 : f64,
+// CHECK-SAME: costs = [
+// CHECK-SAME: ["all_gather (shard)", 1, 7.938{{[0-9]*}}E-5]
+// CHECK-SAME: ["linear", 1, 5.79{{[0-9]*}}E-5]
+// CHECK-SAME: ["fill", 1, 4.56{{[0-9]*}}E-6]
+// CHECK-SAME: exposed = 2.14{{[0-9]*}}E-5 : f64, seconds = 8.395{{[0-9]*}}E-5 : f64}
+//
+// On a machine whose streams run in order (a calibration: every GEMM at 100
+// GFLOP/s, 10 GB/s, 1 us a launch, a ring step 10 us + bytes at 1 GB/s) one
+// clock serves both streams: all_gather 7 x (10 us + 1048.576 us) + 1 us =
+// 7411.03 us; linear 21474.84 us + 1 us; fill 419.43 us + 1 us; the step is
+// their sum, 29307.30 us, and every microsecond of communication is exposed.
+// INORDER: func.func @shardc_micro_step
+// INORDER-SAME: rt.predict = {communication = 0.007411{{[0-9]*}} : f64, compute = 0.021896{{[0-9]*}} : f64,
+// INORDER-SAME: exposed = 0.007411{{[0-9]*}} : f64, seconds = 0.029307{{[0-9]*}} : f64}
+//
+// With 4 GPUs a node the 8 ranks span two: the ring runs at each GPU's
+// share of the node's network, 400 / 4 GB/s x 0.8 = 80 GB/s: 7 x (8 us +
+// 13.107 us) + 3 us = 150.75 us, and the step ends at 150.75 + 4.565 us.
+// NODES: communication = 1.507{{[0-9]*}}E-4 : f64
+// NODES-SAME: seconds = 1.553{{[0-9]*}}E-4 : f64
+//
+// UNKNOWN: unknown machine 'h100-pcie': neither a bundled machine (h100-sxm, h200, a100-sxm-80, b200) nor a calibration file
+// VERSION: calibration-v2.json: calibration format version 2, this shardc reads version 1: calibrate again with shardc --calibrate
+module attributes {rt.manifest = {mesh = array<i64: 1, 8>}} {
+  func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
+    %x = rt.alloc 4194304 : !rt.buffer
+    %w = rt.alloc 4194304 : !rt.buffer
+    %y = rt.alloc 4194304 : !rt.buffer
+    %shard = rt.alloc 1048576 : !rt.buffer
+    %full = rt.alloc 8388608 : !rt.buffer
+    rt.all_gather %ctx (%shard) -> (%full) {axis = 0 : i64, counts = array<i64: 262144>, dtype = f32, stream = 1 : i64}
+    rt.event_record %ctx {event = 0 : i64, stream = 1 : i64}
+    rt.kernel %ctx, "linear"(%x, %w, %y) {floats = array<f64>, ints = array<i64: 1024, 1024, 1024, 0, 0>}
+    rt.event_wait %ctx {event = 0 : i64, stream = 0 : i64}
+    rt.kernel %ctx, "fill"(%y) {floats = array<f64: 0.0>, ints = array<i64: 1048576>}
+    return
+  }
+}
