@@ -38,9 +38,11 @@ int stage(Operation *op) {
   return 0;
 }
 
-/// Moves each group's chain `ahead` groups early: before the first compute
-/// of the group `ahead` positions earlier in use order, or before `start`
-/// (a compute op) for the first `ahead` groups. ahead = 0: just in time.
+/// Moves each group's all-gathers (with the ops that feed them) `ahead`
+/// groups early: before the first compute of the group `ahead` positions
+/// earlier in use order, or before `start` (a compute op) for the first
+/// `ahead` groups. ahead = 0: just in time. The ops that read the gathered
+/// parameters go just before the group's own first compute.
 void schedule(std::map<int64_t, Group> &groups, int64_t ahead,
               Operation *start) {
   SmallVector<Group *> order;
@@ -59,8 +61,13 @@ void schedule(std::map<int64_t, Group> &groups, int64_t ahead,
     llvm::stable_sort(chain, [](Operation *a, Operation *b) {
       return stage(a) < stage(b);
     });
+    // The gather and what feeds it go ahead; what reads the gathered
+    // buffer (the widening cast of mixed precision, the padding's slice,
+    // the chunk kept for backward) stays just in time, before the group's
+    // own compute: on the compute stream, it would wait for the gather at
+    // once and leave nothing to overlap it.
     for (Operation *op : chain)
-      op->moveBefore(target);
+      op->moveBefore(stage(op) <= 1 ? target : order[k]->firstUse);
   }
 }
 

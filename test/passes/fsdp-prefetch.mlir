@@ -5,20 +5,23 @@
 
 // Forward group order: root (embedding), h.0, h.1.
 // Depth 1: the root group's gathers first (as early as possible), then
-// h.0's before the root's first compute, h.1's before h.0's.
+// h.0's before the root's first compute, h.1's before h.0's. What reads a
+// gathered parameter (here the padding's slice) stays just in time, before
+// its group's first compute, so that the gather has compute to overlap.
 // ONE-LABEL: func.func @micro_step
 // ONE: shard.all_gather {{.*}}fsdp.group = -1
 // ONE: shard.all_gather {{.*}}fsdp.group = 0
-// ONE-NEXT: nn.slice
 // ONE-NEXT: nn.embedding
+// ONE-NEXT: nn.slice
 // ONE-NEXT: shard.all_gather {{.*}}fsdp.group = 1
+// ONE-NEXT: nn.linear
 // ONE-NEXT: nn.slice
 // ONE-NEXT: nn.linear
 // Backward: h.1 gathered right after the loss, h.0 before h.1's backward.
 // ONE: nn.cross_entropy
 // ONE-NEXT: shard.all_gather {{.*}}fsdp.group = 1 : i64, fsdp.regather
-// ONE-NEXT: nn.slice
 // ONE-NEXT: nn.fill
+// ONE: nn.rms_norm_grad
 // ONE: shard.all_gather {{.*}}fsdp.group = 0 : i64, fsdp.regather
 // ONE: nn.linear {{.*}} {weight_in_out} : (tensor<1x4x6xf32>, tensor<6x6xf32>)
 // ONE: nn.linear {{.*}} {weight_in_out} : (tensor<1x4x6xf32>, tensor<6x6xf32>)
@@ -39,14 +42,12 @@
 // Depth 2: root and h.0 up front, h.1 before the root's compute.
 // TWO-LABEL: func.func @micro_step
 // TWO: shard.all_gather {{.*}}fsdp.group = 0
-// TWO: shard.all_gather {{.*}}fsdp.group = 1
-// TWO-NEXT: nn.slice
+// TWO-NEXT: shard.all_gather {{.*}}fsdp.group = 1
 // TWO-NEXT: nn.embedding
+// TWO-NEXT: nn.slice
 // TWO: nn.cross_entropy
 // TWO-NEXT: shard.all_gather {{.*}}fsdp.group = 1 : i64, fsdp.regather
-// TWO-NEXT: nn.slice
 // TWO-NEXT: shard.all_gather {{.*}}fsdp.group = 0 : i64, fsdp.regather
-// TWO-NEXT: nn.slice
 // TWO-NEXT: nn.fill
 
 // Reduce-scatters follow the gradient they reduce: h.1's weight gradient is
