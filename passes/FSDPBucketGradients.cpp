@@ -143,6 +143,46 @@ void bucket(ArrayRef<Reduction> group, int64_t ranks) {
   }
 }
 
+/// What reads each reduce-scatter's result (the slices of a bucket, the
+/// accumulation into the gradient state, transitively) moves
+/// just before the next reduce-scatter: on the compute stream, a reader
+/// right after the collective would wait for it at once; one group's
+/// backward later it has had that compute to overlap. Readers whose results
+/// something before the next reduce-scatter needs stay.
+void deferReductionReaders(Block &block) {
+  SmallVector<shard::ReduceScatterOp> scatters(
+      block.getOps<shard::ReduceScatterOp>());
+  for (size_t k = 0; k + 1 < scatters.size(); ++k) {
+    Operation *next = scatters[k + 1];
+    // The readers between this reduce-scatter and the next, in order.
+    SmallVector<Operation *> readers;
+    llvm::SmallPtrSet<Operation *, 16> closure;
+    closure.insert(scatters[k]);
+    for (Operation *op = scatters[k]->getNextNode(); op && op != next;
+         op = op->getNextNode())
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp(); def && closure.count(def)) {
+          closure.insert(op);
+          // HSDP's all-reduce stays with its reduce-scatter (both on the
+          // communication stream); what reads it moves.
+          if (!isa<shard::AllReduceOp>(op))
+            readers.push_back(op);
+          break;
+        }
+    // Every use of a reader must be another reader or after `next`.
+    bool movable = !readers.empty();
+    for (Operation *op : readers)
+      for (Operation *user : op->getUsers())
+        if (!closure.count(user) && user->getBlock() == &block &&
+            user->isBeforeInBlock(next))
+          movable = false;
+    if (!movable)
+      continue;
+    for (Operation *op : readers)
+      op->moveBefore(next);
+  }
+}
+
 struct FSDPBucketGradientsPass
     : public shardc::impl::FSDPBucketGradientsBase<FSDPBucketGradientsPass> {
   void runOnOperation() override {
@@ -188,6 +228,7 @@ struct FSDPBucketGradientsPass
         if (uniform)
           bucket(group, ranks);
       }
+      deferReductionReaders(fn.getBody().front());
     });
   }
 };

@@ -293,7 +293,8 @@ def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
 def RtChunkLossHead : Pass<"rt-chunk-loss-head", "mlir::func::FuncOp"> {
   let summary = "The LM head and its loss over row chunks: no whole logits";
   let description = [{
-    On a target with the kernel (the CPU target), the LM head's `linear`,
+    On a target with the kernel (the CPU and CUDA targets), the LM head's
+    `linear`,
     the fused `cross_entropy_with_grad` (its gradient in place of the
     logits) and the head's two gradient GEMMs (`linear` for dh, `matmul`
     for dw) become one `linear_cross_entropy`, which computes R rows of

@@ -1,7 +1,10 @@
 // One reduce-scatter (and HSDP all-reduce) per FSDP group, on hand-written
 // gradients: group 0 has two parameters (a [4, 3] weight and a [4] bias,
 // 2 shards), group 1 one; a user of the first shard that sat between the
-// two gradients moves after the bucket.
+// two gradients moves after the bucket. What reads the bucket's result (its
+// slices, the add) then moves just before the next reduce-scatter, past
+// group 1's gradient: the compute they wait behind is group 1's. HSDP's
+// all-reduce stays with its reduce-scatter.
 // RUN: shardc-opt %s --fsdp-bucket-gradients | FileCheck %s
 
 module attributes {fsdp.mesh = array<i64: 2, 2>} {
@@ -23,15 +26,15 @@ module attributes {fsdp.mesh = array<i64: 2, 2>} {
     // CHECK: %[[V1:.*]] = nn.reshape %[[DB]] : (tensor<4xf32>) -> tensor<2x2xf32>
     // CHECK: %[[P:.*]] = nn.concat %[[V0]], %[[V1]] {dim = 1 : i64} : (tensor<2x6xf32>, tensor<2x2xf32>) -> tensor<2x8xf32>
     // CHECK: %[[S:.*]] = shard.reduce_scatter %[[P]] on @mesh grid_axes = [1] scatter_axis = 0 {fsdp.group = 0 : i64} : tensor<2x8xf32> -> tensor<1x8xf32>
-    // CHECK: %[[A:.*]] = shard.all_reduce %[[S]] on @mesh grid_axes = [0] {fsdp.group = 0 : i64} : tensor<1x8xf32> -> tensor<1x8xf32>
-    // CHECK: %[[W0:.*]] = nn.slice %[[A]] {dim = 1 : i64, start = 0 : i64} : (tensor<1x8xf32>) -> tensor<1x6xf32>
+    // CHECK-NEXT: %[[A:.*]] = shard.all_reduce %[[S]] on @mesh grid_axes = [0] {fsdp.group = 0 : i64} : tensor<1x8xf32> -> tensor<1x8xf32>
+    // CHECK-NEXT: %[[DC:.*]] = nn.mul
+    // CHECK-NEXT: %[[W0:.*]] = nn.slice %[[A]] {dim = 1 : i64, start = 0 : i64} : (tensor<1x8xf32>) -> tensor<1x6xf32>
     // CHECK: %[[R0:.*]] = nn.reshape %[[W0]] : (tensor<1x6xf32>) -> tensor<2x3xf32>
     // CHECK: %[[W1:.*]] = nn.slice %[[A]] {dim = 1 : i64, start = 6 : i64} : (tensor<1x8xf32>) -> tensor<1x2xf32>
     // CHECK: %[[R1:.*]] = nn.reshape %[[W1]] : (tensor<1x2xf32>) -> tensor<2xf32>
     // CHECK: %[[U:.*]] = nn.add %[[R0]], %{{.*}}
     // A group of one parameter is left as it is.
-    // CHECK: %[[DC:.*]] = nn.mul
-    // CHECK: shard.reduce_scatter %[[DC]] on @mesh grid_axes = [1] scatter_axis = 0 {fsdp.group = 1 : i64} : tensor<2xf32> -> tensor<1xf32>
+    // CHECK-NEXT: shard.reduce_scatter %[[DC]] on @mesh grid_axes = [1] scatter_axis = 0 {fsdp.group = 1 : i64} : tensor<2xf32> -> tensor<1xf32>
     %dc = nn.mul %c, %c : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
     %s2 = shard.reduce_scatter %dc on @mesh grid_axes = [1] scatter_axis = 0 {fsdp.group = 1 : i64} : tensor<2xf32> -> tensor<1xf32>
     // CHECK: return %[[U]], %[[R1]]
