@@ -166,7 +166,7 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       manifest, {abi::kStateExpAvg, abi::kStateExpAvgSq, abi::kStateMomentum});
   int64_t io = intOf(manifest, "io_bytes");
 
-  int64_t arena = 0, microArena = 0, gathered = 0, hostArena = 0;
+  int64_t microArena = 0, gathered = 0, hostArena = 0;
   int64_t microFlops = 0;
   // (kind, axis) -> (count, bytes), per entry point.
   std::map<std::string, std::map<std::pair<std::string, int64_t>,
@@ -174,9 +174,10 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   for (auto fn : module.getOps<func::FuncOp>()) {
     auto bytes = fn->getAttrOfType<IntegerAttr>(attrs::kArenaBytes);
     int64_t a = bytes ? bytes.getInt() : 0;
-    // An entry run on the host (--offload=cpu) has a host arena.
-    (fn->hasAttr(attrs::kOnHost) ? hostArena : arena) =
-        std::max(fn->hasAttr(attrs::kOnHost) ? hostArena : arena, a);
+    // An entry run on the host (--offload=cpu) has a host arena (the
+    // device's arenas are plannedPeakBytes's).
+    if (fn->hasAttr(attrs::kOnHost))
+      hostArena = std::max(hostArena, a);
     StringRef entry = fn.getName();
     if (entry.ends_with("micro_step")) {
       microArena = a;
@@ -186,29 +187,12 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     }
     // Bytes of the full buffer each rank takes part in: the gathered
     // result, the reduced input, the all-reduced buffer.
-    auto count = [&](StringRef kind, int64_t axis, int64_t bytes) {
-      auto &cell = traffic[entry.str()][{kind.str(), axis}];
-      cell.first += 1;
-      cell.second += bytes;
-    };
-    auto ranksOn = [&](int64_t axis) {
-      return replicas > 1 && axis == 0 ? replicas : shards;
-    };
-    auto bytesOf = [](Type dtype) {
-      return abi::dtypeBytes(rt::dtypeCode(dtype));
-    };
     fn.walk([&](Operation *op) {
-      if (auto g = dyn_cast<rt::AllGatherOp>(op)) {
-        int64_t elements = 0;
-        for (int64_t n : g.getCounts())
-          elements += n;
-        int64_t ranks = g.getSubgroup() ? g.getSubgroup() : ranksOn(g.getAxis());
-        count("all_gather", g.getAxis(), elements * bytesOf(g.getDtype()) * ranks);
-      } else if (auto r = dyn_cast<rt::ReduceScatterOp>(op)) {
-        count("reduce_scatter", r.getAxis(),
-              r.getCount() * bytesOf(r.getDtype()) * ranksOn(r.getAxis()));
-      } else if (auto r = dyn_cast<rt::AllReduceOp>(op)) {
-        count("all_reduce", r.getAxis(), r.getCount() * bytesOf(r.getDtype()));
+      if (std::optional<CollectiveTraffic> c =
+              collectiveTraffic(op, replicas, shards)) {
+        auto &cell = traffic[entry.str()][{c->kind.str(), c->axis}];
+        cell.first += 1;
+        cell.second += c->bytes;
       }
     });
   }

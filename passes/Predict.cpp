@@ -82,33 +82,10 @@ struct Player {
     double work = 0;
     const abi::KernelInfo *info = abi::lookupKernel(k.getName());
     ArrayRef<int64_t> i = k.getInts();
-    if (info) {
+    if (std::optional<GemmShape> g = gemmShape(k)) {
+      work = double(g->batch) * m.gemmSeconds(g->m, g->n, g->k, dtype);
+    } else if (info) {
       switch (abi::kernelId(*info)) {
-      case abi::KernelId::linear:
-        work = m.gemmSeconds(i[abi::linear::M], i[abi::linear::N],
-                             i[abi::linear::K], dtype);
-        break;
-      case abi::KernelId::linear_gelu:
-        work = m.gemmSeconds(i[abi::linear_gelu::M], i[abi::linear_gelu::N],
-                             i[abi::linear_gelu::K], dtype);
-        break;
-      case abi::KernelId::linear_dgelu:
-        work = m.gemmSeconds(i[abi::linear_dgelu::M], i[abi::linear_dgelu::N],
-                             i[abi::linear_dgelu::K], dtype);
-        break;
-      case abi::KernelId::matmul:
-        work = m.gemmSeconds(i[abi::matmul::M], i[abi::matmul::N],
-                             i[abi::matmul::K], dtype);
-        break;
-      case abi::KernelId::batch_matmul: {
-        int64_t batch = 1;
-        for (int64_t r = 0; r < i[abi::batch_matmul::R]; ++r)
-          batch *= i[abi::batch_matmul::kNumInts + r];
-        work = double(batch) * m.gemmSeconds(i[abi::batch_matmul::M],
-                                             i[abi::batch_matmul::N],
-                                             i[abi::batch_matmul::K], dtype);
-        break;
-      }
       case abi::KernelId::linear_cross_entropy: {
         namespace L = abi::linear_cross_entropy;
         int64_t N = i[L::N], C = i[L::C], V = i[L::V];
@@ -139,13 +116,6 @@ struct Player {
     return std::max(work, memorySeconds(bytes)) + m.launchSeconds;
   }
 
-  /// Ranks of a collective on `axis` (subgroup: within groups of that many).
-  int64_t ranksOn(int64_t axis, int64_t subgroup = 0) const {
-    if (subgroup > 0)
-      return subgroup;
-    return replicas > 1 && axis == 0 ? replicas : shards;
-  }
-
   /// Bytes/s a ring over `ranks` ranks of `axis` attains: NVLink when they
   /// share a node (mesh order: the shard axis's ranks are consecutive, the
   /// replicate axis's `shards` apart), else each GPU's share of its node's
@@ -173,10 +143,6 @@ struct Player {
            m.launchSeconds;
   }
 
-  static int64_t bytesOf(Type dtype) {
-    return abi::dtypeBytes(rt::dtypeCode(dtype));
-  }
-
   /// Plays `fn` out: its prediction as a dictionary.
   DictionaryAttr play(func::FuncOp fn) const {
     std::array<double, 3> clock{0, 0, 0};
@@ -196,9 +162,6 @@ struct Player {
       it->second.first += 1;
       it->second.second += seconds;
     };
-    auto axisName = [&](int64_t axis) {
-      return replicas > 1 && axis == 0 ? " (replicate)" : " (shard)";
-    };
     fn.walk([&](Operation *op) {
       if (auto k = dyn_cast<rt::KernelOp>(op)) {
         double s = kernelSeconds(k);
@@ -206,33 +169,17 @@ struct Player {
         if (k.getStream() == abi::kComputeStream)
           compute += s;
         add(k.getName(), s);
-      } else if (auto g = dyn_cast<rt::AllGatherOp>(op)) {
-        int64_t elements = 0;
-        for (int64_t n : g.getCounts())
-          elements += n;
-        int64_t ranks = ranksOn(g.getAxis(), g.getSubgroup());
-        double s = ringSeconds(g.getAxis(), ranks,
-                               double(elements * bytesOf(g.getDtype()) * ranks),
-                               false);
-        at(g.getStream()) += s;
+      } else if (std::optional<CollectiveTraffic> c =
+                     collectiveTraffic(op, replicas, shards)) {
+        bool allReduce = c->kind == "all_reduce";
+        double s = ringSeconds(c->axis, c->ranks, double(c->bytes), allReduce);
+        // A reduce-scatter also sums the blocks each step receives.
+        if (c->kind == "reduce_scatter")
+          s += memorySeconds(double(c->bytes) * 2);
+        at(c->stream) += s;
         communication += s;
-        add(("all_gather" + Twine(axisName(g.getAxis()))).str(), s);
-      } else if (auto r = dyn_cast<rt::ReduceScatterOp>(op)) {
-        int64_t ranks = ranksOn(r.getAxis());
-        double full = double(r.getCount() * bytesOf(r.getDtype()) * ranks);
-        // The ring, then the sums of the blocks each step receives.
-        double s = ringSeconds(r.getAxis(), ranks, full, false) +
-                   memorySeconds(full * 2);
-        at(r.getStream()) += s;
-        communication += s;
-        add(("reduce_scatter" + Twine(axisName(r.getAxis()))).str(), s);
-      } else if (auto r = dyn_cast<rt::AllReduceOp>(op)) {
-        int64_t ranks = ranksOn(r.getAxis());
-        double full = double(r.getCount() * bytesOf(r.getDtype()));
-        double s = ringSeconds(r.getAxis(), ranks, full, true);
-        at(r.getStream()) += s;
-        communication += s;
-        add(("all_reduce" + Twine(axisName(r.getAxis()))).str(), s);
+        add((c->kind + Twine(c->replicate ? " (replicate)" : " (shard)")).str(),
+            s);
       } else if (auto e = dyn_cast<rt::EventRecordOp>(op)) {
         events[e.getEvent()] = at(e.getStream());
       } else if (auto e = dyn_cast<rt::EventWaitOp>(op)) {
