@@ -43,6 +43,9 @@ public:
   }
   /// The device's name as its driver reports it (a GPU's), or empty.
   virtual std::string deviceName() const { return ""; }
+  /// What computes the GEMMs: the library and the instruction set or
+  /// device it runs on (the trainer's header, --calibrate).
+  virtual std::string gemmLibrary() const = 0;
   /// Whether the backend's memory is host memory, which the host may then
   /// write in place (no staging copy, no second resident copy).
   virtual bool hostMemory() const = 0;
@@ -64,7 +67,7 @@ public:
   virtual void setGraphs(bool on) {}
 };
 
-/// The CPU backend: host memory, OpenBLAS and OpenMP kernels, MPI
+/// The CPU backend: host memory, oneDNN GEMMs and OpenMP kernels, MPI
 /// collectives over `mesh` (null: one rank), streams run in program order.
 std::unique_ptr<Backend> makeCpuBackend(const Mesh *mesh);
 

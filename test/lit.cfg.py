@@ -12,8 +12,7 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit",
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.shardc_obj_root, "test")
 
-llvm_config.with_system_environment(["HOME", "TMPDIR", "OMP_NUM_THREADS",
-                                     "OPENBLAS_NUM_THREADS"])
+llvm_config.with_system_environment(["HOME", "TMPDIR", "OMP_NUM_THREADS"])
 llvm_config.use_default_substitutions()
 
 # The system interpreter: it has Debian's PyTorch for the reference checks.

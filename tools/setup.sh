@@ -8,7 +8,7 @@ packages=(
   cmake ninja-build ccache g++ python3 python3-numpy python3-torch
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx libonnx-testdata
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
-  libopenblas-dev libopenblas-openmp-dev nlohmann-json3-dev libgtest-dev
+  libopenblas-dev libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libgtest-dev
   libopenmpi-dev openmpi-bin libxxhash-dev libboost-context-dev
 )
 missing=()

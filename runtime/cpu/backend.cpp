@@ -1,5 +1,6 @@
 //===- backend.cpp - the CPU backend: host memory, in-order streams --------===//
 #include "runtime/backend.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/kernels.h"
 #include "runtime/trainer/program.h"
 #include "runtime/runtime.h"
@@ -45,6 +46,7 @@ public:
   }
 
   bool hostMemory() const override { return true; }
+  std::string gemmLibrary() const override { return cpu::gemmLibrary(); }
 
   void copyToDevice(void *dst, const void *src, int64_t bytes) override {
     std::memcpy(dst, src, size_t(bytes));

@@ -1,7 +1,7 @@
-//===- kernels.cpp - CPU backend kernels (OpenBLAS for GEMMs) -------------===//
+//===- kernels.cpp - CPU backend kernels (oneDNN for GEMMs) ---------------===//
 //
 // Reductions accumulate in double so that results track PyTorch's f32
-// numerics closely; GEMMs are OpenBLAS sgemm.
+// numerics closely; GEMMs go through runtime/cpu/gemm.h.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels.h"
@@ -9,7 +9,7 @@
 #include "runtime/cpu/fastmath.h"
 #include "runtime/cpu/kernel_util.h"
 
-#include <cblas.h>
+#include "runtime/cpu/gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,14 +31,14 @@ using shardc::runtime::cpu::I32;
 using shardc::runtime::cpu::broadcastBinary;
 using shardc::runtime::cpu::columnSums;
 using shardc::runtime::cpu::kParallelMin;
+using shardc::runtime::cpu::sgemm;
 
 namespace {
 
 /// y = x @ op(w) for row-major x [M,K]; w [N,K] (transposed) or [K,N].
 void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,
           int64_t N, bool inOut, float beta) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, inOut ? CblasNoTrans : CblasTrans,
-              M, N, K, 1.0f, x, K, w, inOut ? N : K, beta, y, N);
+  sgemm(false, !inOut, M, N, K, 1.0f, x, K, w, inOut ? N : K, beta, y, N);
 }
 
 /// y[M,N] = x[M,K] @ op(w) + bias[N] (bias may be null): the linear
@@ -322,8 +322,7 @@ SHARDC_KERNEL(attention) {
       const float *vh = v + (bi * G + h / group) * S * D;
       float *oh = o + (bi * H + h) * T * D;
       // scores [T,S] = scale * q k^T
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, D, scale, qh,
-                  D, kh, D, 0.0f, scores.data(), S);
+      sgemm(false, true, T, S, D, scale, qh, D, kh, D, 0.0f, scores.data(), S);
       for (int64_t t = 0; t < T; ++t) {
         float *row = scores.data() + t * S;
         int64_t valid = causal ? std::min(t + 1, S) : S;
@@ -336,8 +335,7 @@ SHARDC_KERNEL(attention) {
           row[s] = 0.0f;
       }
       // o [T,D] = p v
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, S, 1.0f,
-                  scores.data(), S, vh, D, 0.0f, oh, D);
+      sgemm(false, false, T, D, S, 1.0f, scores.data(), S, vh, D, 0.0f, oh, D);
     }
   }
   launched(ctx, stream);

@@ -11,7 +11,7 @@
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/math.h"
 
-#include <cblas.h>
+#include "runtime/cpu/gemm.h"
 
 #include <cmath>
 #include <cstring>
@@ -21,6 +21,7 @@ using shardc::runtime::fatal;
 using shardc::runtime::cpu::broadcastBinary;
 using shardc::runtime::cpu::broadcastRows;
 using shardc::runtime::cpu::F;
+using shardc::runtime::cpu::sgemm;
 using shardc::runtime::cpu::trailingStart;
 
 // a, b broadcast to y[dims] -> y = a - b
@@ -149,10 +150,8 @@ SHARDC_KERNEL(batch_matmul) {
       ao += idx * as[d];
       bo += idx * bs[d];
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a + ao * M * K,
-                ta ? M : K, bm + bo * K * N, tb ? K : N, 0.0f, c + p * M * N,
-                N);
+    sgemm(ta, tb, M, N, K, 1.0f, a + ao * M * K, ta ? M : K, bm + bo * K * N,
+          tb ? K : N, 0.0f, c + p * M * N, N);
   }
   launched(ctx, stream);
 }

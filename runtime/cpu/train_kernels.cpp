@@ -9,7 +9,7 @@
 #include "runtime/cpu/fastmath.h"
 #include "runtime/cpu/kernel_util.h"
 
-#include <cblas.h>
+#include "runtime/cpu/gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +29,7 @@ using shardc::runtime::cpu::I32;
 using shardc::runtime::cpu::blockedSum;
 using shardc::runtime::cpu::columnSums;
 using shardc::runtime::cpu::kParallelMin;
+using shardc::runtime::cpu::sgemm;
 
 namespace {
 
@@ -62,9 +63,8 @@ SHARDC_KERNEL(fill) {
 SHARDC_KERNEL(matmul) {
   int64_t M = i[A::matmul::M], K = i[A::matmul::K], N = i[A::matmul::N];
   bool ta = i[A::matmul::trans_a], tb = i[A::matmul::trans_b];
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, F(b[0]),
-              ta ? M : K, F(b[1]), tb ? K : N, 0.0f, F(b[2]), N);
+  sgemm(ta, tb, M, N, K, 1.0f, F(b[0]), ta ? M : K, F(b[1]), tb ? K : N, 0.0f,
+        F(b[2]), N);
   launched(ctx, stream);
 }
 
@@ -277,14 +277,11 @@ SHARDC_KERNEL(attention_grad) {
       float *dqh = dq + (bi * H + h) * T * D, *dkh = dk + g * S * D,
             *dvh = dv + g * S * D;
       // P = softmax(scale q k^T), as in forward.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, D, scale, qh,
-                  D, kh, D, 0.0f, p.data(), S);
+      sgemm(false, true, T, S, D, scale, qh, D, kh, D, 0.0f, p.data(), S);
       maskedSoftmax(p.data(), T, S, causal);
       // dV += P^T dO; dP = dO V^T.
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, T, 1.0f,
-                  p.data(), S, doh, D, 1.0f, dvh, D);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, D, 1.0f, doh,
-                  D, vh, D, 0.0f, dp.data(), S);
+      sgemm(true, false, S, D, T, 1.0f, p.data(), S, doh, D, 1.0f, dvh, D);
+      sgemm(false, true, T, S, D, 1.0f, doh, D, vh, D, 0.0f, dp.data(), S);
       // dS = P * (dP - rowsum(dP * P)), stored in dp.
       for (int64_t t = 0; t < T; ++t) {
         float *pr = p.data() + t * S, *dr = dp.data() + t * S;
@@ -295,10 +292,8 @@ SHARDC_KERNEL(attention_grad) {
           dr[s] = float(pr[s] * (dr[s] - dot));
       }
       // dQ = scale dS K; dK += scale dS^T Q.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, S, scale,
-                  dp.data(), S, kh, D, 0.0f, dqh, D);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, T, scale,
-                  dp.data(), S, qh, D, 1.0f, dkh, D);
+      sgemm(false, false, T, D, S, scale, dp.data(), S, kh, D, 0.0f, dqh, D);
+      sgemm(true, false, S, D, T, scale, dp.data(), S, qh, D, 1.0f, dkh, D);
     }
   }
   launched(ctx, stream);
@@ -425,17 +420,17 @@ SHARDC_KERNEL(linear_cross_entropy) {
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     int64_t rows = std::min(R, N - r0);
     // logits [rows, V] = h[r0:] w^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, C, 1.0f,
-                h + r0 * C, C, w, C, 0.0f, scratch, V);
+    sgemm(false, true, rows, V, C, 1.0f, h + r0 * C, C, w, C, 0.0f, scratch,
+          V);
     if (crossEntropyRows(scratch, targets + r0, rows, V, ignore, scale,
                          scratch, rowLoss.data() + r0))
       fatal("cross_entropy: a target is outside the vocabulary of %lld",
             (long long)V);
     // dh[r0:] = dlogits w; dw (+)= dlogits^T h[r0:]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, V, 1.0f,
-                scratch, V, w, C, 0.0f, dh + r0 * C, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, rows, 1.0f,
-                scratch, V, h + r0 * C, C, r0 ? 1.0f : 0.0f, dw, C);
+    sgemm(false, false, rows, C, V, 1.0f, scratch, V, w, C, 0.0f, dh + r0 * C,
+          C);
+    sgemm(true, false, V, C, rows, 1.0f, scratch, V, h + r0 * C, C,
+          r0 ? 1.0f : 0.0f, dw, C);
   }
   F(b[3])[0] = meanRowLoss(rowLoss.data(), targets, N, ignore, count);
   launched(ctx, stream);

@@ -25,6 +25,9 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/backend.h"
 #include "runtime/cuda/context.h"
+#ifdef SHARDC_CUDA_EMULATION
+#include "runtime/cpu/gemm.h"
+#endif
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
 #include "runtime/trainer/trace.h"
@@ -342,6 +345,15 @@ public:
     return prop.name;
   }
   bool hostMemory() const override { return false; }
+  std::string gemmLibrary() const override {
+#ifdef SHARDC_CUDA_EMULATION
+    return "emulated cuBLASLt: " + cpu::gemmLibrary();
+#else
+    size_t v = cublasLtGetVersion();
+    return "cuBLASLt " + std::to_string(v / 10000) + "." +
+           std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+#endif
+  }
 
   void reserve(int64_t bytes) override {
     if (arena)

@@ -5,8 +5,8 @@
 // bias and aux pointers, compute type), column-major matrix layouts with
 // batch counts and strides, preferences and the heuristic (one algorithm,
 // no workspace). A matmul is enqueued on its stream and computed there by
-// a reference GEMM: operands widened to f32, OpenBLAS's sgemm, then the
-// epilogue:
+// a reference GEMM: operands widened to f32, the CPU backend's sgemm
+// (runtime/cpu/gemm.h), then the epilogue:
 //
 //   D = alpha op(A) op(B) + beta C          (column-major D[m,n])
 //   BIAS      D += bias[m] per column
@@ -19,9 +19,9 @@
 // CUBLAS_COMPUTE_32F (also _FAST_TF32 and _FAST_16BF, computed in f32).
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/gemm.h"
 #include "runtime/cuda_emu/emu.h"
 
-#include <cblas.h>
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
@@ -161,11 +161,13 @@ struct Matmul {
         for (size_t e = 0; e < acc.size(); ++e)
           acc[e] = beta * fc[e];
       }
+      // Column-major acc[m,n] = op(A) op(B) is row-major acc^T[n,m] =
+      // op(B)^T op(A)^T: the CPU backend's own GEMM (runtime/cpu/gemm.h).
       if (m > 0 && n > 0 && k > 0)
-        cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans,
-                    tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-                    alpha, fa.data(), int(a.rows), fb.data(), int(b.rows),
-                    beta != 0.0f ? 1.0f : 0.0f, acc.data(), int(m));
+        shardc::runtime::cpu::sgemm(tb, ta, n, m, k, alpha, fb.data(),
+                                    int64_t(b.rows), fa.data(),
+                                    int64_t(a.rows),
+                                    beta != 0.0f ? 1.0f : 0.0f, acc.data(), m);
       char *aux = static_cast<char *>(d.aux) +
                   batch * d.auxBatchStride * typeBytes(auxType);
       const char *bias = static_cast<const char *>(d.bias) +

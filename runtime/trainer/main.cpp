@@ -392,6 +392,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     std::printf("; %.3f GFLOP a micro-step on this rank (GEMMs and "
                 "attention)",
                 double(m.flopsOf("micro_step")) / 1e9);
+    std::printf("; GEMMs: %s", backend->gemmLibrary().c_str());
     if (peak)
       std::printf("; mfu against the %s's f32 peak, %.1f TFLOP/s", peak->model,
                   peak->f32 / 1e12);

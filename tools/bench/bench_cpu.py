@@ -22,6 +22,7 @@ is needed for torch.compile and FSDP2 (PyPI's, in a virtual environment:
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,7 +116,9 @@ for s in range(warmup + steps):
     times.append(time.perf_counter() - t0)
 if rank == 0:
     print(json.dumps({"tok_s": world * B * T * steps / sum(times[warmup:]),
-                      "torch": torch.__version__}))
+                      "torch": torch.__version__ + ", " +
+                      torch.backends.cpu.get_cpu_capability()
+                      if hasattr(torch.backends, "cpu") else torch.__version__}))
 if mode == "fsdp2":
     dist.destroy_process_group()
 '''
@@ -128,14 +131,27 @@ def shardc_tokens_per_s(args, cfg, B, T, work, ranks):
                     "-o", exe] + flags, check=True, capture_output=True)
     log = os.path.join(work, f"log{ranks}.jsonl")
     threads = args.threads if ranks == 1 else 1
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     cmd = [exe, "--steps", str(args.warmup + args.steps), "--lr", "1e-4", "--log", log]
     if ranks > 1:
         cmd = MPIRUN + ["-np", str(ranks)] + cmd
-    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    out = subprocess.run(cmd, check=True, capture_output=True, env=env, text=True).stdout
     with open(log) as f:
         ms = [json.loads(line)["ms"] for line in f][args.warmup:]
-    return ranks * B * T * len(ms) / (sum(ms) / 1000.0)
+    # The trainer's header names what computed its GEMMs.
+    gemms = re.search(r"; GEMMs: ([^;\n]+)", out)
+    return ranks * B * T * len(ms) / (sum(ms) / 1000.0), gemms.group(1) if gemms else "?"
+
+
+def cpu_model():
+    """The cores' model name and CPUID family/model, as lscpu shows them."""
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    return (f"{info.get('model name', '?')} (family {info.get('cpu family', '?')}, "
+            f"model {info.get('model', '?')}), {os.cpu_count()} cores")
 
 
 def torch_tokens_per_s(args, cfg, B, T, work, mode):
@@ -185,23 +201,29 @@ def main():
         cfg = os.path.join(work, "config.json")
         with open(cfg, "w") as f:
             json.dump(c, f)
-        rows = [("shardc", shardc_tokens_per_s(args, cfg, B, T, work, 1), "")]
+        tok, gemms = shardc_tokens_per_s(args, cfg, B, T, work, 1)
+        rows = [("shardc", tok, f"GEMMs: {gemms}")]
         for mode, name in (("eager", "pytorch eager"), ("compile", "torch.compile")):
             tok, info = torch_tokens_per_s(args, cfg, B, T, work, mode)
             rows.append((name, tok, info))
         if not args.skip_mesh and shutil.which("mpirun"):
-            rows.append(("shardc --mesh 2", shardc_tokens_per_s(args, cfg, B, T, work, 2), ""))
+            tok, gemms = shardc_tokens_per_s(args, cfg, B, T, work, 2)
+            rows.append(("shardc --mesh 2", tok, f"GEMMs: {gemms}"))
             tok, info = torch_tokens_per_s(args, cfg, B, T, work, "fsdp2")
             rows.append(("FSDP2 gloo 2 ranks", tok, info))
     print(f"model {args.model}: micro-batch {B} x {T}, AdamW f32; one process "
           f"{args.threads} threads, two ranks 1 thread each; {args.steps} timed steps")
+    print(f"cores: {cpu_model()}" + "".join(
+        f"; {v}={os.environ[v]}" for v in ("OPENBLAS_CORETYPE",) if v in os.environ))
     by = {name: tok for name, tok, _ in rows}
     for name, tok, info in rows:
         what = info if isinstance(info, str) else "; ".join(info)
         if tok is None:
             print(f"  {name:20s} {'n/a':>10s}        ({what})")
         else:
-            print(f"  {name:20s} {tok:10.0f} tok/s" + (f"  (torch {what})" if what else ""))
+            if what and not what.startswith("GEMMs"):
+                what = "torch " + what
+            print(f"  {name:20s} {tok:10.0f} tok/s" + (f"  ({what})" if what else ""))
     for ours, peer in (("shardc", "pytorch eager"), ("shardc", "torch.compile"),
                        ("shardc --mesh 2", "FSDP2 gloo 2 ranks")):
         if by.get(ours) and by.get(peer):

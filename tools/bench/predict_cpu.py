@@ -64,7 +64,7 @@ def run(cmd, env=None):
 
 
 def threads_env(n):
-    return dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n))
+    return dict(os.environ, OMP_NUM_THREADS=str(n))
 
 
 def main():

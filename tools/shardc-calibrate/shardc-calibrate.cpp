@@ -2,7 +2,8 @@
 //
 // Usage: shardc-calibrate FILE   (what `shardc --calibrate FILE` runs). It
 // measures the runtime's own CPU kernels in this one process, at the thread
-// count the environment gives (OMP_NUM_THREADS, as the trainer's):
+// count the environment gives (OMP_NUM_THREADS, as the trainer's), and
+// names the GEMM library and ISA that ran (runtime/cpu/gemm.h):
 //   - matmul (x w^T, f32) at every shape of target/Calibration.h's grid;
 //   - attention and its gradient at one shape (GPT-2 small's heads);
 //   - accumulate over 3 x 128 MiB: the memory bandwidth;
@@ -15,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/kernels.h"
 #include "target/Calibration.h"
 
@@ -204,13 +206,16 @@ int main(int argc, char **argv) {
   int threads = omp_get_max_threads();
   std::string json;
   char line[256];
-  std::fprintf(stderr, "shardc-calibrate: %d threads\n", threads);
+  std::string gemms = shardc::runtime::cpu::gemmLibrary();
+  std::fprintf(stderr, "shardc-calibrate: %d threads, GEMMs: %s\n", threads,
+               gemms.c_str());
   json += "{\"" + std::string(C::kKeyFormat) + "\": \"" + C::kFormat +
           "\", \"" + C::kKeyVersion + "\": " + std::to_string(C::kVersion);
   char host[128] = "this machine";
   gethostname(host, sizeof(host) - 1);
   json += ", \"" + std::string(C::kKeyName) + "\": \"calibrated " +
-          std::string(host) + ", " + std::to_string(threads) + " threads\"";
+          std::string(host) + ", " + std::to_string(threads) +
+          " threads, GEMMs " + gemms + "\"";
   json += ", \"" + std::string(C::kKeyThreads) +
           "\": " + std::to_string(threads);
   double memory =
