@@ -1,7 +1,7 @@
 //===- GemmTest.cpp - the CPU GEMM wrapper against a naive reference ------===//
 //
 // runtime/cpu/gemm.h's sgemm (oneDNN) in every transpose, at odd sizes and
-// padded leading dimensions, with alpha and beta, inside an OpenMP region
+// padded leading dimensions, with alpha and beta, over reductions it splits, inside an OpenMP region
 // as attention calls it; and the kernels that wrap it with epilogues
 // (linear with bias, linear_gelu, linear_dgelu with the bias gradient),
 // each against a direct double-precision transcription of its definition.
@@ -85,6 +85,8 @@ const Case kCases[] = {
     {true, false, 33, 17, 65},   {true, true, 5, 31, 3},
     {false, true, 129, 67, 255}, {true, false, 67, 129, 255},
     {false, false, 300, 5, 1000}, {true, true, 3, 257, 129},
+    // Reductions past gemm.cpp's chunk of 8192, in chunks of 6667 and 8193.
+    {false, false, 5, 7, 20001},  {true, true, 9, 4, 16385},
 };
 
 TEST(Gemm, EveryTransposeOddSizes) {
