@@ -38,7 +38,7 @@ const std::vector<TargetDescription> &targets() {
   static const std::vector<TargetDescription> table = [] {
     TargetDescription cpu;
     cpu.name = "cpu";
-    cpu.summary = "host CPU: OpenBLAS GEMMs, OpenMP kernels, MPI collectives";
+    cpu.summary = "host CPU: oneDNN GEMMs, OpenMP kernels, MPI collectives";
     cpu.computeTypes = {abi::kF32};
     cpu.indexTypes = {abi::kI32, abi::kBool};
     cpu.alignment = abi::kBufferAlignment;
