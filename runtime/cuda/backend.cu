@@ -228,6 +228,10 @@ ncclComm_t cuda::Context::subgroup(int64_t axis, int64_t N) {
                                      int(r % N), &c, &config);
   ncclDone(split, c ? c : axes.at(size_t(axis)),
            "ncclCommSplit (a --reshard-after-forward subgroup)");
+  if (!c)
+    fatal("ncclCommSplit gave no communicator for the groups of %lld ranks "
+          "on axis %lld (split inside an NCCL group?)",
+          (long long)N, (long long)axis);
   return subgroups[{axis, N}] = c;
 }
 
@@ -414,6 +418,7 @@ public:
     if (checked.insert(program).second) {
       refuseMissingKernels(program, kernels);
       groups[program] = groupsOf(program);
+      makeSubgroups(program);
     }
     ctx.groups = &groups[program];
     void *regions[abi::kNumRegions];
@@ -610,6 +615,27 @@ private:
                   "host memory over MPI instead (the same results, slower)\n",
                   shared.c_str());
     return !shared.empty();
+  }
+
+  /// The subgroup communicators `program`'s all_gather_subgroup launches
+  /// use, made now, before it runs: a split inside an open NCCL group (a
+  /// grouped chain of collectives before the launch) leaves its handle NULL
+  /// until the group's end, so a lazy split there would keep NULL.
+  void makeSubgroups(const int64_t *program) {
+    if (!ctx.mesh || ctx.mesh->world <= 1 || ctx.hostStaged)
+      return;
+    for (const int64_t *p = program; *p != abi::kOpEnd;
+         p += abi::recordWords(p)) {
+      if (*p != abi::kOpKernel ||
+          abi::KernelId(p[1]) != abi::KernelId::all_gather_subgroup)
+        continue;
+      const int64_t *i = p + abi::kKernelHeaderWords + p[3];
+      int64_t N = i[abi::all_gather_subgroup::N],
+              axis = i[abi::all_gather_subgroup::axis];
+      if (N > 1 && axis >= 0 && axis < int64_t(ctx.axes.size()) &&
+          ctx.mesh->axisSize(axis) > 1)
+        ctx.subgroup(axis, N);
+    }
   }
 
   /// The NCCL groups of `program`: chains of adjacent launches (no event

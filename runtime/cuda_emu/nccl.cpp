@@ -15,6 +15,7 @@
 //    enqueued in reverse issue order (the same on every rank), since NCCL
 //    runs a group's operations concurrently: a caller that grouped an
 //    operation with one it depends on gets wrong results here too;
+//    a ncclCommSplit inside a group leaves its handle NULL until then;
 //  - a non-blocking communicator (ncclConfig_t blocking = 0) is still
 //    being made when ncclCommInitRankConfig and ncclCommSplit return
 //    (ncclInProgress) until ncclCommGetAsyncError has said so once, so that
@@ -67,6 +68,13 @@ struct Held {
 std::vector<Held> held;
 /// Set while a grouped call runs (the log says so).
 bool runningGrouped = false;
+/// Splits made inside the open group: as NCCL's, the caller's handle is
+/// NULL until the outermost ncclGroupEnd writes the communicator to it.
+struct HeldSplit {
+  ncclComm_t *out;
+  ncclComm_t comm;
+};
+std::vector<HeldSplit> heldSplits;
 
 ncclResult_t fail(ncclResult_t result, const std::string &why) {
   std::fprintf(stderr, "cuda-emulation: NCCL: %s\n", why.c_str());
@@ -362,7 +370,12 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
   auto *c = new ncclComm;
   c->mpi = out;
   *newcomm = c;
-  return made(c, config, comm);
+  ncclResult_t result = made(c, config, comm);
+  if (groupDepth > 0) {
+    heldSplits.push_back({newcomm, c});
+    *newcomm = nullptr;
+  }
+  return result;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
@@ -456,6 +469,9 @@ ncclResult_t ncclGroupEnd() {
     return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--groupDepth > 0)
     return ncclSuccess;
+  for (const HeldSplit &split : heldSplits)
+    *split.out = split.comm;
+  heldSplits.clear();
   std::vector<Held> calls = std::move(held);
   held.clear();
   for (auto it = calls.rbegin(); it != calls.rend(); ++it)

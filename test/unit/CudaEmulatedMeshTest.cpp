@@ -7,7 +7,9 @@
 //    calls), and their results are the gathers written out by hand;
 //  - a reduce-scatter followed by an all-reduce of its output, adjacent
 //    but dependent, is not grouped (the emulated NCCL runs a group's calls
-//    in reverse order, so grouping them would give a wrong sum).
+//    in reverse order, so grouping them would give a wrong sum);
+//  - an all-gather grouped with a subgroup all-gather: the subgroup's
+//    communicator exists before the group opens.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
@@ -146,6 +148,46 @@ TEST_F(CudaMesh, DependentCollectivesAreNotGrouped) {
     ASSERT_EQ(lines.size(), before + 2);
     for (size_t k = before; k < lines.size(); ++k)
       EXPECT_EQ(lines[k].find(" grouped"), std::string::npos);
+  }
+}
+
+TEST_F(CudaMesh, SubgroupMadeBeforeItsGroupOpens) {
+  // An all-gather and an independent all-gather within groups of 2 ranks,
+  // adjacent: one NCCL group. A subgroup communicator split inside that
+  // group would be NULL until its end (as NCCL's, and the emulated NCCL's);
+  // the backend makes it before the program runs.
+  const int64_t n = 4;
+  std::vector<float> x(n), y(n);
+  for (int k = 0; k < n; ++k) {
+    x[k] = float(10 * mesh->rank + k);
+    y[k] = float(-100 * mesh->rank - k);
+  }
+  put(0, x);
+  put(512, y);
+  std::vector<int64_t> program;
+  launch(program, A::KernelId::all_gather, {0, 256},
+         intsOf(A::all_gather::kNumInts, n, 0, A::kF32));
+  std::vector<int64_t> sub(size_t(A::all_gather_subgroup::kNumInts), 0);
+  sub[A::all_gather_subgroup::n] = n;
+  sub[A::all_gather_subgroup::axis] = 0;
+  sub[A::all_gather_subgroup::dtype] = A::kF32;
+  sub[A::all_gather_subgroup::N] = 2;
+  launch(program, A::KernelId::all_gather_subgroup, {512, 768}, sub);
+  program.push_back(A::kOpEnd);
+  size_t before = logged().size();
+  backend->run(program.data(), regions);
+  std::vector<float> gx = get(256, 2 * n), gy = get(768, 2 * n);
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < n; ++k) {
+      EXPECT_EQ(gx[r * n + k], float(10 * r + k));
+      EXPECT_EQ(gy[r * n + k], float(-100 * r - k));
+    }
+  mesh->barrier();
+  if (mesh->rank == 0) {
+    std::vector<std::string> lines = logged();
+    ASSERT_EQ(lines.size(), before + 2);
+    EXPECT_NE(lines[before + 1].find(" grouped"), std::string::npos)
+        << "the two gathers were not one group: the test shows nothing";
   }
 }
 

@@ -138,6 +138,31 @@ TEST_F(EmulatedNccl, Split) {
   ncclCommDestroy(both);
 }
 
+// A split inside a group, as NCCL makes it: the handle is NULL until the
+// outermost ncclGroupEnd (a caller that keeps it earlier keeps NULL), and
+// a collective on a NULL communicator is refused.
+TEST_F(EmulatedNccl, SplitInsideAGroupIsNullUntilItsEnd) {
+  ncclComm_t both = reinterpret_cast<ncclComm_t>(&both);
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclCommSplit(comm, 0, rank, &both, nullptr));
+  EXPECT_EQ(both, nullptr);
+  NCCL_OK(ncclGroupEnd());
+  EXPECT_EQ(both, nullptr) << "an inner ncclGroupEnd completed the split";
+  float *in = device({1, 2}), *out = device({0, 0});
+  EXPECT_EQ(ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, both, stream),
+            ncclInvalidArgument);
+  NCCL_OK(ncclGroupEnd());
+  ASSERT_NE(both, nullptr);
+  int count = 0;
+  NCCL_OK(ncclCommCount(both, &count));
+  EXPECT_EQ(count, 2);
+  NCCL_OK(ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, both, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(host(out, 2), std::vector<float>({2, 4}));
+  ncclCommDestroy(both);
+}
+
 // Abort: what was enqueued and not run is dropped, never waited for.
 TEST_F(EmulatedNccl, AbortDropsPendingWork) {
   float *in = device({1, 2}), *out = device({-1, -1});
