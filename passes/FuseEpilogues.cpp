@@ -13,6 +13,8 @@
 // (y; dpre and db) have their allocations moved above it. A match needs:
 //  - the element-wise op on the GEMM's stream, its output a fresh rt.alloc;
 //  - forward: no op between the two touching pre or y;
+//  - the GEMM's width N a multiple of the target's gemmAuxLdMultiple (the
+//    aux matrix's leading dimension: cuBLASLt refuses others);
 //  - backward: t used by the two ops only (it is no longer written), no op
 //    between them touching pre or dpre, and the bias gradient a sum_to of
 //    dpre over every leading dimension into a fresh buffer, with no op
@@ -106,6 +108,7 @@ struct RtFuseEpiloguesPass
       return signalPassFailure();
     if (!t->gemmEpilogues)
       return;
+    auxLdMultiple = t->gemmAuxLdMultiple;
     SmallVector<rt::KernelOp> gelus, grads;
     getOperation().walk([&](rt::KernelOp k) {
       if (isKernel(k, abi::KernelId::gelu) && k.getInts()[abi::gelu::tanh])
@@ -119,6 +122,12 @@ struct RtFuseEpiloguesPass
     for (rt::KernelOp g : grads)
       fuseBackward(g);
   }
+
+  /// TargetDescription::gemmAuxLdMultiple of the target.
+  int64_t auxLdMultiple = 1;
+
+  /// Whether the target's epilogue takes an aux matrix N wide.
+  bool auxFits(const Linear &L) const { return L.N % auxLdMultiple == 0; }
 
   /// The linear kernel that wrote `v` last before `op` in its block, on
   /// `op`'s stream, or null.
@@ -143,7 +152,7 @@ struct RtFuseEpiloguesPass
     if (!lin || !isFreshAlloc(y) || touchedBetween(lin, gelu, {pre, y}))
       return;
     Linear L = linearInts(lin);
-    if (gelu.getInts()[abi::gelu::n] != L.M * L.N)
+    if (gelu.getInts()[abi::gelu::n] != L.M * L.N || !auxFits(L))
       return;
     allocateBefore(y, lin);
     SmallVector<Value> bufs(lin.getBuffers().begin(), lin.getBuffers().end());
@@ -165,7 +174,8 @@ struct RtFuseEpiloguesPass
     if (!lin || !isFreshAlloc(dpre) || !isFreshAlloc(t))
       return;
     Linear L = linearInts(lin);
-    if (L.hasBias || grad.getInts()[abi::gelu_grad::n] != L.M * L.N)
+    if (L.hasBias || grad.getInts()[abi::gelu_grad::n] != L.M * L.N ||
+        !auxFits(L))
       return;
     for (Operation *user : t.getUsers())
       if (user != lin && user != grad)

@@ -65,6 +65,7 @@ const std::vector<TargetDescription> &targets() {
     cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
     cuda.collectivesOnOneRank = false;
     cuda.gemmEpilogues = true;
+    cuda.gemmAuxLdMultiple = 8; // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
     cuda.groupedKernels = true;
     cuda.fusedResidualNorm = true;
     cuda.chunkedLossHead = true;

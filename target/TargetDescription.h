@@ -46,6 +46,10 @@ struct TargetDescription {
   /// Its GEMMs apply GELU, its gradient and the bias gradient as epilogues
   /// (linear_gelu, linear_dgelu: rt-fuse-epilogues).
   bool gemmEpilogues = false;
+  /// The leading dimension, in elements, of a GELU epilogue's aux matrix
+  /// (the pre-activation, N wide) must be a multiple of this (cuBLASLt: 8);
+  /// rt-fuse-epilogues keeps other widths unfused.
+  int64_t gemmAuxLdMultiple = 1;
   /// It has a residual add fused with the norm after it (add_layer_norm,
   /// add_rms_norm: rt-fuse-residual-norm).
   bool fusedResidualNorm = false;

@@ -50,11 +50,13 @@ bool pickAlgorithm(cuda::Context &ctx, Plan &p) {
       sizeof(ctx.workspaceBytes)));
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.desc, p.a, p.b, p.c,
-                                              p.c, pref, 1, &result, &found));
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      ctx.lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  if (found == 0)
+  // NOT_SUPPORTED: no algorithm for these descriptors (said below).
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0)
     return false;
+  CUBLAS_CHECK(status);
   p.algo = result.algo;
   return true;
 }
@@ -90,8 +92,12 @@ const Plan &planFor(cuda::Context &ctx, const Shape &s) {
                                           s.transB ? s.k : s.n, s.ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, s.m, s.n, s.ldc));
   if (!pickAlgorithm(ctx, p))
-    fatal("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM",
-          (long long)s.m, (long long)s.n, (long long)s.k);
+    fatal("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM "
+          "(column-major, lda %lld, ldb %lld, ldc %lld, transposes %d%d, "
+          "epilogue %d)",
+          (long long)s.m, (long long)s.n, (long long)s.k, (long long)s.lda,
+          (long long)s.ldb, (long long)s.ldc, int(s.transA), int(s.transB),
+          int(epilogue));
   return plans.emplace(s, p).first->second;
 }
 

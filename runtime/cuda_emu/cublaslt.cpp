@@ -4,7 +4,9 @@
 // declarations of cublasLt.h: matmul descriptors (transposes, epilogues,
 // bias and aux pointers, compute type), column-major matrix layouts with
 // batch counts and strides, preferences and the heuristic (one algorithm,
-// no workspace). A matmul is enqueued on its stream and computed there by
+// no workspace; NOT_SUPPORTED, with the rule, where cublasLt.h forbids the
+// descriptors: an aux leading dimension or batch stride not a multiple of
+// 8). A matmul is enqueued on its stream and computed there by
 // a reference GEMM: operands widened to f32, the CPU backend's sgemm
 // (runtime/cpu/gemm.h), then the epilogue:
 //
@@ -26,6 +28,7 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -58,6 +61,25 @@ struct Layout {
 cublasStatus_t fail(const std::string &why) {
   shardc::emu::report(cudaErrorInvalidValue, "cuBLASLt: " + why);
   return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+/// What the real library has no algorithm for, with the documented rule.
+cublasStatus_t unsupported(const std::string &why) {
+  std::fprintf(stderr, "cuda-emulation: cuBLASLt: %s\n", why.c_str());
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+/// cublasLt.h: an epilogue's aux matrix has a leading dimension and a batch
+/// stride that are multiples of 8 elements.
+cublasStatus_t checkAux(const Desc &d) {
+  if (!(int(d.epilogue) & 128))
+    return CUBLAS_STATUS_SUCCESS;
+  if (d.auxLd % 8 != 0 || d.auxBatchStride % 8 != 0)
+    return unsupported("the epilogue's aux leading dimension (" +
+                       std::to_string(d.auxLd) + ") and batch stride (" +
+                       std::to_string(d.auxBatchStride) +
+                       ") must be multiples of 8 (cublasLt.h)");
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 template <typename T>
@@ -398,13 +420,15 @@ cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+    cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t,
     cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
     cublasLtMatmulPreference_t, int requested,
     cublasLtMatmulHeuristicResult_t results[], int *returned) {
   *returned = 0;
   if (requested < 1)
     return fail("the heuristic was asked for no algorithm");
+  if (cublasStatus_t s = checkAux(*reinterpret_cast<Desc *>(desc)))
+    return s;
   std::memset(&results[0], 0, sizeof(results[0]));
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
@@ -448,6 +472,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
     return fail("the epilogue needs a bias pointer");
   if ((epi & 128) && (!mm.d.aux || mm.d.auxLd < int64_t(m)))
     return fail("the epilogue needs an aux pointer and leading dimension");
+  if (cublasStatus_t s = checkAux(mm.d))
+    return s;
   cudaError_t err = shardc::emu::enqueue(stream, "cublasLtMatmul",
                                          [mm]() { mm.run(); });
   return err == cudaSuccess ? CUBLAS_STATUS_SUCCESS

@@ -8,18 +8,18 @@
 // output stays as the aux (pre-activation) buffer, and y is allocated
 // above the fused kernel.
 // CHECK-LABEL: func.func @forward
-// CHECK: %[[PRE:.*]] = rt.alloc 2880
-// CHECK-NEXT: %[[Y:.*]] = rt.alloc 2880
-// CHECK-NEXT: rt.kernel %{{.*}}, "linear_gelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[PRE]], %[[Y]]) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 1>}
+// CHECK: %[[PRE:.*]] = rt.alloc 3072
+// CHECK-NEXT: %[[Y:.*]] = rt.alloc 3072
+// CHECK-NEXT: rt.kernel %{{.*}}, "linear_gelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[PRE]], %[[Y]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 1>}
 // CHECK-NOT: "gelu"
 // CHECK: rt.kernel %{{.*}}, "gelu_grad"(%[[PRE]]
 func.func @forward(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.buffer, %d: !rt.buffer) {
-  %pre = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 1>}
-  %y = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu"(%pre, %y) {floats = array<f64>, ints = array<i64: 720, 1>}
-  %g = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %y, %g) {floats = array<f64>, ints = array<i64: 720, 1>}
+  %pre = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 1>}
+  %y = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "gelu"(%pre, %y) {floats = array<f64>, ints = array<i64: 768, 1>}
+  %g = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %y, %g) {floats = array<f64>, ints = array<i64: 768, 1>}
   return
 }
 
@@ -29,22 +29,22 @@ func.func @forward(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.bu
 // the bias gradient (sum_to over the rows) become one GEMM; the matmul in
 // between reads dy only. t, no longer written, is gone.
 // CHECK-LABEL: func.func @backward
-// CHECK: %[[DPRE:.*]] = rt.alloc 2880
-// CHECK-NEXT: %[[DB:.*]] = rt.alloc 180
-// CHECK-NEXT: rt.kernel %{{.*}}, "linear_dgelu"(%[[DY:.*]], %[[W:.*]], %[[PRE:.*]], %[[DPRE]], %[[DB]]) {floats = array<f64>, ints = array<i64: 16, 8, 45, 1, 1>}
+// CHECK: %[[DPRE:.*]] = rt.alloc 3072
+// CHECK-NEXT: %[[DB:.*]] = rt.alloc 192
+// CHECK-NEXT: rt.kernel %{{.*}}, "linear_dgelu"(%[[DY:.*]], %[[W:.*]], %[[PRE:.*]], %[[DPRE]], %[[DB]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 1>}
 // CHECK-NEXT: %[[DW:.*]] = rt.alloc
 // CHECK-NEXT: rt.kernel %{{.*}}, "matmul"(%{{.*}}, %[[DY]], %[[DW]])
 // CHECK-NOT: rt.kernel
 // CHECK: return
 func.func @backward(%ctx: !rt.context, %dy: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer, %h: !rt.buffer) {
-  %t = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "linear"(%dy, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 45, 1, 0>}
+  %t = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "linear"(%dy, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 0>}
   %dw = rt.alloc 256 : !rt.buffer
   rt.kernel %ctx, "matmul"(%h, %dy, %dw) {floats = array<f64>, ints = array<i64: 8, 16, 8, 1, 0>}
-  %dpre = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {floats = array<f64>, ints = array<i64: 720, 1>}
-  %db = rt.alloc 180 : !rt.buffer
-  rt.kernel %ctx, "sum_to"(%dpre, %db) {floats = array<f64>, ints = array<i64: 3, 45, 4, 4, 45, 0, 0, 1>}
+  %dpre = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {floats = array<f64>, ints = array<i64: 768, 1>}
+  %db = rt.alloc 192 : !rt.buffer
+  rt.kernel %ctx, "sum_to"(%dpre, %db) {floats = array<f64>, ints = array<i64: 3, 48, 4, 4, 48, 0, 0, 1>}
   return
 }
 
@@ -57,16 +57,16 @@ func.func @backward(%ctx: !rt.context, %dy: !rt.buffer, %w: !rt.buffer, %pre: !r
 // CHECK-NOT: linear_dgelu
 // CHECK: return
 func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer) {
-  %a = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %a) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
-  %b = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu"(%a, %b) {floats = array<f64>, ints = array<i64: 720, 0>}
-  %t = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
-  %d = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 720, 1>}
-  %e = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "silu"(%t, %e) {floats = array<f64>, ints = array<i64: 720>}
+  %a = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %a) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
+  %b = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "gelu"(%a, %b) {floats = array<f64>, ints = array<i64: 768, 0>}
+  %t = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
+  %d = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 768, 1>}
+  %e = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "silu"(%t, %e) {floats = array<f64>, ints = array<i64: 768>}
   return
 }
 
@@ -78,19 +78,19 @@ func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buf
 // CHECK-LABEL: func.func @across_event
 // CHECK: rt.kernel %{{.*}}, "linear_gelu"
 // CHECK-NEXT: rt.event_record
-// CHECK: rt.kernel %{{.*}}, "linear_dgelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[D:.*]]) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
+// CHECK: rt.kernel %{{.*}}, "linear_dgelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[D:.*]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
 // CHECK: rt.kernel %{{.*}}, "sum_to"(%[[D]]
 func.func @across_event(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer) {
-  %c = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %c) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
+  %c = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %c) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
   rt.event_record %ctx {event = 0 : i64, stream = 0 : i64}
-  %y = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu"(%c, %y) {floats = array<f64>, ints = array<i64: 720, 1>}
-  %t = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 0>}
-  %d = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 720, 1>}
-  %db = rt.alloc 720 : !rt.buffer
-  rt.kernel %ctx, "sum_to"(%d, %db) {floats = array<f64>, ints = array<i64: 3, 180, 4, 4, 45, 0, 45, 1>}
+  %y = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "gelu"(%c, %y) {floats = array<f64>, ints = array<i64: 768, 1>}
+  %t = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
+  %d = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 768, 1>}
+  %db = rt.alloc 768 : !rt.buffer
+  rt.kernel %ctx, "sum_to"(%d, %db) {floats = array<f64>, ints = array<i64: 3, 192, 4, 4, 48, 0, 48, 1>}
   return
 }

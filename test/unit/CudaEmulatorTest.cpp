@@ -2,6 +2,7 @@
 #include "runtime/cuda/launch.h"
 #include "runtime/cuda_emu/emu.h"
 
+#include <cublasLt.h>
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -344,3 +345,57 @@ TEST(CudaEmulator, GraphCaptureAndReplay) {
   cudaStreamDestroy(a);
   cudaStreamDestroy(b);
 }
+
+namespace {
+
+/// The emulated heuristic's answer for a GELU_AUX epilogue on a column-major
+/// m x n output whose aux matrix has leading dimension `auxLd`.
+cublasStatus_t geluAuxHeuristic(int64_t m, int64_t auxLd) {
+  cublasLtHandle_t lt;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulPreference_t pref;
+  EXPECT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_AUX;
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(
+                desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(
+                desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd,
+                sizeof(auxLd)),
+            CUBLAS_STATUS_SUCCESS);
+  const uint64_t n = 4, k = 8;
+  EXPECT_EQ(cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, m, k, m),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, k, n, k),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, m, n, m),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t result;
+  int found = -1;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref,
+                                                    1, &result, &found);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    EXPECT_EQ(found, 0);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(a);
+  cublasLtMatrixLayoutDestroy(b);
+  cublasLtMatrixLayoutDestroy(c);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(lt);
+  return s;
+}
+
+// cublasLt.h: CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD must be divisible by 8.
+// An aux matrix 45 rows high (a GELU over 45 features) is refused; 48 is
+// not (rt-fuse-epilogues keeps widths the CUDA target cannot fuse apart).
+TEST(CudaEmulator, CublasLtAuxLeadingDimensionMultipleOf8) {
+  EXPECT_EQ(geluAuxHeuristic(45, 45), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(geluAuxHeuristic(48, 48), CUBLAS_STATUS_SUCCESS);
+}
+
+} // namespace
+
