@@ -83,6 +83,25 @@ protected:
     backend->copyToHost(v.data(), arena + offset, int64_t(n * 4));
     return v;
   }
+  /// This rank's chunks of two gathers: x[n] at 0, y[n] at 512.
+  void putChunks(int64_t n) {
+    std::vector<float> x(n), y(n);
+    for (int k = 0; k < n; ++k) {
+      x[k] = float(10 * mesh->rank + k);
+      y[k] = float(-100 * mesh->rank - k);
+    }
+    put(0, x);
+    put(512, y);
+  }
+  /// Both ranks' chunks gathered: x's at 256, y's at 768.
+  void expectGathered(int64_t n) {
+    std::vector<float> gx = get(256, 2 * n), gy = get(768, 2 * n);
+    for (int r = 0; r < 2; ++r)
+      for (int k = 0; k < n; ++k) {
+        EXPECT_EQ(gx[r * n + k], float(10 * r + k));
+        EXPECT_EQ(gy[r * n + k], float(-100 * r - k));
+      }
+  }
   std::unique_ptr<Backend> backend;
   char *arena = nullptr;
   void *regions[A::kNumRegions];
@@ -91,13 +110,7 @@ protected:
 TEST_F(CudaMesh, IndependentAllGathersAreOneGroup) {
   const int64_t n = 4;
   // x[4] at 0 -> gx[8] at 256; y[4] at 512 -> gy[8] at 768.
-  std::vector<float> x(n), y(n);
-  for (int k = 0; k < n; ++k) {
-    x[k] = float(10 * mesh->rank + k);
-    y[k] = float(-100 * mesh->rank - k);
-  }
-  put(0, x);
-  put(512, y);
+  putChunks(n);
   std::vector<int64_t> program;
   auto ints = intsOf(A::all_gather::kNumInts, n, 0, A::kF32);
   launch(program, A::KernelId::all_gather, {0, 256}, ints);
@@ -105,12 +118,7 @@ TEST_F(CudaMesh, IndependentAllGathersAreOneGroup) {
   program.push_back(A::kOpEnd);
   size_t before = logged().size();
   backend->run(program.data(), regions);
-  std::vector<float> gx = get(256, 2 * n), gy = get(768, 2 * n);
-  for (int r = 0; r < 2; ++r)
-    for (int k = 0; k < n; ++k) {
-      EXPECT_EQ(gx[r * n + k], float(10 * r + k));
-      EXPECT_EQ(gy[r * n + k], float(-100 * r - k));
-    }
+  expectGathered(n);
   mesh->barrier();
   if (mesh->rank == 0) {
     std::vector<std::string> lines = logged();
@@ -157,13 +165,7 @@ TEST_F(CudaMesh, SubgroupMadeBeforeItsGroupOpens) {
   // group would be NULL until its end (as NCCL's, and the emulated NCCL's);
   // the backend makes it before the program runs.
   const int64_t n = 4;
-  std::vector<float> x(n), y(n);
-  for (int k = 0; k < n; ++k) {
-    x[k] = float(10 * mesh->rank + k);
-    y[k] = float(-100 * mesh->rank - k);
-  }
-  put(0, x);
-  put(512, y);
+  putChunks(n);
   std::vector<int64_t> program;
   launch(program, A::KernelId::all_gather, {0, 256},
          intsOf(A::all_gather::kNumInts, n, 0, A::kF32));
@@ -176,12 +178,7 @@ TEST_F(CudaMesh, SubgroupMadeBeforeItsGroupOpens) {
   program.push_back(A::kOpEnd);
   size_t before = logged().size();
   backend->run(program.data(), regions);
-  std::vector<float> gx = get(256, 2 * n), gy = get(768, 2 * n);
-  for (int r = 0; r < 2; ++r)
-    for (int k = 0; k < n; ++k) {
-      EXPECT_EQ(gx[r * n + k], float(10 * r + k));
-      EXPECT_EQ(gy[r * n + k], float(-100 * r - k));
-    }
+  expectGathered(n);
   mesh->barrier();
   if (mesh->rank == 0) {
     std::vector<std::string> lines = logged();
