@@ -80,12 +80,17 @@ __device__ inline float blockMax(float v) {
   return result;
 }
 
+/// The threads of the one-block reduction kernels (lossScaleKernel,
+/// meanRowLossKernel): their launches and their __launch_bounds__, so that
+/// a build never gives them more registers than 1024 threads can have.
+constexpr int kOneBlockThreads = 1024;
+
 // t[N], dloss[]? -> *scale = (dloss ? dloss[0] : 1) / (rows of t not
-// ignored), 0 if none (one block): the mean's scale of the losses and their
-// gradients
-static __global__ void lossScaleKernel(const int32_t *targets, int64_t N,
-                                       int64_t ignore, const float *dloss,
-                                       float *scale) {
+// ignored), 0 if none (one block of kOneBlockThreads): the mean's scale of
+// the losses and their gradients
+static __global__ void __launch_bounds__(kOneBlockThreads)
+    lossScaleKernel(const int32_t *targets, int64_t N, int64_t ignore,
+                    const float *dloss, float *scale) {
   double count = 0;
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
     count += targets[n] != ignore;

@@ -738,7 +738,7 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
   // Scratch: the row losses, then the mean's scale.
   auto *rowLoss = static_cast<double *>(c.scratch(N * sizeof(double) + 8));
   auto *scale = reinterpret_cast<float *>(rowLoss + N);
-  SHARDC_LAUNCH(lossScaleKernel, 1, 1024, 0, s, targets, N, ignore,
+  SHARDC_LAUNCH(lossScaleKernel, 1, kOneBlockThreads, 0, s, targets, N, ignore,
                 static_cast<const float *>(nullptr), scale);
   // A bad target is reported after the run (Context::checkErrors).
   SHARDC_LAUNCH(crossEntropyRowsKernel, unsigned(N), kThreads, 0, s, F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss, c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
@@ -764,7 +764,7 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
   float *dh = F(b[4]), *dw = F(b[5]), *logits = F(b[6]);
   auto *rowLoss = static_cast<double *>(c.scratch(N * sizeof(double) + 8));
   auto *scale = reinterpret_cast<float *>(rowLoss + N);
-  SHARDC_LAUNCH(lossScaleKernel, 1, 1024, 0, s, targets, N, ignore,
+  SHARDC_LAUNCH(lossScaleKernel, 1, kOneBlockThreads, 0, s, targets, N, ignore,
                 static_cast<const float *>(nullptr), scale);
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     int64_t rows = std::min(R, N - r0);

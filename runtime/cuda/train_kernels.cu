@@ -269,9 +269,11 @@ __global__ void crossEntropyLossRowsKernel(const float *logits,
 }
 
 // rowLoss[N], t[N] -> loss[] = mean of rowLoss over the rows not ignored, NaN
-// if none (one block; a fixed association, so deterministic)
-__global__ void meanRowLossKernel(const double *rowLoss, const int32_t *targets,
-                                  int64_t N, int64_t ignore, float *loss) {
+// if none (one block of kOneBlockThreads; a fixed association, so
+// deterministic)
+__global__ void __launch_bounds__(kOneBlockThreads)
+    meanRowLossKernel(const double *rowLoss, const int32_t *targets, int64_t N,
+                      int64_t ignore, float *loss) {
   double total = 0, count = 0;
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
     if (targets[n] != ignore) {
@@ -391,8 +393,8 @@ SHARDC_CUDA_KERNEL(cross_entropy) {
     SHARDC_LAUNCH(crossEntropyLossRowsKernel, unsigned(N), kThreads, 0, s,
                   F(b[0]), targets, V, ignore, vec, rowLoss,
                   c.errors + int64_t(A::KernelId::cross_entropy));
-  SHARDC_LAUNCH(meanRowLossKernel, 1, 1024, 0, s, rowLoss, targets, N, ignore,
-                F(b[2]));
+  SHARDC_LAUNCH(meanRowLossKernel, 1, kOneBlockThreads, 0, s, rowLoss, targets,
+                N, ignore, F(b[2]));
 }
 
 // logits[N,V], t[N] (int32), dloss[] -> dlogits[N,V] of cross_entropy
@@ -406,8 +408,8 @@ SHARDC_CUDA_KERNEL(cross_entropy_grad) {
   const int32_t *targets = static_cast<const int32_t *>(b[1]);
   // Scratch: the scale dloss / count.
   auto *scale = static_cast<float *>(c.scratch(16));
-  SHARDC_LAUNCH(lossScaleKernel, 1, 1024, 0, s, targets, N, ignore, F(b[2]),
-                scale);
+  SHARDC_LAUNCH(lossScaleKernel, 1, kOneBlockThreads, 0, s, targets, N, ignore,
+                F(b[2]), scale);
   // A bad target is reported after the run (Context::checkErrors).
   bool vec = V % 4 == 0 && aligned16(b[0]) && aligned16(b[3]);
   SHARDC_LAUNCH(crossEntropyGradRowsKernel, unsigned(N), kThreads, 0, s,
