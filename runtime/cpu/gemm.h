@@ -32,7 +32,7 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
 
 /// What computes the GEMMs, for logs and reports: the library, its version
 /// and the instruction set its kernels were chosen for, e.g. "oneDNN 2.6.3
-/// (avx512_core_bf16)".
+/// matmul (avx512_core_bf16)".
 std::string gemmLibrary();
 
 } // namespace shardc::runtime::cpu
