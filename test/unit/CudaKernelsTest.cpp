@@ -296,6 +296,9 @@ TEST_F(CudaKernels, Gemms) {
 // gradient and the bias gradient. N (the aux matrix's leading dimension) a
 // multiple of 8, as cuBLASLt requires (rt-fuse-epilogues fuses no other on
 // the CUDA target; CudaEmulator.CublasLtAuxLeadingDimensionMultipleOf8).
+// The tolerance of cuBLASLt's DGELU epilogue against the exact gelu_tanh'.
+constexpr double kDgeluEpilogueTol = 2e-3;
+
 TEST_F(CudaKernels, GemmEpilogues) {
   const int64_t M = 67, K = 129, N = 48;
   auto x = randomVec(M * K, 16), w = randomVec(N * K, 17), b = randomVec(N, 18);
@@ -317,6 +320,10 @@ TEST_F(CudaKernels, GemmEpilogues) {
                                          {LG::has_bias, hasBias}}),
               {}, 1e-4);
       // dy[M,K] through w to [M,N]: the same GEMM shapes as the forward.
+      // cuBLASLt's DGELU epilogue is looser than its GEMM: on an H100
+      // (cuBLASLt 13.1) its dx was 3.5e-4 off the exact gelu_tanh' at 0.83
+      // (the emulated one computes it exactly), so 2e-3 here; a wrong
+      // derivative is off by far more.
       std::vector<Buffer> bwd = {floats(x), floats(w), floats(pre),
                                  out(M * N)};
       if (hasBias)
@@ -327,7 +334,7 @@ TEST_F(CudaKernels, GemmEpilogues) {
                                           {LD::N, N},
                                           {LD::in_out, inOut},
                                           {LD::has_bias, hasBias}}),
-              {}, 1e-4);
+              {}, kDgeluEpilogueTol);
     }
 }
 
