@@ -1,0 +1,573 @@
+#!/usr/bin/env python3
+"""The GPU benchmark kit: build here, run on the lent GPU machine.
+
+The GPU machine has no MLIR, so the work is split in two:
+
+    tools/bench/bench_gpu.py build --shardc build/bin/shardc --out .gpu
+    # then, on the GPU machine, from the repository root (.gpu carried):
+    tools/bench/bench_gpu.py run --out .gpu [--parts kernels,curves,...]
+
+`build` compiles each model for --target cuda, packs the executables and
+shardc-cuda-tests with their libraries (one shared lib/), writes each
+curve's token file and trains the CPU build on it here: the CPU curve is
+the reference the GPU's is compared with there (manifest.json).
+
+`run` does, in this order (each part prints its table; --parts picks):
+- env:       the GPU, driver, and where CUDA's libraries were found;
+- kernels:   shardc-cuda-tests, every CUDA kernel against its CPU twin;
+- curves:    each small model's GPU curve against the CPU's (worst relative
+             difference; f32 within 1e-5), and --cuda-graphs=false bit
+             for bit against the replayed graphs; the meshes run their
+             ranks on the one GPU (host-staged) under mpirun;
+- sanitizer: compute-sanitizer memcheck and racecheck over a few steps;
+- speed:     the speed model (default gpt2-124m, micro-batch 4 x 1024)
+             under shardc and under PyTorch (eager and torch.compile; f32
+             without TF32, as shardc computes today, and bf16 autocast):
+             the same batch, AdamW, median tok/s over the steps after the
+             warm-up, peak memory and MFU side by side;
+- offload:   the speed model with --offload=cpu;
+- trace:     the speed model's step, kernel by kernel (--trace).
+
+`--dry` runs the whole kit here on the emulated CUDA device with the tiny
+model (build and run in one go, PyTorch on the CPU): it is what CI runs,
+so the kit works the day a GPU is lent.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
+
+# The small models whose GPU curves are compared with the CPU's: name ->
+# (model, shardc flags of both builds, flags of the CUDA build only, mesh).
+# The odd ones: widths, vocabularies, heads and sequences that are not
+# multiples of 8. A mesh runs its ranks on the one GPU (host-staged).
+CURVES = {
+    "tiny": ("tiny", "--micro-batch 4 --seq-len 64", "", 1),
+    "gpt2-tiny": ("test/e2e/Inputs/gpt2-tiny.json", "--micro-batch 4 --seq-len 16", "", 1),
+    "llama-tiny": ("test/e2e/Inputs/llama-tiny.json", "--micro-batch 4 --seq-len 16", "", 1),
+    "gpt2-odd": ("test/e2e/Inputs/gpt2-odd.json", "--micro-batch 3 --seq-len 13", "", 1),
+    "llama-odd": ("test/e2e/Inputs/llama-odd.json", "--micro-batch 3 --seq-len 13", "", 1),
+    "gpt2-odd-chunk5": ("test/e2e/Inputs/gpt2-odd.json",
+                        "--micro-batch 3 --seq-len 13 --loss-chunk-rows 5", "", 1),
+    "gpt2-tiny-bf16": ("test/e2e/Inputs/gpt2-tiny.json", "--micro-batch 4 --seq-len 16",
+                       "--param-dtype bf16", 1),
+    "llama-odd-bf16": ("test/e2e/Inputs/llama-odd.json", "--micro-batch 3 --seq-len 13",
+                       "--param-dtype bf16", 1),
+    "tiny-mesh2": ("tiny", "--micro-batch 4 --seq-len 64 --mesh 2", "", 2),
+    "gpt2-odd-mesh4-raf2": ("test/e2e/Inputs/gpt2-odd.json",
+                            "--micro-batch 3 --seq-len 13 --mesh 4 --reshard-after-forward=2",
+                            "", 4),
+}
+CURVE_STEPS = 20
+CURVE_TRAIN = ["--seed", "5", "--lr", "3e-3"]
+
+
+def mpirun(ranks):
+    """The launcher of `ranks` ranks: none for one, else mpirun (as root
+    too, more ranks than cores), passing the library path on."""
+    if ranks == 1:
+        return []
+    exe = shutil.which("mpirun")
+    if exe is None:
+        return None
+    return [exe, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
+            "-x", "LD_LIBRARY_PATH"]
+
+
+def sh(cmd, timeout=1800, env=None, check=True):
+    """Runs cmd, returns (rc, stdout+stderr); exits with the output on
+    failure when `check`."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=timeout, env=env)
+    if check and r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}")
+    return r.returncode, r.stdout
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def write_tokens(path, vocab, count, seed=0):
+    import numpy as np
+    import torch_models as tm
+    tm.write_tokens(path, np.random.default_rng(seed).integers(0, vocab, size=count))
+
+
+def vocab_of(model):
+    if model.endswith(".json"):
+        with open(os.path.join(ROOT, model)) as f:
+            return json.load(f)["vocab_size"]
+    return 50257
+
+
+# --- build (here) -----------------------------------------------------------
+
+def pack(exe, out):
+    """Copies exe into out/bin and its libraries into out/lib (shared by
+    every executable of the kit)."""
+    sh([os.path.join(ROOT, "tools", "pack_gpu.sh"), exe, os.path.join(out, "bin")])
+
+
+def compile_model(shardc, model, flags, exe):
+    path = model if not model.endswith((".json", ".onnx")) else os.path.join(ROOT, model)
+    sh([shardc, path, *flags, "-o", exe])
+
+
+def build(args):
+    out = os.path.abspath(args.out)
+    os.makedirs(os.path.join(out, "bin"), exist_ok=True)
+    os.makedirs(os.path.join(out, "curves"), exist_ok=True)
+    cuda = ["--target", "cuda"] + (["--cuda-emulation"] if args.dry else [])
+    manifest = {"curves": {}, "speed": {}, "emulated": args.dry}
+    tests = os.path.join(os.path.dirname(args.shardc), "..", "test", "unit", "shardc-cuda-tests")
+    if not args.dry and os.path.exists(tests):
+        pack(tests, out)
+        manifest["kernels"] = "shardc-cuda-tests"
+    curves = {k: v for k, v in CURVES.items() if not args.dry or k in ("tiny", "tiny-mesh2")}
+    for name, (model, shape, cuda_only, ranks) in curves.items():
+        tokens = os.path.join(out, "curves", f"{name}.bin")
+        write_tokens(tokens, vocab_of(model), 64 * 64 * CURVE_STEPS + 1)
+        cpu_exe = os.path.join(args.tmp, f"cpu-{name}")
+        compile_model(args.shardc, model, shape.split(), cpu_exe)
+        log = os.path.join(args.tmp, f"cpu-{name}.jsonl")
+        sh([*mpirun(ranks), cpu_exe, "--data", tokens, "--steps", str(CURVE_STEPS),
+            *CURVE_TRAIN, "--log", log])
+        exe = os.path.join(args.tmp, f"train-{name}")
+        compile_model(args.shardc, model, shape.split() + cuda + cuda_only.split(), exe)
+        pack(exe, out)
+        manifest["curves"][name] = {"exe": f"train-{name}", "tokens": f"curves/{name}.bin",
+                                    "ranks": ranks,
+                                    "cpu": [e["loss"] for e in read_log(log)],
+                                    "rtol": 1e-5 if not cuda_only else 2e-2}
+        print(f"built {name}: CPU curve {manifest['curves'][name]['cpu'][0]:.6f} -> "
+              f"{manifest['curves'][name]['cpu'][-1]:.6f}", flush=True)
+    speed_model, B, T = args.speed_model, args.batch, args.seq
+    for mode, flags in (("speed", []), ("speed-offload", ["--offload=cpu"]),
+                        ("speed-bf16", ["--param-dtype", "bf16"])):
+        exe = os.path.join(args.tmp, f"train-{mode}")
+        compile_model(args.shardc, speed_model,
+                      ["--micro-batch", str(B), "--seq-len", str(T), *cuda, *flags], exe)
+        pack(exe, out)
+        manifest["speed"][mode] = f"train-{mode}"
+    manifest["speed_shape"] = {"model": speed_model, "B": B, "T": T}
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"kit in {out} ({sh(['du', '-sh', out])[1].split()[0]})")
+
+
+# --- run (on the GPU machine) -----------------------------------------------
+
+def library_path(out):
+    """out/lib first, then the first folder holding each CUDA library."""
+    dirs = [os.path.join(out, "bin", "lib")]
+    roots = ["/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/targets/x86_64-linux/lib"]
+    roots += glob.glob("/usr/local/lib/python3*/dist-packages/nvidia/*/lib")
+    roots += glob.glob("/opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib")
+    roots += glob.glob("/usr/lib/python3*/site-packages/nvidia/*/lib")
+    for lib in ("libcudart.so.13", "libcublasLt.so.13", "libnccl.so.2"):
+        for d in roots:
+            if os.path.exists(os.path.join(d, lib)):
+                if d not in dirs:
+                    dirs.append(d)
+                break
+        else:
+            print(f"note: {lib} not found in {', '.join(roots)}")
+    return ":".join(dirs + [os.environ.get("LD_LIBRARY_PATH", "")])
+
+
+def exe_env(out):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = library_path(out)
+    return env
+
+
+def part_env(args, m):
+    if m["emulated"]:
+        print("env: the emulated CUDA device (--dry)")
+        return
+    print(sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+              "--format=csv"], check=False)[1].strip())
+    print("LD_LIBRARY_PATH=" + exe_env(args.out)["LD_LIBRARY_PATH"])
+
+
+def part_kernels(args, m):
+    if "kernels" not in m:
+        print("kernels: skipped (not built)")
+        return
+    rc, text = sh([os.path.join(args.out, "bin", m["kernels"])], env=exe_env(args.out),
+                  check=False, timeout=600)
+    with open(os.path.join(args.log_dir, "kernels.log"), "w") as f:
+        f.write(text)
+    lines = [l for l in text.splitlines() if l.startswith(("[  PASSED", "[  FAILED", "[  SKIPPED"))
+             or "Failure" in l or "error" in l.lower()]
+    print("\n".join(lines[-40:]))
+    print(f"kernels: exit {rc}")
+
+
+def train(args, exe, tokens, steps, extra=(), prefix=(), timeout=900):
+    log = os.path.join(args.log_dir, f"{os.path.basename(exe)}-{int(time.time()*1e6)}.jsonl")
+    cmd = [*prefix, os.path.join(args.out, "bin", exe), "--data", tokens,
+           "--steps", str(steps), "--log", log, *extra]
+    rc, text = sh(cmd, env=exe_env(args.out), check=False, timeout=timeout)
+    entries = read_log(log) if os.path.exists(log) else []
+    return rc, text, entries
+
+
+def part_curves(args, m):
+    print(f"{'model':<20} {'CPU loss':>20} {'GPU loss':>20} {'worst rel':>10} "
+          f"{'rtol':>7} {'no graphs':>10}")
+    failed = 0
+    for name, c in m["curves"].items():
+        tokens = os.path.join(args.out, c["tokens"])
+        launch = mpirun(c["ranks"])
+        if launch is None:
+            print(f"{name:<20} skipped: no mpirun for {c['ranks']} ranks")
+            continue
+        rc, text, got = train(args, c["exe"], tokens, CURVE_STEPS, CURVE_TRAIN, prefix=launch)
+        if rc != 0 or len(got) != CURVE_STEPS:
+            print(f"{name:<20} FAILED (exit {rc}):\n{text[-3000:]}")
+            failed += 1
+            continue
+        gpu = [e["loss"] for e in got]
+        worst = max(abs(a - b) / abs(a) for a, b in zip(c["cpu"], gpu))
+        rc2, text2, direct = train(args, c["exe"], tokens, CURVE_STEPS,
+                                   CURVE_TRAIN + ["--cuda-graphs=false"], prefix=launch)
+        same = "same" if [e["loss"] for e in direct] == gpu else (
+            f"exit {rc2}" if rc2 else "DIFFER")
+        ok = worst <= c["rtol"] and same == "same"
+        failed += not ok
+        print(f"{name:<20} {c['cpu'][0]:>9.6f}->{c['cpu'][-1]:<9.6f} "
+              f"{gpu[0]:>9.6f}->{gpu[-1]:<9.6f} {worst:>10.2e} {c['rtol']:>7.0e} "
+              f"{same:>10}{'' if ok else '  FAIL'}")
+    print(f"curves: {len(m['curves']) - failed} of {len(m['curves'])} hold")
+
+
+def part_sanitizer(args, m):
+    tool = shutil.which("compute-sanitizer") or next(iter(glob.glob(
+        "/usr/local/cuda*/bin/compute-sanitizer")), None)
+    if m["emulated"] or not tool:
+        print("sanitizer: skipped (" + ("emulated device" if m["emulated"] else
+                                        "no compute-sanitizer") + ")")
+        return
+    runs = [("tiny", ("memcheck", "racecheck", "synccheck", "initcheck")),
+            ("gpt2-odd-chunk5", ("memcheck", "initcheck")),
+            ("llama-odd", ("memcheck", "initcheck"))]
+    for name, checks in runs:
+        c = m["curves"].get(name)
+        if c is None:
+            continue
+        for check in checks:
+            rc, text, got = train(args, c["exe"], os.path.join(args.out, c["tokens"]), 2,
+                                  CURVE_TRAIN, prefix=[tool, "--tool", check,
+                                                       "--error-exitcode", "9"])
+            summary = [l for l in text.splitlines()
+                       if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l]
+            with open(os.path.join(args.log_dir, f"sanitizer-{name}-{check}.log"), "w") as f:
+                f.write(text)
+            print(f"sanitizer {check} {name}: exit {rc}, {len(got)} steps; "
+                  f"{summary[-1].strip() if summary else text[-400:]}")
+
+
+class DeviceMemory:
+    """The GPU's used memory over a run, sampled by nvidia-smi every 50 ms:
+    the peak above what was used before it started (so the CUDA context
+    counts, as it does not in PyTorch's max_memory_allocated)."""
+
+    def __init__(self, emulated):
+        self.on = not emulated and shutil.which("nvidia-smi") is not None
+
+    def used(self):
+        return int(sh(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                      check=False)[1].split()[0])
+
+    def __enter__(self):
+        if self.on:
+            import threading
+            self.base, self.peak, self.stop = self.used(), 0, threading.Event()
+
+            def sample():
+                while not self.stop.wait(0.05):
+                    self.peak = max(self.peak, self.used())
+            self.thread = threading.Thread(target=sample, daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            self.stop.set()
+            self.thread.join()
+
+    def text(self):
+        return f"device {self.peak - self.base} MiB" if self.on else ""
+
+
+def shardc_speed(args, m, mode, steps):
+    with DeviceMemory(m["emulated"]) as mem:
+        rc, text, got = train(args, m["speed"][mode], args.speed_tokens, steps)
+    if rc != 0 or len(got) != steps:
+        print(f"shardc {mode}: FAILED (exit {rc}):\n{text[-3000:]}")
+        return None
+    warm = got[min(3, steps - 1):]
+    peak = [l for l in text.splitlines() if l.startswith("memory:")]
+    return {"tok_s": statistics.median(e["tok_per_s"] for e in warm),
+            "ms": statistics.median(e["ms"] for e in warm),
+            "mfu": statistics.median(e["mfu"] or 0 for e in warm),
+            "loss": f"{got[0]['loss']:.4f}->{got[-1]['loss']:.4f}",
+            "peak": mem.text() + " plan " + (peak[-1].split()[3] if peak else "?") + " B"}
+
+
+def gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps, tokens):
+    """PyTorch's GPT-2 124M (nanoGPT's layout: SDPA attention, fused QKV),
+    AdamW, the same token stream: median tok/s after 3 warm-up steps."""
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    C, H, L, V = 768, 12, 12, 50257
+    if device == "cpu":
+        C, H, L = 64, 4, 2
+
+    class Block(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.ln_1, s.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            s.c_attn, s.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            s.c_fc, s.m_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(s, x):
+            q, k, v = s.c_attn(s.ln_1(x)).split(C, dim=2)
+            hd = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
+            a = F.scaled_dot_product_attention(hd(q), hd(k), hd(v), is_causal=True)
+            x = x + s.c_proj(a.transpose(1, 2).reshape(B, T, C))
+            return x + s.m_proj(F.gelu(s.c_fc(s.ln_2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.wte, s.wpe = nn.Embedding(V, C), nn.Embedding(1024, C)
+            s.h = nn.ModuleList(Block() for _ in range(L))
+            s.ln_f = nn.LayerNorm(C)
+
+        def forward(s, x, y):
+            h = s.wte(x) + s.wpe(torch.arange(T, device=x.device))
+            for b in s.h:
+                h = b(h)
+            logits = s.ln_f(h) @ s.wte.weight.t()
+            return F.cross_entropy(logits.float().view(-1, V), y.view(-1))
+
+    torch.manual_seed(0)
+    model = GPT().to(device)
+    for name, p in model.named_parameters():  # nanoGPT's initialization
+        if name.endswith("bias"):
+            nn.init.zeros_(p)
+        elif p.dim() == 2:
+            nn.init.normal_(p, std=0.02)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    fwd = torch.compile(model) if compile_ else model
+    data = np.fromfile(tokens, dtype=np.uint16, offset=1024).astype(np.int64)
+    times = []
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    for step in range(steps):
+        chunk = torch.from_numpy(data[step * B * T:(step + 1) * B * T + 1]).to(device)
+        x, y = chunk[:-1].view(B, T), chunk[1:].view(B, T)
+        sync()
+        t0 = time.perf_counter()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=dtype_mode == "bf16"):
+            loss = fwd(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync()
+        times.append(time.perf_counter() - t0)
+    ms = statistics.median(times[3:]) * 1e3
+    peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else float("nan")
+    return {"tok_s": B * T / ms * 1e3, "ms": ms, "peak_mib": peak, "loss": loss.item()}
+
+
+def part_speed(args, m):
+    s = m["speed_shape"]
+    B, T = s["B"], s["T"]
+    steps = args.steps
+    args.speed_tokens = os.path.join(args.log_dir, "speed-tokens.bin")
+    write_tokens(args.speed_tokens, 50257, B * T * (steps + 2) + 1)
+    flop = None
+    rows = []
+    for mode in ("speed", "speed-bf16"):
+        r = shardc_speed(args, m, mode, steps)
+        if r:
+            rows.append((f"shardc {'f32' if mode == 'speed' else 'bf16 params'}",
+                         r["tok_s"], r["ms"], r["peak"], r["loss"]))
+    device = "cpu" if m["emulated"] else "cuda"
+    for dtype_mode, compile_ in (("f32", False), ("bf16", False), ("bf16", True)):
+        if m["emulated"] and compile_:
+            continue
+        try:
+            r = gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps, args.speed_tokens)
+            rows.append((f"PyTorch {'compile' if compile_ else 'eager'} {dtype_mode}",
+                         r["tok_s"], r["ms"], f"max_memory_allocated {r['peak_mib']:.0f} MiB",
+                         f"{r['loss']:.4f}"))
+        except Exception as e:  # a peer that fails is a row, not the end
+            rows.append((f"PyTorch {'compile' if compile_ else 'eager'} {dtype_mode}",
+                         float("nan"), float("nan"), f"failed: {e}"[:120], ""))
+    print(f"{s['model']}, micro-batch {B} x {T}, AdamW, one GPU, {steps} steps "
+          f"(median after 3)")
+    print(f"{'run':<22} {'tok/s':>10} {'ms/step':>9}  peak / loss")
+    for name, tok, ms, peak, loss in rows:
+        print(f"{name:<22} {tok:>10.0f} {ms:>9.2f}  {peak} {loss}")
+
+
+def part_offload(args, m):
+    if not hasattr(args, "speed_tokens"):
+        args.speed_tokens = os.path.join(args.log_dir, "speed-tokens.bin")
+        s = m["speed_shape"]
+        write_tokens(args.speed_tokens, 50257, s["B"] * s["T"] * (args.steps + 2) + 1)
+    for mode in ("speed", "speed-offload"):
+        r = shardc_speed(args, m, mode, min(args.steps, 12))
+        if r:
+            print(f"shardc {mode:<14} {r['tok_s']:>10.0f} tok/s {r['ms']:>9.2f} ms  {r['peak']}")
+
+
+def part_trace(args, m):
+    """Where the speed model's step goes, kernel by kernel (--trace)."""
+    tokens = getattr(args, "speed_tokens", None)
+    if tokens is None:
+        s = m["speed_shape"]
+        tokens = args.speed_tokens = os.path.join(args.log_dir, "speed-tokens.bin")
+        write_tokens(tokens, 50257, s["B"] * s["T"] * (args.steps + 2) + 1)
+    for mode in ("speed", "speed-bf16"):
+        trace = os.path.join(args.log_dir, f"trace-{mode}.json")
+        rc, text, got = train(args, m["speed"][mode], tokens, 4, ["--trace", trace])
+        if rc != 0:
+            print(f"trace {mode}: FAILED (exit {rc}):\n{text[-3000:]}")
+            continue
+        print(f"-- {mode}")
+        print(sh([sys.executable, os.path.join(HERE, "trace_kernels.py"), trace],
+                 check=False)[1])
+
+
+def part_rates(args, m):
+    """The rates --predict's H100 entry stands on, measured through PyTorch
+    on this GPU: f32 (no TF32) and bf16 GEMMs at GPT-2 124M's shapes, and
+    SDPA (cuDNN's and flash) forward and backward at its attention shape."""
+    if m["emulated"]:
+        print("rates: skipped (emulated device)")
+        return
+    import torch
+    import torch.nn.functional as F
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    def median_ms(fn, reps=20):
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        return statistics.median(times)
+
+    print(f"{'op':<44} {'ms':>8} {'TFLOP/s':>8}")
+    for M, K, N in ((4096, 768, 2304), (4096, 768, 3072), (4096, 3072, 768),
+                    (4096, 768, 50257)):
+        for dt in (torch.float32, torch.bfloat16):
+            x = torch.randn(M, K, device="cuda", dtype=dt)
+            w = torch.randn(K, N, device="cuda", dtype=dt)
+            ms = median_ms(lambda: x @ w)
+            print(f"{f'GEMM {M}x{K}x{N} {str(dt)[6:]}':<44} {ms:>8.3f} "
+                  f"{2 * M * K * N / ms / 1e9:>8.1f}")
+    B, H, T, D = 4, 12, 1024, 64
+    flop = 4 * B * H * T * T * D / 2  # causal: half of QK^T and PV
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                          ("flash", SDPBackend.FLASH_ATTENTION),
+                          ("efficient f32", SDPBackend.EFFICIENT_ATTENTION)):
+        dt = torch.float32 if "f32" in name else torch.bfloat16
+        q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dt, requires_grad=True)
+                   for _ in range(3))
+        try:
+            with sdpa_kernel(backend):
+                fwd = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                g = torch.randn_like(o)
+                bwd = median_ms(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
+            print(f"{f'SDPA {name} B{B} H{H} T{T} D{D} fwd':<44} {fwd:>8.3f} {flop / fwd / 1e9:>8.1f}")
+            print(f"{f'SDPA {name} B{B} H{H} T{T} D{D} bwd':<44} {bwd:>8.3f} "
+                  f"{2.5 * flop / bwd / 1e9:>8.1f}")
+        except Exception as e:
+            print(f"SDPA {name}: {str(e)[:100]}")
+
+
+PARTS = {"env": part_env, "rates": part_rates, "kernels": part_kernels, "curves": part_curves,
+         "sanitizer": part_sanitizer, "speed": part_speed, "offload": part_offload,
+         "trace": part_trace}
+
+
+def run(args):
+    args.out = os.path.abspath(args.out)
+    with open(os.path.join(args.out, "manifest.json")) as f:
+        m = json.load(f)
+    args.log_dir = os.path.abspath(args.log_dir or os.path.join(args.out, "logs"))
+    os.makedirs(args.log_dir, exist_ok=True)
+    for part in args.parts.split(","):
+        if part not in PARTS:
+            sys.exit(f"error: --parts: '{part}' is not one of {', '.join(PARTS)}")
+        print(f"== {part}", flush=True)
+        t0 = time.time()
+        PARTS[part](args, m)
+        print(f"({part}: {time.time() - t0:.0f} s)", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=["build", "run"], nargs="?")
+    ap.add_argument("--dry", action="store_true",
+                    help="build and run here on the emulated CUDA device, tiny model")
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
+    ap.add_argument("--out", default=os.path.join(ROOT, ".gpu"))
+    ap.add_argument("--parts", default=",".join(PARTS))
+    ap.add_argument("--log-dir", default=None)
+    ap.add_argument("--speed-model", default="gpt2-124m")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=20)
+    args = ap.parse_args()
+    if args.dry:
+        import tempfile
+        args.speed_model, args.batch, args.seq, args.steps = "tiny", 2, 64, 5
+        with tempfile.TemporaryDirectory() as tmp:
+            args.tmp, args.out = tmp, os.path.join(tmp, "kit")
+            build(args)
+            run(args)
+        return
+    if args.command is None:
+        ap.error("build or run (or --dry)")
+    if args.command == "build":
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            args.tmp = tmp
+            build(args)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
