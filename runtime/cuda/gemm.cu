@@ -5,7 +5,9 @@
 // Y^T = op(B)^T op(A)^T with the operands swapped. f32 in, f32 out, f32
 // compute without TF32 (CUBLAS_COMPUTE_32F), so curves compare with the
 // CPU's. The bias of `linear` is cuBLASLt's BIAS epilogue. The algorithm is
-// chosen by cuBLASLt's heuristic once per shape and kept.
+// chosen by cuBLASLt's heuristic once per shape and alignment class of the
+// pointers (arena views are 4-, 16- or 64-byte aligned, not the 256 bytes
+// cuBLASLt's heuristic assumes by default), and kept.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/context.h"
@@ -30,53 +32,144 @@ struct Shape {
     return std::make_tuple(m, n, k, lda, ldb, ldc, transA, transB, bias,
                            int(epilogue));
   }
-  bool operator<(const Shape &o) const { return key() < o.key(); }
+  cublasLtEpilogue_t effectiveEpilogue() const {
+    return epilogue == CUBLASLT_EPILOGUE_DEFAULT && bias
+               ? CUBLASLT_EPILOGUE_BIAS
+               : epilogue;
+  }
 };
 
-/// The descriptors and algorithm of a shape, made once.
+/// `count` GEMMs of one Shape whose stored operands lie strideA, strideB and
+/// strideC elements apart (0: the same matrix for every product); count 1:
+/// one GEMM, no batch.
+struct BatchedShape {
+  Shape s;
+  int64_t count = 1, strideA = 0, strideB = 0, strideC = 0;
+};
+
+/// The alignment class of a pointer: the largest power of two dividing its
+/// address, at most 256 bytes (cuBLASLt's default
+/// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, the most a preference asks);
+/// 0 for no pointer. cuBLASLt's heuristic is told each operand's class (as
+/// PyTorch does since pytorch#92201), so the algorithm it picks runs on every
+/// pointer of that class. Arena views are 4-byte aligned at least (f32); one
+/// that is not gets a class below its element, for which cuBLASLt has no
+/// algorithm (said with the shape, below).
+struct Alignments {
+  uint32_t a = 0, b = 0, c = 0, bias = 0, aux = 0;
+  auto key() const { return std::make_tuple(a, b, c, bias, aux); }
+};
+
+uint32_t alignmentOf(const void *p) {
+  if (!p)
+    return 0;
+  uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && v % align != 0)
+    align /= 2;
+  return align;
+}
+
+/// What a plan is kept by: the batched shape and its pointers' classes.
+auto planKey(const BatchedShape &bs, const Alignments &al) {
+  return std::make_tuple(bs.s.key(), bs.count, bs.strideA, bs.strideB,
+                         bs.strideC, al.key());
+}
+using PlanKey = decltype(planKey(BatchedShape{}, Alignments{}));
+
+/// The descriptors and algorithm of a batched shape and alignment classes,
+/// made once.
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo;
 };
 
+const char *epilogueName(cublasLtEpilogue_t e) {
+  switch (e) {
+  case CUBLASLT_EPILOGUE_DEFAULT:
+    return "DEFAULT";
+  case CUBLASLT_EPILOGUE_BIAS:
+    return "BIAS";
+  case CUBLASLT_EPILOGUE_GELU_AUX:
+    return "GELU_AUX";
+  case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    return "GELU_AUX_BIAS";
+  case CUBLASLT_EPILOGUE_DGELU:
+    return "DGELU";
+  case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+    return "DGELU_BGRAD";
+  default:
+    return "other";
+  }
+}
+
+/// Fatal: cuBLASLt has no algorithm for the GEMM, named with everything the
+/// heuristic was told.
+[[noreturn]] void noAlgorithm(const BatchedShape &bs, const Alignments &al,
+                              cublasStatus_t status) {
+  const Shape &s = bs.s;
+  fatal("cuBLASLt has no algorithm (%s) for %lld %s %lld x %lld x %lld "
+        "(m x n x k, column-major) f32 GEMM%s: op(A) %s, op(B) %s, lda %lld, "
+        "ldb %lld, ldc %lld, batch strides %lld %lld %lld, epilogue %s (%d); "
+        "pointers aligned to A %u, B %u, C/D %u, bias %u, aux %u bytes (0: "
+        "none)",
+        cublasLtGetStatusString(status), (long long)bs.count,
+        bs.count > 1 ? "batched" : "single", (long long)s.m, (long long)s.n,
+        (long long)s.k, bs.count > 1 ? "s" : "", s.transA ? "T" : "N",
+        s.transB ? "T" : "N", (long long)s.lda, (long long)s.ldb,
+        (long long)s.ldc, (long long)bs.strideA, (long long)bs.strideB,
+        (long long)bs.strideC, epilogueName(s.effectiveEpilogue()),
+        int(s.effectiveEpilogue()), al.a, al.b, al.c, al.bias, al.aux);
+}
+
 /// cuBLASLt's heuristic choice for the plan's descriptors, within the
-/// workspace, into p.algo; false if it has none.
-bool pickAlgorithm(cuda::Context &ctx, Plan &p) {
+/// workspace, for pointers of the classes `al`, into p.algo; fatal if it has
+/// none.
+void pickAlgorithm(cuda::Context &ctx, Plan &p, const BatchedShape &bs,
+                   const Alignments &al) {
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspaceBytes,
       sizeof(ctx.workspaceBytes)));
+  // D is C: both have C's class.
+  std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al.c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al.c}};
+  for (auto [attr, bytes] : alignments)
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes,
+                                                      sizeof(bytes)));
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       ctx.lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  // NOT_SUPPORTED: no algorithm for these descriptors (said below).
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0)
-    return false;
+  // NOT_SUPPORTED, or none found: no algorithm for these descriptors.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (status == CUBLAS_STATUS_SUCCESS && found == 0))
+    noAlgorithm(bs, al, status);
   CUBLAS_CHECK(status);
   p.algo = result.algo;
-  return true;
 }
 
-const Plan &planFor(cuda::Context &ctx, const Shape &s) {
-  static std::map<Shape, Plan> plans;
-  auto it = plans.find(s);
-  if (it != plans.end())
-    return it->second;
+/// The descriptors of `bs` with its epilogue's bias and aux pointers (whose
+/// alignment the heuristic reads from them), then its algorithm.
+Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
+              const float *bias, const float *aux) {
+  const Shape &s = bs.s;
   Plan p;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  cublasLtEpilogue_t epilogue = s.epilogue;
-  if (epilogue == CUBLASLT_EPILOGUE_DEFAULT && s.bias)
-    epilogue = CUBLASLT_EPILOGUE_BIAS;
+  cublasLtEpilogue_t epilogue = s.effectiveEpilogue();
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
@@ -85,29 +178,49 @@ const Plan &planFor(cuda::Context &ctx, const Shape &s) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
+  if (bias)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (aux)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   // Stored shapes: A is [m,k] (or [k,m] transposed), B [k,n] (or [n,k]).
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, s.transA ? s.k : s.m,
-                                          s.transA ? s.m : s.k, s.lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, s.transB ? s.n : s.k,
-                                          s.transB ? s.k : s.n, s.ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
+      &p.a, CUDA_R_32F, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
+      &p.b, CUDA_R_32F, s.transB ? s.n : s.k, s.transB ? s.k : s.n, s.ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, s.m, s.n, s.ldc));
-  if (!pickAlgorithm(ctx, p))
-    fatal("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM "
-          "(column-major, lda %lld, ldb %lld, ldc %lld, transposes %d%d, "
-          "epilogue %d)",
-          (long long)s.m, (long long)s.n, (long long)s.k, (long long)s.lda,
-          (long long)s.ldb, (long long)s.ldc, int(s.transA), int(s.transB),
-          int(epilogue));
-  return plans.emplace(s, p).first->second;
+  if (bs.count > 1) {
+    int32_t count = int32_t(bs.count);
+    std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+        {p.a, bs.strideA}, {p.b, bs.strideB}, {p.c, bs.strideC}};
+    for (auto [layout, stride] : layouts) {
+      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+          sizeof(stride)));
+    }
+  }
+  pickAlgorithm(ctx, p, bs, al);
+  return p;
 }
 
-/// C = op(A) op(B) (+ bias) on `stream`, then the shape's epilogue: `aux`
-/// its aux matrix, `bias` its bias (BIAS) or bias gradient (BGRAD).
-void gemm(void *ctxPtr, int64_t stream, const Shape &s, const float *a,
-          const float *b, const float *bias, float *c,
+/// C[count] = op(A[count]) op(B[count]) (+ bias) on `stream`, then the
+/// shape's epilogue: `aux` its aux matrix, `bias` its bias (BIAS) or bias
+/// gradient (BGRAD). One cublasLtMatmul, with the plan of the shape and the
+/// pointers' alignment classes (a map lookup once made).
+void gemm(cuda::Context &ctx, int64_t stream, const BatchedShape &bs,
+          const float *a, const float *b, const float *bias, float *c,
           const float *aux = nullptr, float beta = 0.0f) {
-  auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
-  const Plan &p = planFor(ctx, s);
+  static std::map<PlanKey, Plan> plans;
+  Alignments al{alignmentOf(a), alignmentOf(b), alignmentOf(c),
+                alignmentOf(bias), alignmentOf(aux)};
+  PlanKey key = planKey(bs, al);
+  auto it = plans.find(key);
+  if (it == plans.end())
+    it = plans.emplace(key, makePlan(ctx, bs, al, bias, aux)).first;
+  const Plan &p = it->second;
   if (bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -118,6 +231,13 @@ void gemm(void *ctxPtr, int64_t stream, const Shape &s, const float *a,
   CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
                               p.c, c, p.c, &p.algo, ctx.workspace,
                               ctx.workspaceBytes, ctx.stream(stream)));
+}
+
+void gemm(void *ctxPtr, int64_t stream, const Shape &s, const float *a,
+          const float *b, const float *bias, float *c,
+          const float *aux = nullptr, float beta = 0.0f) {
+  gemm(*static_cast<cuda::Context *>(ctxPtr), stream, BatchedShape{s}, a, b,
+       bias, c, aux, beta);
 }
 
 float *F(void *p) { return static_cast<float *>(p); }
@@ -184,72 +304,6 @@ SHARDC_CUDA_KERNEL(matmul) {
 // batch_matmul: strided-batched GEMMs
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// `count` GEMMs of one Shape whose stored operands lie strideA, strideB and
-/// strideC elements apart (0: the same matrix for every product).
-struct BatchedShape {
-  Shape s;
-  int64_t count, strideA, strideB, strideC;
-  auto key() const {
-    return std::make_tuple(s.key(), count, strideA, strideB, strideC);
-  }
-  bool operator<(const BatchedShape &o) const { return key() < o.key(); }
-};
-
-/// The descriptors and algorithm of a batched shape, made once: planFor's,
-/// with the layouts' batch count and strides set before the heuristic.
-const Plan &batchedPlanFor(cuda::Context &ctx, const BatchedShape &bs) {
-  static std::map<BatchedShape, Plan> plans;
-  auto it = plans.find(bs);
-  if (it != plans.end())
-    return it->second;
-  const Shape &s = bs.s;
-  Plan p;
-  CUBLAS_CHECK(
-      cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t ta = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t tb = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &p.a, CUDA_R_32F, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &p.b, CUDA_R_32F, s.transB ? s.n : s.k, s.transB ? s.k : s.n, s.ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, s.m, s.n, s.ldc));
-  if (bs.count > 1) {
-    int32_t count = int32_t(bs.count);
-    std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
-        {p.a, bs.strideA}, {p.b, bs.strideB}, {p.c, bs.strideC}};
-    for (auto [layout, stride] : layouts) {
-      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-          sizeof(stride)));
-    }
-  }
-  if (!pickAlgorithm(ctx, p))
-    fatal("cuBLASLt has no algorithm for %lld batched %lld x %lld x %lld "
-          "GEMMs",
-          (long long)bs.count, (long long)s.m, (long long)s.n, (long long)s.k);
-  return plans.emplace(bs, p).first->second;
-}
-
-/// C[count] = op(A[count]) op(B[count]) on `stream`, one cublasLtMatmul.
-void gemmBatched(cuda::Context &ctx, int64_t stream, const BatchedShape &bs,
-                 const float *a, const float *b, float *c) {
-  const Plan &p = batchedPlanFor(ctx, bs);
-  float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
-                              p.c, c, p.c, &p.algo, ctx.workspace,
-                              ctx.workspaceBytes, ctx.stream(stream)));
-}
-
-} // namespace
-
 // a[batch..,M,K] (or [..,K,M] with ta), b[batch..,K,N] (or [..,N,K] with tb)
 // -> c[batch[R],M,N]; the batch of a and b at matrix strides astr, bstr (0
 // where broadcast). The innermost batch dimensions whose strides are one
@@ -305,8 +359,8 @@ SHARDC_CUDA_KERNEL(batch_matmul) {
   std::vector<int64_t> idx(size_t(split), 0);
   int64_t ao = 0, bo = 0;
   for (int64_t o = 0; o < outer; ++o) {
-    gemmBatched(c, stream, shape, bm + bo * Kd * N, a + ao * M * Kd,
-                y + o * count * M * N);
+    gemm(c, stream, shape, bm + bo * Kd * N, a + ao * M * Kd, nullptr,
+         y + o * count * M * N);
     for (int64_t d = split - 1; d >= 0; --d) {
       ao += as[d];
       bo += bs[d];

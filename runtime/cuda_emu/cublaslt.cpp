@@ -4,9 +4,23 @@
 // declarations of cublasLt.h: matmul descriptors (transposes, epilogues,
 // bias and aux pointers, compute type), column-major matrix layouts with
 // batch counts and strides, preferences and the heuristic (one algorithm,
-// no workspace; NOT_SUPPORTED, with the rule, where cublasLt.h forbids the
-// descriptors: an aux leading dimension or batch stride not a multiple of
-// 8). A matmul is enqueued on its stream and computed there by
+// no workspace). What the real library refuses, this one refuses, with
+// NOT_SUPPORTED and the documented rule printed (cublasLt.h):
+//
+//   - the heuristic: an aux leading dimension unset, below D's rows or not
+//     a multiple of 8, an aux batch stride not a multiple of 8, TRANSC other
+//     than N, a minimum alignment preference below an operand's element;
+//   - the matmul: an A, B, C or D pointer less aligned than the preference
+//     (MIN_ALIGNMENT_*_BYTES, 256 by default) the algorithm was chosen for,
+//     capped by what the layout's leading dimension and batch stride allow;
+//     a bias or aux pointer less aligned than it was when the heuristic ran
+//     (the heuristic "depends on its value to determine expected pointer
+//     alignment"); a pointer not aligned to its element;
+//   - SHARDC_EMU_CUBLASLT_NO_ALGO=1 (or =empty) makes every heuristic find no
+//     algorithm: NOT_SUPPORTED (or SUCCESS) with 0 results, as the real one
+//     does for a GEMM it has no kernel for.
+//
+// A matmul is enqueued on its stream and computed there by
 // a reference GEMM: operands widened to f32, the CPU backend's sgemm
 // (runtime/cpu/gemm.h), then the epilogue:
 //
@@ -27,8 +41,11 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -39,6 +56,7 @@ struct Desc {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   cudaDataType_t scale = CUDA_R_32F;
   cublasOperation_t transA = CUBLAS_OP_N, transB = CUBLAS_OP_N;
+  cublasOperation_t transC = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr;
   cudaDataType_t biasType = CUDA_R_32F;
@@ -69,9 +87,20 @@ cublasStatus_t unsupported(const std::string &why) {
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
-/// cublasLt.h: an epilogue's aux matrix has a leading dimension and a batch
-/// stride that are multiples of 8 elements.
-cublasStatus_t checkAux(const Desc &d) {
+/// The epilogue's documented restrictions (cublasLt.h), for a D of `rows`:
+/// - CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER "requires setting
+///   CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD", and the GELU input matrix's
+///   leading dimension "must be divisible by 8 and be no less than the number
+///   of rows in the output matrix"; its batch stride "must be divisible by 8";
+/// - CUBLASLT_MATMUL_DESC_TRANSC: "currently only CUBLAS_OP_N is supported".
+/// cublasLt.h documents no transpose restriction for the epilogues emulated
+/// (BIAS, GELU, GELU_AUX, GELU_BIAS, GELU_AUX_BIAS, DGELU, DGELU_BGRAD,
+/// BGRADA, BGRADB), so none is enforced.
+cublasStatus_t checkEpilogue(const Desc &d, uint64_t rows) {
+  if (d.transC != CUBLAS_OP_N)
+    return unsupported("CUBLASLT_MATMUL_DESC_TRANSC " +
+                       std::to_string(int(d.transC)) +
+                       ": only CUBLAS_OP_N is supported (cublasLt.h)");
   if (!(int(d.epilogue) & 128))
     return CUBLAS_STATUS_SUCCESS;
   if (d.auxLd % 8 != 0 || d.auxBatchStride % 8 != 0)
@@ -79,6 +108,12 @@ cublasStatus_t checkAux(const Desc &d) {
                        std::to_string(d.auxLd) + ") and batch stride (" +
                        std::to_string(d.auxBatchStride) +
                        ") must be multiples of 8 (cublasLt.h)");
+  if (d.auxLd < int64_t(rows))
+    return unsupported("the epilogue's aux leading dimension (" +
+                       std::to_string(d.auxLd) +
+                       ", set by CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD) must "
+                       "be no less than D's rows (" +
+                       std::to_string(rows) + ") (cublasLt.h)");
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -153,6 +188,155 @@ std::vector<float> widen(const void *p, const Layout &l, int64_t batch) {
   return out;
 }
 
+//===----------------------------------------------------------------------===//
+// Alignment: what an algorithm was chosen for, against the pointers given
+//===----------------------------------------------------------------------===//
+
+/// cuBLASLt's default CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, the most
+/// a preference asks of a pointer.
+constexpr uint64_t kMaxAlignment = 256;
+
+/// The largest power of two dividing `v` bytes, at most 256 (0: 256).
+uint64_t alignmentOf(uint64_t v) {
+  return v == 0 ? kMaxAlignment : std::min(v & (~v + 1), kMaxAlignment);
+}
+uint64_t alignmentOf(const void *p) {
+  return alignmentOf(uint64_t(reinterpret_cast<uintptr_t>(p)));
+}
+
+std::string address(const void *p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+/// The heuristic's search preferences (cublasLtMatmulPreferenceAttributes_t)
+/// with cublasLt.h's defaults.
+struct Preference {
+  uint64_t maxWorkspace = 0;
+  uint32_t minAlignment[4] = {256, 256, 256, 256}; ///< A, B, C, D
+};
+
+/// The pointers of a matmul: A, B, C, D (in the order of the preferences'
+/// alignments), then the epilogue's bias and aux.
+enum Operand { kA, kB, kC, kD, kBias, kAux, kNumOperands };
+const char *const kOperandNames[kNumOperands] = {"A", "B", "C", "D",
+                                                 "the bias", "the aux matrix"};
+
+/// An emulated algorithm, as cublasLtMatmulAlgo_t (8 x uint64) carries it:
+/// the alignment in bytes it assumes of each operand's pointer.
+struct Algo {
+  uint64_t magic;
+  uint64_t alignment[kNumOperands];
+  uint64_t unused;
+};
+static_assert(sizeof(Algo) == sizeof(cublasLtMatmulAlgo_t));
+constexpr uint64_t kAlgoMagic = 0x53484152444c5431; // "SHARDLT1"
+
+int epilogueBits(const Desc &d) { return int(d.epilogue); }
+bool usesBias(const Desc &d) {
+  int epi = epilogueBits(d);
+  return (epi & CUBLASLT_EPILOGUE_BIAS) || (epi & 16) ||
+         epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB;
+}
+bool usesAux(const Desc &d) { return (epilogueBits(d) & 128) != 0; }
+/// cublasLt.h: bias and GELU aux elements are D's type unless set.
+cudaDataType_t biasType(const Desc &d, const Layout &dl) {
+  return d.biasTypeSet ? d.biasType : dl.type;
+}
+cudaDataType_t auxType(const Desc &d, const Layout &dl) {
+  return d.auxTypeSet ? d.auxType : dl.type;
+}
+
+/// What the leading dimension and batch stride of `l` allow an algorithm to
+/// assume: CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_*_BYTES is "required for buffer
+/// pointer, leading dimension, and possibly other strides" (cublasLt.h), so
+/// the heuristic, which sees the layout, picks none needing more.
+uint64_t layoutAlignment(const Layout &l) {
+  uint64_t elem = typeBytes(l.type);
+  uint64_t a = alignmentOf(uint64_t(l.ld) * elem);
+  if (l.batch > 1)
+    a = std::min(a, alignmentOf(uint64_t(l.batchStride) * elem));
+  return a;
+}
+
+/// The algorithm the heuristic gives for `d` on layouts A, B, C, D under
+/// `pref`, modelled as the strictest one it may return: the heuristic
+/// excludes the algorithms needing a pointer more aligned than the
+/// preference asks, so one it returns may need exactly that (capped by the
+/// layout). The bias and aux pointers have no preference: the heuristic
+/// "depends on its value to determine expected pointer alignment"
+/// (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER and _EPILOGUE_AUX_POINTER),
+/// the value they have when it runs (NULL: any alignment, so 256).
+cublasStatus_t chooseAlgo(const Desc &d, const Layout *const l[4],
+                          const Preference &pref, Algo &algo) {
+  std::memset(&algo, 0, sizeof(algo));
+  algo.magic = kAlgoMagic;
+  static const char *const prefNames[4] = {"A", "B", "C", "D"};
+  for (int o = kA; o <= kD; ++o) {
+    uint64_t elem = typeBytes(l[o]->type);
+    if (pref.minAlignment[o] < elem)
+      return unsupported(
+          "no algorithm for " + std::string(kOperandNames[o]) +
+          " aligned to " + std::to_string(pref.minAlignment[o]) +
+          " bytes (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_" + prefNames[o] +
+          "_BYTES): below its " + std::to_string(elem) + "-byte elements");
+    algo.alignment[o] =
+        std::min<uint64_t>(pref.minAlignment[o], layoutAlignment(*l[o]));
+  }
+  const Layout &dl = *l[kD];
+  algo.alignment[kBias] = algo.alignment[kAux] = kMaxAlignment;
+  if (usesBias(d)) {
+    uint64_t a = alignmentOf(d.bias);
+    if (dl.batch > 1)
+      a = std::min(a, alignmentOf(uint64_t(d.biasBatchStride) *
+                                  typeBytes(biasType(d, dl))));
+    algo.alignment[kBias] = a;
+  }
+  if (usesAux(d)) {
+    uint64_t elem = typeBytes(auxType(d, dl));
+    uint64_t a = std::min(alignmentOf(d.aux),
+                          alignmentOf(uint64_t(d.auxLd) * elem));
+    if (dl.batch > 1)
+      a = std::min(a, alignmentOf(uint64_t(d.auxBatchStride) * elem));
+    algo.alignment[kAux] = a;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/// `p`, operand `o` of elements of `elem` bytes, against the alignment
+/// `algo` was chosen for.
+cublasStatus_t checkAlignment(const std::string &gemm, const Algo &algo,
+                              Operand o, const void *p, uint64_t elem) {
+  uint64_t have = alignmentOf(p);
+  std::string what = gemm + ": " + kOperandNames[o] + " at " + address(p);
+  if (reinterpret_cast<uintptr_t>(p) % elem != 0)
+    return unsupported(what + " is not aligned to its " +
+                       std::to_string(elem) + "-byte elements");
+  if (have >= algo.alignment[o])
+    return CUBLAS_STATUS_SUCCESS;
+  static const char *const prefNames[4] = {"A", "B", "C", "D"};
+  std::string why =
+      o <= kD ? std::string("CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_") +
+                    prefNames[o] +
+                    "_BYTES of the heuristic that chose it (256 by default), "
+                    "as far as the layout allows"
+              : "the alignment of this pointer when "
+                "cublasLtMatmulAlgoGetHeuristic ran, which cublasLt.h says "
+                "it takes the expected alignment from";
+  return unsupported(what + " is aligned to " + std::to_string(have) +
+                     " bytes, below the " +
+                     std::to_string(algo.alignment[o]) +
+                     " its algorithm assumes (" + why + ")");
+}
+
+/// SHARDC_EMU_CUBLASLT_NO_ALGO: "empty" for SUCCESS with no algorithm,
+/// any other value but "0" for NOT_SUPPORTED; unset or "0": off.
+const char *noAlgorithmInjected() {
+  const char *v = std::getenv("SHARDC_EMU_CUBLASLT_NO_ALGO");
+  return v && *v && std::strcmp(v, "0") != 0 ? v : nullptr;
+}
+
 struct Matmul {
   Desc d;
   Layout a, b, c, dl;
@@ -170,10 +354,8 @@ struct Matmul {
     bool dgelu = (epi & 64) != 0;
     bool bgrad = (epi & 16) != 0;
     bool auxOut = gelu && (epi & 128);
-    cudaDataType_t biasType =
-        d.biasTypeSet ? d.biasType
-                      : (dl.type == CUDA_R_32F ? CUDA_R_32F : dl.type);
-    cudaDataType_t auxType = d.auxTypeSet ? d.auxType : dl.type;
+    cudaDataType_t biasType = ::biasType(d, dl);
+    cudaDataType_t auxType = ::auxType(d, dl);
     for (int64_t batch = 0; batch < dl.batch; ++batch) {
       std::vector<float> fa = widen(A, a, a.batch > 1 ? batch : 0);
       std::vector<float> fb = widen(B, b, b.batch > 1 ? batch : 0);
@@ -251,6 +433,33 @@ struct Matmul {
   }
 };
 
+/// The pointers of `mm` against the alignments `algo` assumes.
+cublasStatus_t checkPointers(const Matmul &mm, const Algo &algo) {
+  std::string gemm = "cublasLtMatmul of a " + std::to_string(mm.dl.rows) +
+                     " x " + std::to_string(mm.dl.cols) + " D";
+  struct {
+    Operand o;
+    const void *p;
+    cudaDataType_t type;
+  } const operands[] = {{kA, mm.A, mm.a.type},
+                        {kB, mm.B, mm.b.type},
+                        {kC, mm.C, mm.c.type},
+                        {kD, mm.D, mm.dl.type}};
+  for (const auto &op : operands)
+    if (cublasStatus_t s = checkAlignment(gemm, algo, op.o, op.p,
+                                          typeBytes(op.type)))
+      return s;
+  if (usesBias(mm.d))
+    if (cublasStatus_t s = checkAlignment(gemm, algo, kBias, mm.d.bias,
+                                          typeBytes(biasType(mm.d, mm.dl))))
+      return s;
+  if (usesAux(mm.d))
+    if (cublasStatus_t s = checkAlignment(gemm, algo, kAux, mm.d.aux,
+                                          typeBytes(auxType(mm.d, mm.dl))))
+      return s;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 } // namespace
 
 struct cublasLtContext {
@@ -315,6 +524,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
     return setValue(d.transA, buf, size, "TRANSA");
   case CUBLASLT_MATMUL_DESC_TRANSB:
     return setValue(d.transB, buf, size, "TRANSB");
+  case CUBLASLT_MATMUL_DESC_TRANSC:
+    return setValue(d.transC, buf, size, "TRANSC");
   case CUBLASLT_MATMUL_DESC_EPILOGUE: {
     cublasStatus_t st = setValue(d.epilogue, buf, size, "EPILOGUE");
     switch (d.epilogue) {
@@ -403,33 +614,67 @@ cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
-  *p = reinterpret_cast<cublasLtMatmulPreference_t>(new int(0));
+  *p = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference);
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
-  delete reinterpret_cast<int *>(p);
+  delete reinterpret_cast<Preference *>(p);
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t
-cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
-                                     cublasLtMatmulPreferenceAttributes_t,
-                                     const void *, size_t) {
-  return CUBLAS_STATUS_SUCCESS;
+cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                     cublasLtMatmulPreferenceAttributes_t attr,
+                                     const void *buf, size_t size) {
+  Preference &pref = *reinterpret_cast<Preference *>(p);
+  switch (attr) {
+  case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+    return setValue(pref.maxWorkspace, buf, size, "MAX_WORKSPACE_BYTES");
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    return setValue(pref.minAlignment[kA], buf, size, "MIN_ALIGNMENT_A_BYTES");
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    return setValue(pref.minAlignment[kB], buf, size, "MIN_ALIGNMENT_B_BYTES");
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    return setValue(pref.minAlignment[kC], buf, size, "MIN_ALIGNMENT_C_BYTES");
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+    return setValue(pref.minAlignment[kD], buf, size, "MIN_ALIGNMENT_D_BYTES");
+  default:
+    return fail("matmul preference attribute " + std::to_string(int(attr)) +
+                " is not emulated");
+  }
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t,
-    cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-    cublasLtMatmulPreference_t, int requested,
+    cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+    cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
+    cublasLtMatrixLayout_t ld, cublasLtMatmulPreference_t pref, int requested,
     cublasLtMatmulHeuristicResult_t results[], int *returned) {
   *returned = 0;
   if (requested < 1)
     return fail("the heuristic was asked for no algorithm");
-  if (cublasStatus_t s = checkAux(*reinterpret_cast<Desc *>(desc)))
+  if (!pref)
+    return fail("the heuristic was given no preference");
+  if (const char *injected = noAlgorithmInjected()) {
+    std::fprintf(stderr,
+                 "cuda-emulation: cuBLASLt: no algorithm "
+                 "(SHARDC_EMU_CUBLASLT_NO_ALGO=%s)\n",
+                 injected);
+    return std::strcmp(injected, "empty") == 0 ? CUBLAS_STATUS_SUCCESS
+                                               : CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  const Desc &d = *reinterpret_cast<Desc *>(desc);
+  const Layout *const layouts[4] = {
+      reinterpret_cast<Layout *>(la), reinterpret_cast<Layout *>(lb),
+      reinterpret_cast<Layout *>(lc), reinterpret_cast<Layout *>(ld)};
+  if (cublasStatus_t s = checkEpilogue(d, layouts[kD]->rows))
+    return s;
+  Algo algo;
+  if (cublasStatus_t s = chooseAlgo(
+          d, layouts, *reinterpret_cast<Preference *>(pref), algo))
     return s;
   std::memset(&results[0], 0, sizeof(results[0]));
+  std::memcpy(&results[0].algo, &algo, sizeof(algo));
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
   *returned = 1;
@@ -442,8 +687,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
                               cublasLtMatrixLayout_t lb, const void *beta,
                               const void *C, cublasLtMatrixLayout_t lc, void *D,
                               cublasLtMatrixLayout_t ld,
-                              const cublasLtMatmulAlgo_t *, void *, size_t,
-                              cudaStream_t stream) {
+                              const cublasLtMatmulAlgo_t *algoIn, void *,
+                              size_t, cudaStream_t stream) {
   Matmul mm;
   mm.d = *reinterpret_cast<Desc *>(desc);
   mm.a = *reinterpret_cast<Layout *>(la);
@@ -465,14 +710,26 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
                 std::to_string(k) + ", op(B) " + std::to_string(kb) + "x" +
                 std::to_string(n) + ", D " + std::to_string(mm.dl.rows) + "x" +
                 std::to_string(mm.dl.cols));
-  int epi = int(mm.d.epilogue);
-  if (((epi & CUBLASLT_EPILOGUE_BIAS) || (epi & 16) ||
-       epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB) &&
-      !mm.d.bias)
+  if (usesBias(mm.d) && !mm.d.bias)
     return fail("the epilogue needs a bias pointer");
-  if ((epi & 128) && (!mm.d.aux || mm.d.auxLd < int64_t(m)))
-    return fail("the epilogue needs an aux pointer and leading dimension");
-  if (cublasStatus_t s = checkAux(mm.d))
+  if (usesAux(mm.d) && !mm.d.aux)
+    return fail("the epilogue needs an aux pointer");
+  if (cublasStatus_t s = checkEpilogue(mm.d, m))
+    return s;
+  // No algorithm: cublasLt.h's "implicit heuristics query with default
+  // search preferences".
+  Algo algo;
+  if (algoIn) {
+    std::memcpy(&algo, algoIn, sizeof(algo));
+    if (algo.magic != kAlgoMagic)
+      return fail("the algorithm is not one cublasLtMatmulAlgoGetHeuristic "
+                  "gave");
+  } else {
+    const Layout *const layouts[4] = {&mm.a, &mm.b, &mm.c, &mm.dl};
+    if (cublasStatus_t s = chooseAlgo(mm.d, layouts, Preference{}, algo))
+      return s;
+  }
+  if (cublasStatus_t s = checkPointers(mm, algo))
     return s;
   cudaError_t err = shardc::emu::enqueue(stream, "cublasLtMatmul",
                                          [mm]() { mm.run(); });
