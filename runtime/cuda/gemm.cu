@@ -114,7 +114,9 @@ const char *epilogueName(cublasLtEpilogue_t e) {
         "ldb %lld, ldc %lld, batch strides %lld %lld %lld, epilogue %s (%d); "
         "pointers aligned to A %u, B %u, C/D %u, bias %u, aux %u bytes (0: "
         "none)",
-        cublasLtGetStatusString(status), (long long)bs.count,
+        status == CUBLAS_STATUS_SUCCESS ? "the heuristic returned none"
+                                        : cublasLtGetStatusString(status),
+        (long long)bs.count,
         bs.count > 1 ? "batched" : "single", (long long)s.m, (long long)s.n,
         (long long)s.k, bs.count > 1 ? "s" : "", s.transA ? "T" : "N",
         s.transB ? "T" : "N", (long long)s.lda, (long long)s.ldb,

@@ -1,10 +1,12 @@
 //===- CudaEmulatorTest.cpp - the emulated device keeps CUDA's model ------===//
+#include "runtime/cuda/context.h"
 #include "runtime/cuda/launch.h"
 #include "runtime/cuda_emu/emu.h"
 
 #include <cublasLt.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 namespace {
@@ -378,8 +380,9 @@ cublasStatus_t geluAuxHeuristic(int64_t m, int64_t auxLd) {
   int found = -1;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref,
                                                     1, &result, &found);
-  if (s != CUBLAS_STATUS_SUCCESS)
+  if (s != CUBLAS_STATUS_SUCCESS) {
     EXPECT_EQ(found, 0);
+  }
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(a);
   cublasLtMatrixLayoutDestroy(b);
@@ -399,3 +402,272 @@ TEST(CudaEmulator, CublasLtAuxLeadingDimensionMultipleOf8) {
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// cuBLASLt: what the real library refuses (cublasLt.h), the emulated one
+// refuses, with NOT_SUPPORTED and the rule printed
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr cublasStatus_t kOk = CUBLAS_STATUS_SUCCESS;
+constexpr cublasStatus_t kRefused = CUBLAS_STATUS_NOT_SUPPORTED;
+
+/// One f32 column-major GEMM D[m,n] = A[m,k] B[k,n] (leading dimensions m,
+/// k, m; D is C) through the emulated cuBLASLt, its operands and an epilogue
+/// vector (bias or aux) in device buffers with room to be offset.
+struct LtGemm {
+  cublasLtHandle_t lt = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  char *buf[4] = {}; ///< A, B, C/D, the epilogue's vector
+
+  LtGemm(uint64_t m, uint64_t n, uint64_t k) {
+    EXPECT_EQ(cublasLtCreate(&lt), kOk);
+    EXPECT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+              kOk);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, m, k, m), kOk);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, k, n, k), kOk);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, m, n, m), kOk);
+    uint64_t elements[4] = {m * k, k * n, m * n, m * n};
+    for (int j = 0; j < 4; ++j) {
+      size_t bytes = elements[j] * sizeof(float) + 256;
+      EXPECT_EQ(cudaMalloc(&buf[j], bytes), cudaSuccess);
+      EXPECT_EQ(cudaMemset(buf[j], 0, bytes), cudaSuccess);
+    }
+  }
+  ~LtGemm() {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (char *p : buf)
+      cudaFree(p);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+  }
+
+  template <typename T>
+  cublasStatus_t set(cublasLtMatmulDescAttributes_t attr, T value) {
+    return cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value));
+  }
+  /// The epilogue's vector, `offset` bytes into its buffer.
+  float *vec(size_t offset) {
+    return reinterpret_cast<float *>(buf[3] + offset);
+  }
+
+  /// The heuristic's algorithm with MIN_ALIGNMENT_{A,B,C,D}_BYTES `align`
+  /// (0: left at the default); `found` the algorithms it returned.
+  cublasStatus_t heuristic(cublasLtMatmulAlgo_t &algo,
+                           std::vector<uint32_t> align = {0, 0, 0, 0},
+                           int *found = nullptr) {
+    cublasLtMatmulPreference_t pref;
+    EXPECT_EQ(cublasLtMatmulPreferenceCreate(&pref), kOk);
+    const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int j = 0; j < 4; ++j) {
+      if (align[j]) {
+        EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(
+                      pref, attrs[j], &align[j], sizeof(align[j])),
+                  kOk);
+      }
+    }
+    cublasLtMatmulHeuristicResult_t result;
+    int returned = -1;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
+        lt, desc, a, b, c, c, pref, 1, &result, &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (returned == 1)
+      algo = result.algo;
+    if (found)
+      *found = returned;
+    return s;
+  }
+
+  /// The matmul with A, B and C = D `offA`, `offB`, `offD` bytes into their
+  /// buffers (`algo` null: cuBLASLt's implicit default heuristic).
+  cublasStatus_t matmul(const cublasLtMatmulAlgo_t *algo, size_t offA = 0,
+                        size_t offB = 0, size_t offD = 0) {
+    float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(lt, desc, &alpha, buf[0] + offA, a, buf[1] + offB,
+                          b, &beta, buf[2] + offD, c, buf[2] + offD, c, algo,
+                          nullptr, 0, nullptr);
+  }
+};
+
+} // namespace
+
+// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES (default 256): "selecting a
+// smaller value will exclude algorithms that can not work with matrix A that
+// is not as strictly aligned as they need", so an algorithm chosen with the
+// default may need 256-byte pointers (pytorch#92201 met NOT_SUPPORTED so).
+// Leading dimensions of 64 floats allow it.
+TEST(CudaEmulator, CublasLtPointersBelowThePreferenceAreRefused) {
+  LtGemm g(64, 64, 64);
+  cublasLtMatmulAlgo_t algo;
+  ASSERT_EQ(g.heuristic(algo), kOk);
+  EXPECT_EQ(g.matmul(&algo), kOk);
+  EXPECT_EQ(g.matmul(&algo, 16, 0, 0), kRefused);  // A 16-byte aligned
+  EXPECT_EQ(g.matmul(&algo, 0, 64, 0), kRefused);  // B
+  EXPECT_EQ(g.matmul(&algo, 0, 0, 128), kRefused); // C and D
+  EXPECT_EQ(g.matmul(nullptr, 16, 0, 0), kRefused); // the implicit heuristic
+  // Told the real alignments, the heuristic picks an algorithm for them.
+  ASSERT_EQ(g.heuristic(algo, {16, 64, 16, 16}), kOk);
+  EXPECT_EQ(g.matmul(&algo, 16, 64, 16), kOk);
+  EXPECT_EQ(g.matmul(&algo, 16, 64, 48), kOk);
+  EXPECT_EQ(g.matmul(&algo, 4, 64, 16), kRefused);
+  EXPECT_EQ(g.matmul(&algo, 16, 32, 16), kRefused);
+}
+
+// CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_*_BYTES is "required for buffer pointer,
+// leading dimension, and possibly other strides": the heuristic, which sees
+// the layouts, picks no algorithm needing more than the leading dimension
+// allows. A's ld of 63 floats (252 bytes) allows 4; B's 8 floats, 32.
+TEST(CudaEmulator, CublasLtLayoutBoundsTheAssumedAlignment) {
+  LtGemm g(63, 8, 8);
+  cublasLtMatmulAlgo_t algo;
+  ASSERT_EQ(g.heuristic(algo), kOk);
+  EXPECT_EQ(g.matmul(&algo, 4, 32, 4), kOk);
+  EXPECT_EQ(g.matmul(&algo, 4, 16, 4), kRefused);
+}
+
+// A pointer not aligned to its element: no algorithm reads it, and a
+// preference below the element has none.
+TEST(CudaEmulator, CublasLtPointerNotAlignedToItsElementIsRefused) {
+  LtGemm g(63, 8, 8);
+  cublasLtMatmulAlgo_t algo;
+  ASSERT_EQ(g.heuristic(algo), kOk);
+  EXPECT_EQ(g.matmul(&algo, 2, 0, 0), kRefused);
+  EXPECT_EQ(g.matmul(&algo, 0, 0, 6), kRefused);
+  int found = -1;
+  EXPECT_EQ(g.heuristic(algo, {2, 0, 0, 0}, &found), kRefused);
+  EXPECT_EQ(found, 0);
+}
+
+// CUBLASLT_MATMUL_DESC_BIAS_POINTER and _EPILOGUE_AUX_POINTER: "routines
+// that don't dereference this pointer, like cublasLtMatmulAlgoGetHeuristic()
+// depend on its value to determine expected pointer alignment". Unset (NULL)
+// when the heuristic runs, any alignment is assumed; the pointer given later
+// must be as aligned as the one the heuristic saw.
+TEST(CudaEmulator, CublasLtBiasAndAuxAsAlignedAsWhenTheHeuristicRan) {
+  LtGemm g(64, 8, 8);
+  cublasLtMatmulAlgo_t algo;
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS), kOk);
+  ASSERT_EQ(g.heuristic(algo), kOk);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.vec(4)), kOk);
+  EXPECT_EQ(g.matmul(&algo), kRefused);
+  ASSERT_EQ(g.heuristic(algo), kOk); // sees the bias 4 bytes in
+  EXPECT_EQ(g.matmul(&algo), kOk);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.vec(2)), kOk);
+  EXPECT_EQ(g.matmul(&algo), kRefused); // not aligned to its f32
+  // GELU_AUX's aux matrix (leading dimension 64 floats: 256 bytes).
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_GELU_AUX),
+            kOk);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(64)), kOk);
+  ASSERT_EQ(g.heuristic(algo), kOk);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.vec(16)), kOk);
+  EXPECT_EQ(g.matmul(&algo), kRefused);
+  ASSERT_EQ(g.heuristic(algo), kOk);
+  EXPECT_EQ(g.matmul(&algo), kOk);
+}
+
+// The epilogue rules of cublasLt.h beyond the aux ld's multiple of 8
+// (CublasLtAuxLeadingDimensionMultipleOf8): the aux pointer "requires
+// setting CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD", which must "be no less than
+// the number of rows in the output matrix"; the aux batch stride "must be
+// divisible by 8"; TRANSC: "currently only CUBLAS_OP_N is supported". (The
+// header states no transpose restriction for the epilogues the backend uses.)
+TEST(CudaEmulator, CublasLtEpilogueRulesOfTheHeader) {
+  LtGemm g(64, 8, 8);
+  cublasLtMatmulAlgo_t algo;
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DGELU),
+            kOk);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.vec(0)), kOk);
+  EXPECT_EQ(g.heuristic(algo), kRefused); // no aux ld
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(32)), kOk);
+  EXPECT_EQ(g.heuristic(algo), kRefused); // below D's 64 rows
+  EXPECT_EQ(g.matmul(nullptr), kRefused);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(64)), kOk);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, int64_t(12)),
+            kOk);
+  EXPECT_EQ(g.heuristic(algo), kRefused);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, int64_t(0)),
+            kOk);
+  ASSERT_EQ(g.heuristic(algo), kOk);
+  EXPECT_EQ(g.matmul(&algo), kOk);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_TRANSC, CUBLAS_OP_T), kOk);
+  EXPECT_EQ(g.heuristic(algo), kRefused);
+  EXPECT_EQ(g.matmul(&algo), kRefused);
+}
+
+namespace {
+
+/// SHARDC_EMU_CUBLASLT_NO_ALGO set while in scope.
+struct NoAlgorithm {
+  explicit NoAlgorithm(const char *value) {
+    setenv("SHARDC_EMU_CUBLASLT_NO_ALGO", value, 1);
+  }
+  ~NoAlgorithm() { unsetenv("SHARDC_EMU_CUBLASLT_NO_ALGO"); }
+};
+
+} // namespace
+
+// The real heuristic may have no algorithm: NOT_SUPPORTED, or SUCCESS with
+// none returned. SHARDC_EMU_CUBLASLT_NO_ALGO makes the emulated one say so.
+TEST(CudaEmulator, CublasLtNoAlgorithmInjected) {
+  LtGemm g(8, 8, 8);
+  cublasLtMatmulAlgo_t algo;
+  int found = -1;
+  {
+    NoAlgorithm none("1");
+    EXPECT_EQ(g.heuristic(algo, {0, 0, 0, 0}, &found), kRefused);
+    EXPECT_EQ(found, 0);
+  }
+  {
+    NoAlgorithm none("empty");
+    EXPECT_EQ(g.heuristic(algo, {0, 0, 0, 0}, &found), kOk);
+    EXPECT_EQ(found, 0);
+  }
+  EXPECT_EQ(g.heuristic(algo, {0, 0, 0, 0}, &found), kOk);
+  EXPECT_EQ(found, 1);
+}
+
+// With no algorithm, the backend's GEMM stops, naming what it asked for: the
+// shape, the transposes, the epilogue and the pointers' alignments.
+TEST(CudaEmulatorDeathTest, BackendGemmWithoutAnAlgorithmIsNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  namespace A = shardc::abi;
+  namespace LG = A::linear_gelu;
+  auto run = [](const char *injected) {
+    NoAlgorithm none(injected);
+    shardc::runtime::cuda::Context ctx;
+    ctx.create();
+    const int64_t M = 7, K = 3, N = 16;
+    // x, w, b, y, pre; the bias 4 bytes into its allocation.
+    size_t bytes[5] = {M * K * 4, N * K * 4, N * 4 + 4, M * N * 4, M * N * 4};
+    void *bufs[5];
+    for (int j = 0; j < 5; ++j)
+      if (cudaMalloc(&bufs[j], bytes[j]) != cudaSuccess)
+        std::exit(2);
+    bufs[2] = static_cast<char *>(bufs[2]) + 4;
+    std::vector<int64_t> ints(
+        size_t(A::kernelInfo(A::KernelId::linear_gelu).numInts), 0);
+    ints[LG::M] = M;
+    ints[LG::K] = K;
+    ints[LG::N] = N;
+    ints[LG::has_bias] = 1;
+    shardc::runtime::cuda::kernelTable()[int64_t(A::KernelId::linear_gelu)](
+        &ctx, bufs, ints.data(), nullptr, A::kComputeStream);
+    std::exit(0);
+  };
+  const char *named =
+      "cuBLASLt has no algorithm \\(.*\\) for 1 single "
+      "16 x 7 x 3 \\(m x n x k, column-major\\) f32 GEMM: op\\(A\\) T, "
+      "op\\(B\\) N, lda 3, ldb 3, ldc 16, .*epilogue GELU_AUX_BIAS "
+      "\\(164\\); pointers aligned to A 256, B 256, C/D 256, bias 4, aux "
+      "256 bytes";
+  EXPECT_EXIT(run("1"), testing::ExitedWithCode(1), named);
+  EXPECT_EXIT(run("empty"), testing::ExitedWithCode(1), named);
+}
