@@ -22,8 +22,16 @@
 //    a caller's wait for it runs;
 //  - a collective waits for its MPI request polling, and gives up when its
 //    communicator is aborted meanwhile (ncclCommAbort from another thread,
-//    as a watchdog calls it): its collectives not yet run are dropped, and
-//    ncclCommGetAsyncError reports ncclRemoteError;
+//    as a watchdog calls it): its collectives not yet run are dropped;
+//  - as NCCL's argument checks, every call on a communicator refuses NULL
+//    (ncclInvalidArgument; ncclCommDestroy, ncclCommAbort and
+//    ncclCommFinalize of NULL do nothing, as NCCL's);
+//  - ncclCommAbort frees NCCL's communicator, so any later call on it is a
+//    use after free: here the handle stays allocated, marked dead, and
+//    every call on it (ncclCommGetAsyncError, a second abort, destroy
+//    included) fails with ncclInvalidArgument, naming the call;
+//  - the MPI calls of a collective run where the stream's work runs; off
+//    MPI's main thread they need MPI_THREAD_SERIALIZED, or are refused;
 //  - SHARDC_NCCL_EMU_LOG=PATH: every collective that runs (a graph replay
 //    included) appends a line to PATH.<MPI rank>: the call, the world ranks
 //    of its communicator and the bytes of its full buffer (what the
@@ -80,6 +88,46 @@ ncclResult_t fail(ncclResult_t result, const std::string &why) {
   std::fprintf(stderr, "cuda-emulation: NCCL: %s\n", why.c_str());
   std::fflush(stderr);
   return result;
+}
+
+/// `comm` as an argument of `call`: NULL is refused, as NCCL's CommCheck
+/// refuses it; so is an aborted one, which NCCL has freed.
+ncclResult_t usable(ncclComm_t comm, const char *call) {
+  if (!comm)
+    return fail(ncclInvalidArgument, std::string(call) + ": comm is NULL");
+  if (comm->aborted)
+    return fail(ncclInvalidArgument,
+                std::string(call) + ": the communicator was aborted "
+                                    "(ncclCommAbort frees it): a use after "
+                                    "abort");
+  return ncclSuccess;
+}
+
+/// A pointer argument of `call` that NCCL's PtrCheck refuses when NULL.
+ncclResult_t notNull(const void *p, const char *call, const char *name) {
+  if (!p)
+    return fail(ncclInvalidArgument,
+                std::string(call) + ": " + name + " is NULL");
+  return ncclSuccess;
+}
+
+/// Whether this thread may call MPI now: MPI's main thread may; another
+/// (the emulated device's, running the stream's work) only if MPI was
+/// initialized for threads that take turns (MPI_THREAD_SERIALIZED or more).
+bool mpiThreadAllowed(const char *what) {
+  int level = MPI_THREAD_SINGLE, main = 0;
+  MPI_Query_thread(&level);
+  MPI_Is_thread_main(&main);
+  if (main || level >= MPI_THREAD_SERIALIZED)
+    return true;
+  fail(ncclSystemError,
+       std::string(what) + " runs on a thread other than MPI's main one, "
+                           "which MPI's thread level (" +
+           (level == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED"
+                                         : "MPI_THREAD_SINGLE") +
+           ") forbids: initialize MPI with MPI_Init_thread and "
+           "MPI_THREAD_SERIALIZED");
+  return false;
 }
 
 /// MPI must be running: NCCL's ranks are MPI's.
@@ -251,19 +299,18 @@ void logCall(ncclComm_t comm, const char *what, size_t fullBytes) {
 /// Enqueues collective `what` of `comm` on `stream`.
 ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, const char *what,
                      std::function<int()> run) {
-  if (comm && comm->asyncError == ncclInProgress)
+  if (comm->asyncError == ncclInProgress)
     return fail(ncclInvalidUsage,
                 std::string(what) + " on a communicator still being made "
                                     "(wait until ncclCommGetAsyncError says "
                                     "ncclSuccess)");
-  if (!comm)
-    return fail(ncclInvalidArgument, std::string(what) + ": no communicator");
-  if (comm->aborted)
-    return fail(ncclInvalidUsage,
-                std::string(what) + " on an aborted communicator");
   auto work = [comm, what, run]() {
     if (comm->aborted) {
       comm->asyncError = ncclRemoteError;
+      return;
+    }
+    if (!mpiThreadAllowed(what)) {
+      comm->asyncError = ncclSystemError;
       return;
     }
     int rc = run();
@@ -323,6 +370,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
                                     ncclUniqueId id, int rank,
                                     ncclConfig_t *config) {
+  if (ncclResult_t r = notNull(comm, "ncclCommInitRank", "comm"))
+    return r;
   *comm = nullptr;
   if (!mpiReady("ncclCommInitRank"))
     return ncclInvalidUsage;
@@ -357,9 +406,11 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                            ncclComm_t *newcomm, ncclConfig_t *config) {
+  if (ncclResult_t r = usable(comm, "ncclCommSplit"))
+    return r;
+  if (ncclResult_t r = notNull(newcomm, "ncclCommSplit", "newcomm"))
+    return r;
   *newcomm = nullptr;
-  if (!comm || comm->aborted)
-    return fail(ncclInvalidUsage, "ncclCommSplit of an aborted communicator");
   MPI_Comm out;
   if (MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED
                                                             : color,
@@ -379,6 +430,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (!comm)
+    return ncclSuccess;
+  if (ncclResult_t r = usable(comm, "ncclCommFinalize"))
+    return r;
   shardc::emu::synchronizeAll("ncclCommFinalize");
   return ncclSuccess;
 }
@@ -386,8 +441,9 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm)
     return ncclSuccess;
-  if (!comm->aborted)
-    shardc::emu::synchronizeAll("ncclCommDestroy");
+  if (ncclResult_t r = usable(comm, "ncclCommDestroy"))
+    return r;
+  shardc::emu::synchronizeAll("ncclCommDestroy");
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm->mpi != MPI_COMM_NULL)
@@ -399,9 +455,12 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm)
     return ncclSuccess;
-  // Its collectives not yet run are dropped when their stream reaches them
-  // (so the record stays, a few bytes); the MPI communicator is left to
-  // MPI_Finalize (freeing it is collective).
+  if (ncclResult_t r = usable(comm, "ncclCommAbort"))
+    return r;
+  // NCCL frees the communicator. Here the record stays (a few bytes),
+  // marked dead: its collectives not yet run are dropped when their stream
+  // reaches them, one waiting gives up, and any call on it fails (usable).
+  // The MPI communicator is left to MPI_Finalize (freeing it is collective).
   comm->aborted = true;
   comm->asyncError = ncclRemoteError;
   return ncclSuccess;
@@ -433,10 +492,10 @@ const char *ncclGetErrorString(ncclResult_t result) {
 const char *ncclGetLastError(ncclComm_t) { return ""; }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
-  if (!comm) {
-    *error = ncclInvalidArgument;
-    return ncclSuccess;
-  }
+  if (ncclResult_t r = usable(comm, "ncclCommGetAsyncError"))
+    return r;
+  if (ncclResult_t r = notNull(error, "ncclCommGetAsyncError", "asyncError"))
+    return r;
   *error = comm->asyncError;
   // A communicator being made is made once this was asked.
   ncclResult_t inProgress = ncclInProgress;
@@ -445,16 +504,28 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
+  if (ncclResult_t r = usable(comm, "ncclCommCount"))
+    return r;
+  if (ncclResult_t r = notNull(count, "ncclCommCount", "count"))
+    return r;
   *count = comm->size;
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommCuDevice(const ncclComm_t, int *device) {
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
+  if (ncclResult_t r = usable(comm, "ncclCommCuDevice"))
+    return r;
+  if (ncclResult_t r = notNull(device, "ncclCommCuDevice", "device"))
+    return r;
   *device = 0;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
+  if (ncclResult_t r = usable(comm, "ncclCommUserRank"))
+    return r;
+  if (ncclResult_t r = notNull(rank, "ncclCommUserRank", "rank"))
+    return r;
   *rank = comm->rank;
   return ncclSuccess;
 }
@@ -486,6 +557,8 @@ ncclResult_t ncclGroupEnd() {
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
                            size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t r = usable(comm, "ncclAllGather"))
+    return r;
   if (ncclResult_t r = deviceBuffers("ncclAllGather", sendbuff, recvbuff))
     return r;
   size_t bytes = sendcount * typeBytes(datatype);
@@ -511,6 +584,8 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
                                size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
+  if (ncclResult_t r = usable(comm, "ncclReduceScatter"))
+    return r;
   if (ncclResult_t r = deviceBuffers("ncclReduceScatter", sendbuff, recvbuff))
     return r;
   if (!reducible(datatype) || op >= ncclNumOps)
@@ -537,6 +612,8 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t r = usable(comm, "ncclAllReduce"))
+    return r;
   if (ncclResult_t r = deviceBuffers("ncclAllReduce", sendbuff, recvbuff))
     return r;
   if (!reducible(datatype) || op >= ncclNumOps)
@@ -560,6 +637,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
+  if (ncclResult_t r = usable(comm, "ncclBroadcast"))
+    return r;
   if (ncclResult_t r = deviceBuffers("ncclBroadcast", sendbuff, recvbuff))
     return r;
   size_t bytes = count * typeBytes(datatype);

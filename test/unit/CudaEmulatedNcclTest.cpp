@@ -107,6 +107,8 @@ TEST_F(EmulatedNccl, Bf16ReduceScatter) {
   CUDA_OK(cudaMalloc(&out, n * 2));
   CUDA_OK(cudaMemcpy(d, in.data(), in.size() * 2, cudaMemcpyHostToDevice));
   NCCL_OK(ncclReduceScatter(d, out, n, ncclBfloat16, ncclSum, comm, stream));
+  // A non-blocking stream: cudaMemcpy does not wait for it.
+  CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<__nv_bfloat16> got(n);
   CUDA_OK(cudaMemcpy(got.data(), out, n * 2, cudaMemcpyDeviceToHost));
   for (int k = 0; k < n; ++k) {
@@ -190,12 +192,102 @@ TEST_F(EmulatedNccl, AbortFromAnotherThreadEndsAWait) {
     });
     CUDA_OK(cudaStreamSynchronize(stream)); // waits in the all-reduce
     watchdog.join();
-    ncclResult_t async;
-    NCCL_OK(ncclCommGetAsyncError(comm, &async));
-    EXPECT_EQ(async, ncclRemoteError);
     EXPECT_EQ(host(out, 2), std::vector<float>({-1, -1}));
+    // NCCL freed the communicator: asking it anything is a use after free.
+    ncclResult_t async = ncclSuccess;
+    EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclInvalidArgument);
     comm = nullptr;
   }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// NCCL's argument checks refuse a NULL communicator (NCCL_COMM_NULL) in
+// every call on one, as a handle a split left NULL would be used; destroy,
+// abort and finalize of NULL do nothing, as NCCL's.
+TEST_F(EmulatedNccl, NullCommunicatorRefused) {
+  ncclComm_t none = NCCL_COMM_NULL;
+  float *in = device({1, 2}), *out = device({0, 0, 0, 0});
+  EXPECT_EQ(ncclAllGather(in, out, 2, ncclFloat32, none, stream),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclReduceScatter(out, in, 2, ncclFloat32, ncclSum, none, stream),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(in, in, 2, ncclFloat32, ncclSum, none, stream),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclBroadcast(in, in, 2, ncclFloat32, 0, none, stream),
+            ncclInvalidArgument);
+  ncclComm_t child = reinterpret_cast<ncclComm_t>(&child);
+  EXPECT_EQ(ncclCommSplit(none, 0, rank, &child, nullptr),
+            ncclInvalidArgument);
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(none, &async), ncclInvalidArgument);
+  int value = -1;
+  EXPECT_EQ(ncclCommCount(none, &value), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommUserRank(none, &value), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommCuDevice(none, &value), ncclInvalidArgument);
+  EXPECT_EQ(value, -1);
+  // A NULL result pointer is refused too (NCCL's PtrCheck).
+  EXPECT_EQ(ncclCommGetAsyncError(comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommSplit(comm, 0, rank, nullptr, nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclCommDestroy(none), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(none), ncclSuccess);
+  EXPECT_EQ(ncclCommFinalize(none), ncclSuccess);
+  // Nothing was enqueued: the stream is empty, the communicator fine.
+  CUDA_OK(cudaStreamSynchronize(stream));
+  NCCL_OK(ncclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(async, ncclSuccess);
+}
+
+// ncclCommAbort frees NCCL's communicator: every later call on it (a
+// watchdog's abort racing the main thread's ncclCommGetAsyncError, a
+// second abort, a destroy) is a use after free. The emulated one stays
+// allocated and refuses each, so that such a call fails a test.
+TEST_F(EmulatedNccl, AbortedCommunicatorPoisoned) {
+  ncclComm_t both = nullptr;
+  NCCL_OK(ncclCommSplit(comm, 0, rank, &both, nullptr));
+  ASSERT_NE(both, nullptr);
+  NCCL_OK(ncclCommAbort(both));
+  float *in = device({1, 2}), *out = device({-1, -1});
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(both, &async), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, both, stream),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclAllGather(in, out, 1, ncclFloat32, both, stream),
+            ncclInvalidArgument);
+  ncclComm_t child = nullptr;
+  EXPECT_EQ(ncclCommSplit(both, 0, rank, &child, nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(child, nullptr);
+  int value = -1;
+  EXPECT_EQ(ncclCommCount(both, &value), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommUserRank(both, &value), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommFinalize(both), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommAbort(both), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommDestroy(both), ncclInvalidArgument);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(host(out, 2), std::vector<float>({-1, -1}));
+  // Its parent is untouched.
+  NCCL_OK(ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, comm, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(host(out, 2), std::vector<float>({2, 4}));
+}
+
+// The MPI of a collective runs where its stream's work runs: here on a
+// thread that is not MPI's main one, which MPI_Init's level
+// (MPI_THREAD_SINGLE) forbids: refused on every rank, not called.
+TEST_F(EmulatedNccl, CollectiveOffMainThreadNeedsSerializedMpi) {
+  int level = MPI_THREAD_MULTIPLE;
+  MPI_Query_thread(&level);
+  if (level >= MPI_THREAD_SERIALIZED)
+    GTEST_SKIP() << "MPI allows threads that take turns";
+  float *in = device({1, 2}), *out = device({-1, -1});
+  NCCL_OK(ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, comm, stream));
+  std::thread device([this] { cudaStreamSynchronize(stream); });
+  device.join();
+  ncclResult_t async = ncclSuccess;
+  NCCL_OK(ncclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(async, ncclSystemError);
+  EXPECT_EQ(host(out, 2), std::vector<float>({-1, -1}));
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
