@@ -117,6 +117,18 @@ void cuda::ncclFailed(const char *call, const char *file, int line,
         last.empty() ? "" : ")");
 }
 
+// The abort order. With --collective-timeout the watchdog's thread aborts
+// every communicator (ncclCommAbort, which frees it) while this thread may
+// be using them: polling ncclCommGetAsyncError, issuing a collective,
+// splitting. Every call on a communicator here therefore runs inside a
+// watchdog::DeviceUse, and the abort runs under the same lock, once, and
+// keeps it until the process exits: so an abort never overlaps a call, and
+// a call that would start after one exits instead of touching a freed
+// communicator. A wait that times out here aborts through the same lock
+// (DeviceUse::abort), so the communicators are aborted once, whichever
+// thread finds the timeout first. Each use is one call that returns at
+// once (the communicators are non-blocking under a timeout), never a wait.
+
 void cuda::Context::ncclDone(ncclResult_t result, ncclComm_t comm,
                              const char *call) {
   if (result == ncclInProgress && comm) {
@@ -133,8 +145,11 @@ void cuda::Context::ncclDone(ncclResult_t result, ncclComm_t comm,
                      "stopped; exiting\n",
                      errorRank, call, timeout);
         std::fflush(stderr);
-        ncclCommAbort(comm);
-        std::exit(3);
+        watchdog::DeviceUse use(call);
+        use.abort();
+        std::fflush(nullptr);
+        _exit(3); // holding the use: nothing touches the communicators now
+
       }
       // Most calls finish enqueueing within microseconds: spin first.
       if (++polls > 1000)
@@ -142,6 +157,7 @@ void cuda::Context::ncclDone(ncclResult_t result, ncclComm_t comm,
       else
         std::this_thread::yield();
       ncclResult_t state = ncclSuccess;
+      watchdog::DeviceUse use(call);
       if (ncclCommGetAsyncError(comm, &state) != ncclSuccess)
         state = ncclInternalError;
       result = state;
@@ -152,11 +168,12 @@ void cuda::Context::ncclDone(ncclResult_t result, ncclComm_t comm,
 }
 
 void cuda::Context::checkAsyncErrors() {
+  watchdog::DeviceUse use("ncclCommGetAsyncError (after a run)");
   auto check = [&](ncclComm_t comm, const std::string &which) {
     if (!comm)
       return;
     ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(comm, &state);
+    NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
     if (state != ncclSuccess && state != ncclInProgress) {
       std::string last = oneLine(ncclGetLastError(comm));
       fatal("rank %d: NCCL failed on the communicator of %s: %s%s%s%s",
@@ -172,6 +189,8 @@ void cuda::Context::checkAsyncErrors() {
                     std::to_string(key.first));
 }
 
+// The watchdog's thread, holding the DeviceUse lock (see above): each
+// communicator is aborted once, and never used again.
 void cuda::Context::abortCommunicators() {
   forEachCommunicator([](ncclComm_t comm) { ncclCommAbort(comm); });
 }
@@ -199,8 +218,14 @@ void cuda::Context::makeCommunicators() {
   // Non-blocking under a timeout: no NCCL call may then wait forever.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = timeout > 0 ? 0 : 1;
-  ncclResult_t made =
-      ncclCommInitRankConfig(&world, mesh->world, id, mesh->rank, &config);
+  // Each new communicator is in its container before it is waited for, so
+  // that an abort meanwhile aborts it too.
+  ncclResult_t made;
+  {
+    watchdog::DeviceUse use("ncclCommInitRankConfig");
+    made = ncclCommInitRankConfig(&world, mesh->world, id, mesh->rank,
+                                  &config);
+  }
   ncclDone(made, world, "ncclCommInitRankConfig (the world communicator)");
   // Axis 0 of a 1-D mesh is its shard axis; of R x S, the replicate axis
   // (ranks of one shard index), then axis 1 the shard axis (one replica).
@@ -210,9 +235,13 @@ void cuda::Context::makeCommunicators() {
     int color = int(replicate ? mesh->shardIndex() : mesh->replicaIndex());
     int key = int(replicate ? mesh->replicaIndex() : mesh->shardIndex());
     ncclComm_t c = nullptr;
-    ncclResult_t split = ncclCommSplit(world, color, key, &c, &config);
+    ncclResult_t split;
+    {
+      watchdog::DeviceUse use("ncclCommSplit (a grid axis)");
+      split = ncclCommSplit(world, color, key, &c, &config);
+      axes.push_back(c);
+    }
     ncclDone(split, c ? c : world, "ncclCommSplit (a grid axis)");
-    axes.push_back(c);
   }
 }
 
@@ -224,20 +253,29 @@ ncclComm_t cuda::Context::subgroup(int64_t axis, int64_t N) {
   ncclComm_t c = nullptr;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = timeout > 0 ? 0 : 1;
-  ncclResult_t split = ncclCommSplit(axes.at(size_t(axis)), int(r / N),
-                                     int(r % N), &c, &config);
-  ncclDone(split, c ? c : axes.at(size_t(axis)),
-           "ncclCommSplit (a --reshard-after-forward subgroup)");
+  const char *call = "ncclCommSplit (a --reshard-after-forward subgroup)";
+  ncclResult_t split;
+  {
+    watchdog::DeviceUse use(call);
+    split = ncclCommSplit(axes.at(size_t(axis)), int(r / N), int(r % N), &c,
+                          &config);
+    if (c)
+      subgroups[{axis, N}] = c;
+  }
+  ncclDone(split, c ? c : axes.at(size_t(axis)), call);
   if (!c)
     fatal("ncclCommSplit gave no communicator for the groups of %lld ranks "
           "on axis %lld (split inside an NCCL group?)",
           (long long)N, (long long)axis);
-  return subgroups[{axis, N}] = c;
+  return c;
 }
 
 void cuda::Context::destroy() {
   cudaDeviceSynchronize();
-  forEachCommunicator([](ncclComm_t comm) { ncclCommDestroy(comm); });
+  {
+    watchdog::DeviceUse use("ncclCommDestroy");
+    forEachCommunicator([](ncclComm_t comm) { ncclCommDestroy(comm); });
+  }
   for (cudaEvent_t e : events)
     cudaEventDestroy(e);
   for (cudaStream_t s : streams)
@@ -300,8 +338,9 @@ public:
       cuda::errorRank = mesh->rank;
       ctx.hostStaged = ranksShareGpu(*mesh, device);
       ctx.timeout = watchdog::seconds();
-      if (!ctx.hostStaged)
-        ctx.makeCommunicators();
+      // Watched before the communicators are made: a timeout while they
+      // are made aborts those made so far (the probe names no collective
+      // until a run).
       if (ctx.timeout > 0) {
         void *p = nullptr;
         CUDA_CHECK(cudaHostAlloc(&p, sizeof(int64_t), cudaHostAllocMapped));
@@ -314,6 +353,8 @@ public:
             [this](watchdog::Pending &p) { return probe(p); },
             [this] { ctx.abortCommunicators(); });
       }
+      if (!ctx.hostStaged)
+        ctx.makeCommunicators();
     }
     CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     for (cudaEvent_t &e : join)

@@ -18,6 +18,7 @@
 #include "runtime/cuda/kernel_util.cuh"
 #include "runtime/mesh.h"
 #include "runtime/trainer/trace.h"
+#include "runtime/trainer/watchdog.h"
 
 namespace A = shardc::abi;
 using namespace shardc::runtime;
@@ -60,12 +61,19 @@ ncclComm_t commOf(cuda::Context &c, int64_t axis, const char *what) {
     return;                                                                    \
   }
 
-/// An NCCL call on `comm`: waited for when non-blocking, then checked; in
-/// the NCCL group the schedule's launch `i` opens, continues or closes.
+/// An NCCL call on `comm`: made inside a watchdog::DeviceUse (never while
+/// the watchdog aborts the communicators, nor after: see backend.cu),
+/// waited for when non-blocking, then checked; in the NCCL group the
+/// schedule's launch `i` opens, continues or closes.
 #define NCCL_CALL(comm, call)                                                  \
   do {                                                                         \
     c.groupBegin(i);                                                           \
-    c.ncclDone((call), (comm), #call);                                         \
+    ncclResult_t result_;                                                      \
+    {                                                                          \
+      watchdog::DeviceUse use_(#call);                                         \
+      result_ = (call);                                                        \
+    }                                                                          \
+    c.ncclDone(result_, (comm), #call);                                        \
     c.groupEnd(i, (comm));                                                     \
   } while (0)
 
@@ -224,7 +232,11 @@ void cuda::Context::groupEnd(const int64_t *ints, ncclComm_t comm) {
   if (it == groups->end() || !(it->second & kGroupClose))
     return;
   grouping = false;
-  ncclResult_t result = ncclGroupEnd();
+  ncclResult_t result;
+  {
+    watchdog::DeviceUse use("ncclGroupEnd()");
+    result = ncclGroupEnd();
+  }
   if (result != ncclInProgress)
     ncclDone(result, comm, "ncclGroupEnd()");
   else

@@ -17,9 +17,31 @@ std::atomic<const char *> current{nullptr};
 std::atomic<int64_t> since{0}, inFlightBytes{0};
 std::atomic<bool> started{false};
 std::atomic<double> deadline{0};
+std::atomic<int> watchedRank{0};
 std::mutex deviceMutex;
 std::function<bool(watchdog::Pending &)> deviceProbe;
 std::function<void()> deviceAbort;
+/// Ordering of the device's abort against the backend's uses (DeviceUse):
+/// held by each use and by the abort, which never releases it. Lock order:
+/// useMutex, then deviceMutex (the probe's), then the backend's own.
+std::timed_mutex useMutex;
+bool deviceAborted = false; ///< guarded by useMutex
+/// How long the watchdog waits for a use in progress before it exits
+/// without the abort (a use is one non-blocking NCCL call: microseconds).
+constexpr auto kUseWait = std::chrono::seconds(5);
+
+/// The registered abort, run once; useMutex is held.
+void abortDeviceOnce() {
+  std::function<void()> abort;
+  {
+    std::lock_guard<std::mutex> lock(deviceMutex);
+    abort = deviceAbort;
+  }
+  if (abort && !deviceAborted) {
+    deviceAborted = true;
+    abort();
+  }
+}
 
 [[noreturn]] void expire(int rank, const char *what, int64_t bytes,
                          double seconds) {
@@ -30,13 +52,16 @@ std::function<void()> deviceAbort;
                "rank died, hangs or is stopped; exiting\n",
                rank, what, (long long)bytes, seconds);
   std::fflush(stderr);
-  std::function<void()> abort;
-  {
-    std::lock_guard<std::mutex> lock(deviceMutex);
-    abort = deviceAbort;
-  }
-  if (abort)
-    abort();
+  // The abort waits for the backend's use of its communicators in progress
+  // and keeps them from any later one: the lock is never released, the
+  // process exits holding it. A use that does not end (a blocking call
+  // that hangs) leaves the communicators to the exit.
+  if (useMutex.try_lock_for(kUseWait))
+    abortDeviceOnce();
+  else
+    std::fprintf(stderr, "error: rank %d: the device's communicators are in "
+                         "use: exiting without aborting them\n", rank);
+  std::fflush(stderr);
   _exit(3);
 }
 
@@ -60,15 +85,37 @@ double watchdog::seconds() { return deadline.load(); }
 
 void watchdog::watchDevice(std::function<bool(Pending &)> probe,
                            std::function<void()> abort) {
+  // Waits for an abort under way (which then exits): once this returns,
+  // the old abort can no longer run, and its backend may go.
+  std::lock_guard<std::timed_mutex> use(useMutex);
   std::lock_guard<std::mutex> lock(deviceMutex);
   deviceProbe = std::move(probe);
   deviceAbort = std::move(abort);
+  deviceAborted = false;
 }
+
+watchdog::DeviceUse::DeviceUse(const char *what) {
+  useMutex.lock();
+  if (deviceAborted) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "error: rank %d: %s after the device's communicators were "
+                 "aborted (--collective-timeout); exiting\n",
+                 watchedRank.load(), what);
+    std::fflush(stderr);
+    _exit(3);
+  }
+}
+
+watchdog::DeviceUse::~DeviceUse() { useMutex.unlock(); }
+
+void watchdog::DeviceUse::abort() { abortDeviceOnce(); }
 
 void watchdog::start(int rank, double seconds) {
   if (seconds <= 0 || started.exchange(true))
     return;
   deadline.store(seconds);
+  watchedRank.store(rank);
   std::thread([rank, seconds] {
     uint64_t deviceId = 0;
     int64_t deviceSince = 0;

@@ -12,6 +12,14 @@
 // the watchdog's thread which collective the device is waiting on, and an
 // abort (ncclCommAbort of its communicators) called before the exit.
 //
+// The abort frees what the backend's own thread uses (NCCL frees a
+// communicator in ncclCommAbort), so the two are ordered by one lock: the
+// backend holds a DeviceUse around every call on what the abort frees, and
+// the abort runs holding the same lock, at most once, and never gives it
+// back (the process exits holding it). So an abort never runs during a
+// use, and no use starts after an abort: a DeviceUse that finds the abort
+// done exits instead of touching freed communicators.
+//
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_TRAINER_WATCHDOG_H
 #define SHARDC_RUNTIME_TRAINER_WATCHDOG_H
@@ -41,9 +49,25 @@ struct Pending {
 };
 /// Watches a device: `probe` fills in the collective in flight (false:
 /// none); one that stays in flight past the deadline is reported, `abort`
-/// is called, and the process exits.
+/// is called (holding the DeviceUse lock), and the process exits. Called
+/// again (null, null: stop watching) it waits for an abort under way.
 void watchDevice(std::function<bool(Pending &)> probe,
                  std::function<void()> abort);
+
+/// Holds the device's abort off for its scope (see the file comment): the
+/// backend's calls on its communicators run inside one. Waits while an
+/// abort runs; if the device was aborted, prints that `what` cannot run and
+/// exits (3), as the abort's own thread does. Not reentrant.
+class DeviceUse {
+public:
+  explicit DeviceUse(const char *what);
+  ~DeviceUse();
+  DeviceUse(const DeviceUse &) = delete;
+  DeviceUse &operator=(const DeviceUse &) = delete;
+  /// Runs the device's abort now, from this thread (a wait that timed out
+  /// here), once; the caller then exits, still holding this.
+  void abort();
+};
 
 /// Marks a collective in flight for its scope.
 struct Scope {
