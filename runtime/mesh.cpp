@@ -15,12 +15,38 @@ using namespace shardc::runtime;
       fatal("%s failed with MPI error %d", #call, rc_);                        \
   } while (false)
 
+namespace {
+const char *threadLevelName(int level) {
+  switch (level) {
+  case MPI_THREAD_SINGLE:
+    return "MPI_THREAD_SINGLE";
+  case MPI_THREAD_FUNNELED:
+    return "MPI_THREAD_FUNNELED";
+  case MPI_THREAD_SERIALIZED:
+    return "MPI_THREAD_SERIALIZED";
+  case MPI_THREAD_MULTIPLE:
+    return "MPI_THREAD_MULTIPLE";
+  default:
+    return "an unknown thread level";
+  }
+}
+} // namespace
+
+std::string Mesh::threadLevelProblem(int provided) {
+  if (provided >= MPI_THREAD_FUNNELED)
+    return "";
+  return std::string("MPI gave thread level ") + threadLevelName(provided) +
+         ", but this runtime calls MPI from its main thread while other "
+         "threads run (the collective watchdog, OpenMP, CUDA), which needs "
+         "MPI_THREAD_FUNNELED or more: use an MPI built with thread support";
+}
+
 Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards) {
-  // Serialized: the CUDA backend's host-staged transport calls MPI from a
-  // host function (a CUDA thread) while the main thread waits for it.
-  int provided = 0;
+  // See threadLevel (mesh.h): FUNNELED is needed, SERIALIZED asked for.
+  int provided = MPI_THREAD_SINGLE;
   MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   Mesh m;
+  m.threadLevel = provided;
   m.shardComm_ = m.replicaComm_ = MPI_COMM_SELF;
   m.replicas = replicas;
   m.shards = shards;
@@ -40,6 +66,16 @@ Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards) {
                            int(m.shardIndex()), &m.shardComm_));
   MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(m.shardIndex()),
                            int(m.replicaIndex()), &m.replicaComm_));
+  std::string problem = threadLevelProblem(provided);
+  if (!problem.empty()) {
+    std::fprintf(stderr, "error: rank %d: %s\n", m.rank, problem.c_str());
+    MPI_Finalize();
+    std::exit(1);
+  }
+  for (int64_t a = 0; a < 2; ++a) {
+    MPI_CHECK(MPI_Comm_rank(m.axis(a), &m.axisRanks_[a]));
+    MPI_CHECK(MPI_Comm_size(m.axis(a), &m.axisSizes_[a]));
+  }
   return m;
 }
 
@@ -52,15 +88,11 @@ MPI_Comm Mesh::axis(int64_t a) const {
 }
 
 int Mesh::axisRank(int64_t a) const {
-  int r = 0;
-  MPI_CHECK(MPI_Comm_rank(axis(a), &r));
-  return r;
+  return axisRanks_[replicas > 1 && a == 0 ? 0 : 1];
 }
 
 int Mesh::axisSize(int64_t a) const {
-  int n = 1;
-  MPI_CHECK(MPI_Comm_size(axis(a), &n));
-  return n;
+  return axisSizes_[replicas > 1 && a == 0 ? 0 : 1];
 }
 
 double Mesh::sumAll(double value) const {

@@ -32,6 +32,16 @@ public:
 
   int rank = 0, world = 1;
   int64_t replicas = 1, shards = 1;
+  /// MPI's thread level (`provided` of MPI_Init_thread). The runtime calls
+  /// MPI from the main thread only, while other threads run (the
+  /// watchdog's, OpenMP's, CUDA's): it needs MPI_THREAD_FUNNELED, which
+  /// init requires. It asks for MPI_THREAD_SERIALIZED: the emulated NCCL
+  /// may call MPI from the emulated device's thread, one call at a time,
+  /// and checks the level itself.
+  int threadLevel = MPI_THREAD_SINGLE;
+  /// Why MPI's thread level `provided` is too low for the runtime, naming
+  /// it; empty if it is enough. (mesh.cpp)
+  static std::string threadLevelProblem(int provided);
   int64_t shardIndex() const { return rank % shards; }
   int64_t replicaIndex() const { return rank / shards; }
   /// The communicator of grid axis `axis` of the compiled grid.
@@ -61,6 +71,10 @@ public:
 
 private:
   mutable std::vector<std::pair<std::pair<int64_t, int64_t>, MPI_Comm>> subgroups_;
+  /// Per grid axis (at most 2): this rank's index and the axis's ranks,
+  /// asked of MPI once, at init, so that no MPI call is made while a run's
+  /// collectives may be calling MPI on another thread.
+  int axisRanks_[2] = {0, 0}, axisSizes_[2] = {1, 1};
   // Set by init (no MPI symbol is named here: mesh_local links no MPI).
   MPI_Comm shardComm_{}, replicaComm_{};
 };

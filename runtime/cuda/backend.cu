@@ -16,7 +16,8 @@
 //
 // On a mesh: the GPU is the local rank's (OpenMPI, Slurm or LOCAL_RANK).
 // Ranks that find they share a GPU take the host-staged transport (one
-// note says so); otherwise NCCL communicators are made once, at start-up.
+// note says so), and run without graphs; otherwise NCCL communicators are
+// made once, at start-up.
 // With --collective-timeout they are non-blocking, the watchdog probes
 // which collective a step waits on, and on a timeout aborts them
 // (ncclCommAbort) before the process exits. After each run every
@@ -482,7 +483,8 @@ public:
       target.aroundLaunch = &aroundLaunch;
       target.hookCtx = this;
       walk(program, regions, target);
-    } else if (graphsOn) {
+    } else if (graphsOn && !ctx.hostStaged) {
+      // Host-staged collectives synchronize on the host: never captured.
       runCaptured(program, regions, target);
     } else {
       walk(program, regions, target);
@@ -653,7 +655,8 @@ private:
     shared = mesh.broadcastString(shared);
     if (!shared.empty() && mesh.rank == 0)
       std::printf("note: %s, which NCCL refuses: the collectives go through "
-                  "host memory over MPI instead (the same results, slower)\n",
+                  "host memory over MPI instead (the same results, slower, "
+                  "without CUDA graphs)\n",
                   shared.c_str());
     return !shared.empty();
   }

@@ -3,19 +3,36 @@
 // NCCL refuses two ranks on one device, yet a developer's single-GPU
 // machine runs `mpirun -np 2 ./train` to test a mesh. When the backend finds
 // ranks sharing its GPU (Context::hostStaged), every collective goes through
-// the host, in stream order on its stream, with no host synchronization:
+// the host, on the thread that issues the launches (MPI's main thread):
 //
-//   device inputs --cudaMemcpyAsync--> pinned staging
-//   a host function (cudaLaunchHostFunc): the CPU backend's collective
-//     (runtime/cpu/collectives.cpp, MPI) on the staging buffers
-//   pinned staging --cudaMemcpyAsync--> device outputs
+//   device inputs --cudaMemcpyAsync--> pinned staging, on its stream
+//   cudaStreamSynchronize(its stream)
+//   the CPU backend's collective (runtime/cpu/collectives.cpp, MPI) on the
+//     staging buffers
+//   pinned staging --cudaMemcpyAsync--> device outputs, on its stream
 //
-// so the results are the CPU backend's, bit for bit, and a CUDA graph
-// captures the copies and the host function like any other work. The
-// staging buffers of a launch are made on its first run (an uncaptured
-// one) and kept: a replayed graph uses the same. Host functions of one
-// stream run one at a time, so MPI is used by one thread at a time (the
-// mesh asks MPI for MPI_THREAD_SERIALIZED).
+// so the results are the CPU backend's, bit for bit. The staging buffers of
+// a launch are made on its first run and kept.
+//
+// Why not a host function (cudaLaunchHostFunc) doing the MPI in stream
+// order, as this did: the collective waits for the other ranks' host
+// functions, which run only once their streams reach them, i.e. on other
+// ranks' outstanding GPU work, and CUDA forbids a host function any wait on
+// outstanding CUDA work not ordered before it (host functions may share one
+// driver thread, and their order across streams is undefined); it also
+// called MPI from a driver thread. Here no host function waits on anything,
+// and it cannot deadlock: when the issuing thread reaches collective k, its
+// stream's pending work depends only on launches and events already issued
+// by this process (an event is recorded before it is waited on), so the
+// synchronization returns; every rank issues the same program, so every
+// rank reaches its collective k (with 1..k-1 complete on all ranks, by
+// induction) and the MPI collective completes. MPI is called only by the
+// main thread (MPI_THREAD_FUNNELED, which Mesh::init requires).
+//
+// The price: a host synchronization per collective (the issue waits for its
+// stream), and no CUDA graphs (a capture cannot hold a synchronization; the
+// backend runs these ranks without graphs). Ranks on one GPU are a test
+// setup, not a fast one.
 //
 // The CPU collectives are referenced weakly: an executable links them (the
 // driver's --undefined) only when it links MPI, i.e. for several ranks.
@@ -46,15 +63,11 @@ namespace {
 
 /// One launch's staging: its buffers (collectiveBuffers: those read are
 /// copied in, those written copied out), a pinned host buffer for each,
-/// and what the host function runs.
+/// and the CPU collective run on them.
 struct Staged {
   KernelFn fn = nullptr;
   std::vector<cuda::CollectiveBuffer> buffers;
   std::vector<void *> host;
-  const int64_t *ints = nullptr;
-  const double *floats = nullptr;
-  int64_t stream = 0;
-  Context *cpu = nullptr;
 };
 
 /// The CPU context the collectives run with, and every launch's staging
@@ -73,11 +86,6 @@ HostStaging &staging(const Mesh *mesh) {
   static HostStaging s;
   s.cpu.mesh = mesh;
   return s;
-}
-
-void runOnHost(void *data) {
-  auto *s = static_cast<Staged *>(data);
-  s->fn(s->cpu, s->host.data(), s->ints, s->floats, s->stream);
 }
 
 /// The CPU backend's collective `id` (null if this executable lacks it).
@@ -176,19 +184,25 @@ void cuda::hostStagedCollective(cuda::Context &c, int64_t id, void **b,
                                cudaHostAllocDefault));
       s->host.push_back(p);
     }
-    s->ints = i;
-    s->floats = f;
-    s->stream = stream;
-    s->cpu = &all.cpu;
     slot = std::move(s);
   }
   Staged &s = *slot;
   cudaStream_t st = c.stream(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(st, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    fatal("rank %d: %s: a host-staged collective waits for its stream on the "
+          "host, which a CUDA graph capture cannot hold (ranks that share a "
+          "GPU run without graphs)",
+          c.mesh->rank, A::kKernels[id].name);
   for (size_t k = 0; k < s.buffers.size(); ++k)
     if (s.buffers[k].read && s.buffers[k].bytes > 0)
       CUDA_CHECK(cudaMemcpyAsync(s.host[k], b[k], size_t(s.buffers[k].bytes),
                                  cudaMemcpyDeviceToHost, st));
-  CUDA_CHECK(cudaLaunchHostFunc(st, &runOnHost, &s));
+  // The inputs are staged, and the copies out of these buffers of this
+  // launch's previous run are done: the host may write them.
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  s.fn(&all.cpu, s.host.data(), i, f, stream);
   for (size_t k = 0; k < s.buffers.size(); ++k)
     if (s.buffers[k].written && s.buffers[k].bytes > 0)
       CUDA_CHECK(cudaMemcpyAsync(b[k], s.host[k], size_t(s.buffers[k].bytes),

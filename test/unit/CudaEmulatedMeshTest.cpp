@@ -9,15 +9,23 @@
 //    but dependent, is not grouped (the emulated NCCL runs a group's calls
 //    in reverse order, so grouping them would give a wrong sum);
 //  - an all-gather grouped with a subgroup all-gather: the subgroup's
-//    communicator exists before the group opens.
+//    communicator exists before the group opens;
+//  - the abort order: the watchdog's abort of the communicators never
+//    overlaps the backend's use of them (watchdog::DeviceUse), and runs
+//    once;
+//  - MPI's thread level: below MPI_THREAD_FUNNELED is refused, naming it.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
 #include "runtime/backend.h"
 #include "runtime/mesh.h"
+#include "runtime/trainer/watchdog.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
@@ -186,6 +194,58 @@ TEST_F(CudaMesh, SubgroupMadeBeforeItsGroupOpens) {
     EXPECT_NE(lines[before + 1].find(" grouped"), std::string::npos)
         << "the two gathers were not one group: the test shows nothing";
   }
+}
+
+// The watchdog's abort (ncclCommAbort frees the communicators) against the
+// backend's calls on them, from another thread, as backend.cu makes them:
+// the abort waits for the call in progress, runs between calls, once, and
+// the process exits (3) before any other call. In a forked child, which
+// the watchdog ends; an abort during a call exits 4, a second one 5.
+std::atomic<bool> inUse{false};
+std::atomic<int> aborts{0};
+
+[[noreturn]] void useCommunicatorsUntilAborted() {
+  watchdog::watchDevice(
+      [](watchdog::Pending &p) {
+        p.what = "a collective that never completes";
+        p.bytes = 4;
+        p.id = 1;
+        return true;
+      },
+      [] {
+        if (inUse.load())
+          _exit(4);
+        if (aborts++ > 0)
+          _exit(5);
+        std::fprintf(stderr, "aborted once\n");
+      });
+  watchdog::start(mesh->rank, 0.2);
+  for (;;) {
+    {
+      watchdog::DeviceUse use("ncclCommGetAsyncError");
+      inUse = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      inUse = false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST(AbortOrder, AbortNeverOverlapsACallOnTheCommunicators) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_EXIT(useCommunicatorsUntilAborted(), ::testing::ExitedWithCode(3),
+              "did not complete within 0 s(.|\n)*aborted once");
+}
+
+TEST(ThreadLevel, BelowFunneledRefusedNamingTheLevel) {
+  EXPECT_GE(mesh->threadLevel, MPI_THREAD_FUNNELED);
+  std::string single = Mesh::threadLevelProblem(MPI_THREAD_SINGLE);
+  EXPECT_NE(single.find("MPI gave thread level MPI_THREAD_SINGLE"),
+            std::string::npos)
+      << single;
+  EXPECT_NE(single.find("MPI_THREAD_FUNNELED"), std::string::npos);
+  EXPECT_EQ(Mesh::threadLevelProblem(MPI_THREAD_FUNNELED), "");
+  EXPECT_EQ(Mesh::threadLevelProblem(MPI_THREAD_SERIALIZED), "");
 }
 
 } // namespace
