@@ -116,13 +116,13 @@ const char *epilogueName(cublasLtEpilogue_t e) {
         "none)",
         status == CUBLAS_STATUS_SUCCESS ? "the heuristic returned none"
                                         : cublasLtGetStatusString(status),
-        (long long)bs.count,
-        bs.count > 1 ? "batched" : "single", (long long)s.m, (long long)s.n,
-        (long long)s.k, bs.count > 1 ? "s" : "", s.transA ? "T" : "N",
-        s.transB ? "T" : "N", (long long)s.lda, (long long)s.ldb,
-        (long long)s.ldc, (long long)bs.strideA, (long long)bs.strideB,
-        (long long)bs.strideC, epilogueName(s.effectiveEpilogue()),
-        int(s.effectiveEpilogue()), al.a, al.b, al.c, al.bias, al.aux);
+        (long long)bs.count, bs.count > 1 ? "batched" : "single",
+        (long long)s.m, (long long)s.n, (long long)s.k, bs.count > 1 ? "s" : "",
+        s.transA ? "T" : "N", s.transB ? "T" : "N", (long long)s.lda,
+        (long long)s.ldb, (long long)s.ldc, (long long)bs.strideA,
+        (long long)bs.strideB, (long long)bs.strideC,
+        epilogueName(s.effectiveEpilogue()), int(s.effectiveEpilogue()), al.a,
+        al.b, al.c, al.bias, al.aux);
 }
 
 /// cuBLASLt's heuristic choice for the plan's descriptors, within the

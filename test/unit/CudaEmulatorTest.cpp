@@ -491,8 +491,8 @@ struct LtGemm {
   cublasStatus_t matmul(const cublasLtMatmulAlgo_t *algo, size_t offA = 0,
                         size_t offB = 0, size_t offD = 0) {
     float alpha = 1.0f, beta = 0.0f;
-    return cublasLtMatmul(lt, desc, &alpha, buf[0] + offA, a, buf[1] + offB,
-                          b, &beta, buf[2] + offD, c, buf[2] + offD, c, algo,
+    return cublasLtMatmul(lt, desc, &alpha, buf[0] + offA, a, buf[1] + offB, b,
+                          &beta, buf[2] + offD, c, buf[2] + offD, c, algo,
                           nullptr, 0, nullptr);
   }
 };
@@ -509,9 +509,9 @@ TEST(CudaEmulator, CublasLtPointersBelowThePreferenceAreRefused) {
   cublasLtMatmulAlgo_t algo;
   ASSERT_EQ(g.heuristic(algo), kOk);
   EXPECT_EQ(g.matmul(&algo), kOk);
-  EXPECT_EQ(g.matmul(&algo, 16, 0, 0), kRefused);  // A 16-byte aligned
-  EXPECT_EQ(g.matmul(&algo, 0, 64, 0), kRefused);  // B
-  EXPECT_EQ(g.matmul(&algo, 0, 0, 128), kRefused); // C and D
+  EXPECT_EQ(g.matmul(&algo, 16, 0, 0), kRefused);   // A 16-byte aligned
+  EXPECT_EQ(g.matmul(&algo, 0, 64, 0), kRefused);   // B
+  EXPECT_EQ(g.matmul(&algo, 0, 0, 128), kRefused);  // C and D
   EXPECT_EQ(g.matmul(nullptr, 16, 0, 0), kRefused); // the implicit heuristic
   // Told the real alignments, the heuristic picks an algorithm for them.
   ASSERT_EQ(g.heuristic(algo, {16, 64, 16, 16}), kOk);
@@ -582,8 +582,7 @@ TEST(CudaEmulator, CublasLtBiasAndAuxAsAlignedAsWhenTheHeuristicRan) {
 TEST(CudaEmulator, CublasLtEpilogueRulesOfTheHeader) {
   LtGemm g(64, 8, 8);
   cublasLtMatmulAlgo_t algo;
-  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DGELU),
-            kOk);
+  ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DGELU), kOk);
   ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.vec(0)), kOk);
   EXPECT_EQ(g.heuristic(algo), kRefused); // no aux ld
   ASSERT_EQ(g.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(32)), kOk);
