@@ -54,6 +54,10 @@ struct KernelFault : std::runtime_error {
 bool isDeviceMemory(const void *p);
 bool isPinnedMemory(const void *p);
 
+/// Sets the order in which ready streams run, as SHARDC_EMU_STREAM_ORDER
+/// does (last, first or seed:N); for tests. False if `order` is none.
+bool setStreamOrder(const std::string &order);
+
 /// The emulated device's streaming multiprocessors: the OpenMP threads
 /// that run its blocks.
 int multiprocessorCount();

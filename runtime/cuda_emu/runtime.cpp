@@ -4,12 +4,18 @@
 // declarations of cuda_runtime_api.h:
 //  - device memory (host memory the device "owns"), pinned host memory;
 //  - streams as queues of deferred work, run in stream order when the host
-//    waits. Of the streams with work ready, the one created last runs
-//    first, so a schedule that relies on the order work was enqueued in,
-//    rather than on its events, sees the other order
-//    (SHARDC_EMU_STREAM_ORDER=first: the one created first, the compute
-//    stream, which then runs as far as its events let it, ahead of the
-//    copies and collectives it forgot to wait for);
+//    waits, as far as it waits: a stream's synchronization runs that
+//    stream's work (and the work it waits on), the legacy stream's calls
+//    the blocking streams' (cudaStreamNonBlocking ones go on without it),
+//    cudaDeviceSynchronize everything. SHARDC_EMU_STREAM_ORDER says which
+//    ready stream runs next: `last` (default), the one created last, so a
+//    schedule that relies on the order work was enqueued in, rather than
+//    on its events, sees the other order; `first`, the one created first
+//    (the compute stream runs as far as its events let it, ahead of the
+//    copies and collectives it forgot to wait for); `seed:N`, a stream
+//    drawn at random (seeded) before every op, in graph replays too (the
+//    captured streams replayed as streams), so that any order the events
+//    allow can happen;
 //  - events, stream waits on them, timing (host clock);
 //  - graph capture (work of captured streams goes into the graph; a stream
 //    that waits on a captured event joins the capture and must be joined
@@ -19,7 +25,12 @@
 //  - a node of SHARDC_EMU_DEVICES devices (default 8), each with its own
 //    UUID: the process uses one (all share the host's memory), and local
 //    ranks beyond the count share one, as on an oversubscribed node;
-//  - host functions in stream order, mapped pinned memory.
+//  - host functions in stream order, each run on a thread of their own
+//    (as CUDA's are) that may make no CUDA call; mapped pinned memory;
+//  - what CUDA refuses: during a capture, the calls it calls unsafe
+//    (allocation, freeing, cudaFuncSetAttribute) and copies from or to
+//    pageable memory into the captured streams; overlapping copies; a
+//    copy whose pointers are not of the kind it names.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda_emu/emu.h"
@@ -29,13 +40,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace shardc::emu {
@@ -48,6 +63,7 @@ struct EventState {
   uint64_t enqueued = 0;  ///< records enqueued
   uint64_t completed = 0; ///< records run
   double ms = 0;          ///< host time of the last record run
+  int recordedOn = -1; ///< the creation order of the last record's stream
   // Capture: the graph and stream of the record, its op index.
   Graph *capture = nullptr;
   struct StreamState *captureStream = nullptr;
@@ -60,11 +76,14 @@ struct Op {
   std::function<void()> work;
   EventState *event = nullptr;
   uint64_t gen = 0;
+  struct StreamState *stream = nullptr; ///< in a graph: the captured stream
 };
 
 struct StreamState {
   std::deque<Op> queue;
-  int order = 0; ///< creation order
+  int order = 0;         ///< creation order
+  bool blocking = true;  ///< not cudaStreamNonBlocking: the legacy stream
+                         ///< synchronizes with it
   Graph *capture = nullptr;
 };
 
@@ -79,7 +98,7 @@ struct Graph {
 };
 
 struct GraphExec {
-  std::vector<std::function<void()>> work;
+  std::vector<Op> ops; ///< captured order, each op with its stream
 };
 
 struct State {
@@ -144,6 +163,119 @@ bool isLegacy(cudaStream_t s) {
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
+/// Which ready stream runs next (SHARDC_EMU_STREAM_ORDER: last, first or
+/// seed:N).
+struct StreamOrder {
+  enum Kind { Last, First, Seeded } kind = Last;
+  std::mt19937_64 rng;
+};
+
+bool parseStreamOrder(const std::string &text, StreamOrder &o) {
+  if (text == "last" || text == "first") {
+    o.kind = text == "last" ? StreamOrder::Last : StreamOrder::First;
+    return true;
+  }
+  if (text.rfind("seed:", 0) != 0 || text.size() == 5 ||
+      text.size() > 5 + 18 ||
+      text.find_first_not_of("0123456789", 5) != std::string::npos)
+    return false;
+  o.kind = StreamOrder::Seeded;
+  o.rng.seed(std::stoull(text.substr(5)));
+  return true;
+}
+
+StreamOrder &streamOrder() {
+  static StreamOrder order = [] {
+    StreamOrder o;
+    const char *v = std::getenv("SHARDC_EMU_STREAM_ORDER");
+    if (v && !parseStreamOrder(v, o))
+      std::fprintf(stderr,
+                   "cuda-emulation: SHARDC_EMU_STREAM_ORDER=%s is not last, "
+                   "first or seed:N; using last\n",
+                   v);
+    return o;
+  }();
+  return order;
+}
+
+/// SHARDC_EMU_DROP_WAIT=W:R:K: the K-th cudaStreamWaitEvent (from 1) of
+/// the stream created W-th (from 0) on an event last recorded on the
+/// stream created R-th is ignored, to show what a missing wait does (a race
+/// the seeded stream order finds).
+bool dropThisWait(const StreamState *waiter, const EventState *e) {
+  struct Drop {
+    int waiter = -1, recorder = -1;
+    long k = 0, seen = 0;
+  };
+  static Drop drop = [] {
+    Drop d;
+    const char *v = std::getenv("SHARDC_EMU_DROP_WAIT");
+    if (v && (std::sscanf(v, "%d:%d:%ld", &d.waiter, &d.recorder, &d.k) != 3 ||
+              d.k < 1)) {
+      std::fprintf(stderr,
+                   "cuda-emulation: SHARDC_EMU_DROP_WAIT=%s is not "
+                   "W:R:K (streams W and R by creation order, K from 1); "
+                   "ignored\n",
+                   v);
+      d.k = 0;
+    }
+    return d;
+  }();
+  if (drop.k == 0 || !waiter || waiter->order != drop.waiter ||
+      e->recordedOn != drop.recorder || ++drop.seen != drop.k)
+    return false;
+  std::fprintf(stderr,
+               "cuda-emulation: SHARDC_EMU_DROP_WAIT: dropped wait %ld of "
+               "stream %d on stream %d%s\n",
+               drop.k, drop.waiter, drop.recorder,
+               waiter->capture ? " (captured)" : "");
+  return true;
+}
+
+/// The host-function thread: CUDA runs host functions on a thread of its
+/// own, which may make no CUDA call. The stream waits until it returns.
+struct HostFunctionThread {
+  std::mutex m;
+  std::condition_variable cv;
+  std::function<void()> task;
+  bool busy = false;
+  std::thread thread;
+
+  HostFunctionThread() {
+    thread = std::thread([this] { loop(); });
+    thread.detach();
+  }
+  void loop();
+  void run(std::function<void()> fn) {
+    std::unique_lock<std::mutex> lock(m);
+    task = std::move(fn);
+    busy = true;
+    cv.notify_all();
+    cv.wait(lock, [this] { return !busy; });
+  }
+};
+
+thread_local bool onHostFunctionThread = false;
+
+void HostFunctionThread::loop() {
+  onHostFunctionThread = true;
+  std::unique_lock<std::mutex> lock(m);
+  for (;;) {
+    cv.wait(lock, [this] { return busy; });
+    std::function<void()> fn = std::move(task);
+    lock.unlock();
+    fn();
+    lock.lock();
+    busy = false;
+    cv.notify_all();
+  }
+}
+
+void runOnHostFunctionThread(std::function<void()> fn) {
+  static HostFunctionThread *t = new HostFunctionThread; // lives to the end
+  t->run(std::move(fn));
+}
+
 void runOp(Op &op) {
   if (state().sticky != cudaSuccess)
     return;
@@ -164,39 +296,161 @@ bool ready(const Op &op) {
   return op.kind != Op::Wait || op.event->completed >= op.gen;
 }
 
+/// Of `candidates` (streams with work), one whose next op is ready, by the
+/// stream order; null if none is.
+StreamState *pickReady(const std::vector<StreamState *> &candidates) {
+  std::vector<StreamState *> readyOnes;
+  for (StreamState *s : candidates)
+    if (!s->queue.empty() && ready(s->queue.front()))
+      readyOnes.push_back(s);
+  if (readyOnes.empty())
+    return nullptr;
+  StreamOrder &order = streamOrder();
+  switch (order.kind) {
+  case StreamOrder::First:
+    return readyOnes.front();
+  case StreamOrder::Seeded:
+    return readyOnes[order.rng() % readyOnes.size()];
+  case StreamOrder::Last:
+    break;
+  }
+  return readyOnes.back();
+}
+
+void cycle() {
+  // Unreachable: a wait names a record enqueued before it.
+  report(cudaErrorUnknown, "streams wait on each other in a cycle", true);
+  for (StreamState *s : state().streams)
+    s->queue.clear();
+}
+
+/// Runs the front op of `pick`.
+void runFront(StreamState *pick) {
+  Op op = std::move(pick->queue.front());
+  pick->queue.pop_front();
+  runOp(op);
+}
+
+/// The stream whose queue holds the record `wait` waits for, or null.
+StreamState *recorderOf(const Op &wait) {
+  for (StreamState *s : state().streams)
+    for (const Op &op : s->queue)
+      if (op.kind == Op::Record && op.event == wait.event &&
+          op.gen >= wait.gen)
+        return s;
+  return nullptr;
+}
+
+/// `targets` and, transitively, the streams their next waits wait on, in
+/// the device's creation order.
+std::vector<StreamState *>
+withDependencies(const std::vector<StreamState *> &targets) {
+  std::set<StreamState *> in(targets.begin(), targets.end());
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (StreamState *s : std::vector<StreamState *>(in.begin(), in.end())) {
+      if (s->queue.empty() || ready(s->queue.front()))
+        continue;
+      StreamState *r = recorderOf(s->queue.front());
+      if (r && in.insert(r).second)
+        grew = true;
+    }
+  }
+  std::vector<StreamState *> out;
+  for (StreamState *s : state().streams)
+    if (in.count(s))
+      out.push_back(s);
+  return out;
+}
+
+/// Runs work until `done()`: ops of `targets`, and of the streams they
+/// wait on when they do (the seeded order draws from every stream). The
+/// streams are the device's, in creation order.
+template <typename Done>
+void runUntil(const std::vector<StreamState *> &targets, Done done) {
+  State &st = state();
+  bool seeded = streamOrder().kind == StreamOrder::Seeded;
+  while (!done()) {
+    StreamState *pick = pickReady(seeded ? st.streams : targets);
+    if (!pick)
+      pick = pickReady(withDependencies(targets));
+    if (!pick)
+      return cycle();
+    runFront(pick);
+  }
+}
+
+bool allEmpty(const std::vector<StreamState *> &streams) {
+  for (StreamState *s : streams)
+    if (!s->queue.empty())
+      return false;
+  return true;
+}
+
 /// Runs queued work until every stream is empty.
 void drain() {
-  State &st = state();
+  const std::vector<StreamState *> &all = state().streams;
+  runUntil(all, [&] { return allEmpty(all); });
+}
+
+/// Runs `s`'s queued work, and what it waits on.
+void drainStream(StreamState *s) {
+  runUntil({s}, [s] { return s->queue.empty(); });
+}
+
+/// Runs the blocking streams' queued work (what a legacy-stream call
+/// waits for), and what it waits on.
+void drainBlocking() {
+  std::vector<StreamState *> blocking;
+  for (StreamState *s : state().streams)
+    if (s->blocking)
+      blocking.push_back(s);
+  runUntil(blocking, [&] { return allEmpty(blocking); });
+}
+
+/// Runs work until `e`'s last enqueued record has run.
+void drainEvent(EventState *e) {
+  runUntil(state().streams, [e] { return e->completed >= e->enqueued; });
+}
+
+/// A graph replay in the seeded order: each captured stream replayed as a
+/// stream of its own, its records and waits ordering it against the others
+/// as they did when captured.
+void replaySeeded(const GraphExec &x) {
+  std::map<StreamState *, std::deque<const Op *>> queues;
+  std::vector<StreamState *> order;
+  for (const Op &op : x.ops) {
+    if (!queues.count(op.stream))
+      order.push_back(op.stream);
+    queues[op.stream].push_back(&op);
+  }
+  std::map<EventState *, uint64_t> recorded;
+  std::mt19937_64 &rng = streamOrder().rng;
   for (;;) {
-    static const bool firstCreatedFirst = [] {
-      const char *order = std::getenv("SHARDC_EMU_STREAM_ORDER");
-      return order && std::string(order) == "first";
-    }();
-    StreamState *pick = nullptr;
+    std::vector<StreamState *> readyOnes;
     bool pending = false;
-    size_t n = st.streams.size();
-    for (size_t k = 0; k < n; ++k) {
-      StreamState *s = st.streams[firstCreatedFirst ? k : n - 1 - k];
-      if (s->queue.empty())
+    for (StreamState *s : order) {
+      auto &q = queues[s];
+      if (q.empty())
         continue;
       pending = true;
-      if (ready(s->queue.front())) {
-        pick = s;
-        break;
-      }
+      const Op *op = q.front();
+      if (op->kind != Op::Wait || recorded[op->event] >= op->gen)
+        readyOnes.push_back(s);
     }
     if (!pending)
       return;
-    if (!pick) {
-      // Unreachable: a wait names a record enqueued before it.
-      report(cudaErrorUnknown, "streams wait on each other in a cycle", true);
-      for (StreamState *s : st.streams)
-        s->queue.clear();
+    if (readyOnes.empty())
+      return cycle();
+    auto &q = queues[readyOnes[rng() % readyOnes.size()]];
+    const Op *op = q.front();
+    q.pop_front();
+    if (state().sticky != cudaSuccess)
       return;
-    }
-    Op op = std::move(pick->queue.front());
-    pick->queue.pop_front();
-    runOp(op);
+    if (op->kind == Op::Work)
+      op->work();
+    else if (op->kind == Op::Record)
+      recorded[op->event] = op->gen;
   }
 }
 
@@ -215,13 +469,43 @@ cudaError_t captureViolation(const char *caller) {
                     "(capture invalidated)");
 }
 
+/// A call CUDA calls unsafe during a capture (cudaStreamCaptureModeGlobal
+/// or ThreadLocal, the backend's; this device has one host thread that
+/// captures): it fails and invalidates the capture.
+cudaError_t captureUnsafe(const std::string &caller) {
+  State &st = state();
+  if (st.activeCaptures == 0)
+    return cudaSuccess;
+  for (StreamState *s : st.streams)
+    if (s->capture && !s->capture->invalid) {
+      s->capture->invalid = true;
+      s->capture->why = caller + " is not permitted during capture";
+    }
+  return report(cudaErrorStreamCaptureUnsupported,
+                caller + " while a stream is captured: not permitted "
+                         "(capture invalidated)");
+}
+
+/// A CUDA call from a host function: CUDA forbids it.
+cudaError_t fromHostFunction(const char *caller) {
+  return report(cudaErrorNotPermitted,
+                std::string(caller) +
+                    " called from a host function (cudaLaunchHostFunc): "
+                    "host functions may make no CUDA call");
+}
+
 void append(StreamState *s, Op op) {
   Graph *g = s->capture;
+  op.stream = s;
   g->last[s] = g->ops.size();
   g->ops.push_back(std::move(op));
 }
 
 } // namespace
+
+bool setStreamOrder(const std::string &order) {
+  return parseStreamOrder(order, streamOrder());
+}
 
 cudaError_t report(cudaError_t error, const std::string &message,
                    bool sticky) {
@@ -244,10 +528,12 @@ cudaError_t enqueue(cudaStream_t stream, const char *what,
   Op op;
   op.what = what;
   op.work = std::move(work);
+  if (onHostFunctionThread)
+    return fromHostFunction(what);
   if (isLegacy(stream)) {
     if (cudaError_t err = captureViolation(what))
       return err;
-    drain();
+    drainBlocking();
     runOp(op);
     return st.sticky;
   }
@@ -260,6 +546,8 @@ cudaError_t enqueue(cudaStream_t stream, const char *what,
 }
 
 cudaError_t synchronizeAll(const char *caller) {
+  if (onHostFunctionThread)
+    return fromHostFunction(caller);
   if (cudaError_t err = captureViolation(caller))
     return err;
   drain();
@@ -268,6 +556,65 @@ cudaError_t synchronizeAll(const char *caller) {
 
 bool isDeviceMemory(const void *p) { return inAllocation(state().device, p); }
 bool isPinnedMemory(const void *p) { return inAllocation(state().pinned, p); }
+
+namespace {
+
+enum class Memory { Device, Pinned, Pageable };
+
+Memory kindOf(const void *p) {
+  if (isDeviceMemory(p))
+    return Memory::Device;
+  return isPinnedMemory(p) ? Memory::Pinned : Memory::Pageable;
+}
+
+/// What CUDA refuses of a copy: pointers not of the kind `kind` names
+/// (pinned host memory is mapped, so either side may be it), and, as
+/// memcpy's, source and destination that overlap.
+cudaError_t checkCopy(const char *caller, void *dst, const void *src,
+                      size_t count, cudaMemcpyKind kind) {
+  if (count == 0)
+    return cudaSuccess;
+  auto d = reinterpret_cast<uintptr_t>(dst);
+  auto s = reinterpret_cast<uintptr_t>(src);
+  if (d < s + count && s < d + count)
+    return report(cudaErrorInvalidValue,
+                  std::string(caller) + " of " + std::to_string(count) +
+                      " bytes between overlapping ranges");
+  Memory to = kindOf(dst), from = kindOf(src);
+  bool ok = true;
+  switch (kind) {
+  case cudaMemcpyHostToHost:
+    ok = to != Memory::Device && from != Memory::Device;
+    break;
+  case cudaMemcpyHostToDevice:
+    ok = from != Memory::Device && to != Memory::Pageable;
+    break;
+  case cudaMemcpyDeviceToHost:
+    ok = from != Memory::Pageable && to != Memory::Device;
+    break;
+  case cudaMemcpyDeviceToDevice:
+    ok = from != Memory::Pageable && to != Memory::Pageable;
+    break;
+  case cudaMemcpyDefault:
+    break;
+  default:
+    return report(cudaErrorInvalidMemcpyDirection,
+                  std::string(caller) + ": not a cudaMemcpyKind");
+  }
+  if (ok)
+    return cudaSuccess;
+  const char *names[] = {"device", "pinned host", "pageable host"};
+  static const char *kinds[] = {"cudaMemcpyHostToHost",
+                                "cudaMemcpyHostToDevice",
+                                "cudaMemcpyDeviceToHost",
+                                "cudaMemcpyDeviceToDevice"};
+  return report(cudaErrorInvalidValue,
+                std::string(caller) + " with " + kinds[kind] + " from " +
+                    names[int(from)] + " memory to " + names[int(to)] +
+                    " memory");
+}
+
+} // namespace
 
 void launchKernel(const char *kernel, const void *entry, dim3 grid,
                   dim3 block, size_t smem, cudaStream_t stream,
@@ -306,10 +653,20 @@ void launchKernel(const char *kernel, const void *entry, dim3 grid,
 
 using namespace shardc::emu;
 
+/// Every entry point: none from a host function; none after a sticky
+/// error (a lost context).
 #define STICKY()                                                               \
   do {                                                                         \
+    if (onHostFunctionThread)                                                  \
+      return fromHostFunction(__func__);                                       \
     if (state().sticky != cudaSuccess)                                         \
       return state().sticky;                                                   \
+  } while (0)
+/// A call CUDA calls unsafe during a capture.
+#define CAPTURE_UNSAFE()                                                       \
+  do {                                                                         \
+    if (cudaError_t err = captureUnsafe(__func__))                             \
+      return err;                                                              \
   } while (0)
 
 extern "C" {
@@ -412,6 +769,7 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
 
 cudaError_t cudaMalloc(void **ptr, size_t size) {
   STICKY();
+  CAPTURE_UNSAFE();
   // 256-byte aligned, as cudaMalloc's.
   void *p = std::aligned_alloc(256, (size + 255) / 256 * 256 + 256);
   if (!p) {
@@ -425,6 +783,9 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
 }
 
 cudaError_t cudaFree(void *ptr) {
+  if (onHostFunctionThread)
+    return fromHostFunction(__func__);
+  CAPTURE_UNSAFE();
   if (!ptr)
     return cudaSuccess;
   State &st = state();
@@ -440,6 +801,7 @@ cudaError_t cudaFree(void *ptr) {
 
 cudaError_t cudaMallocHost(void **ptr, size_t size) {
   STICKY();
+  CAPTURE_UNSAFE();
   void *p = std::aligned_alloc(4096, (size + 4095) / 4096 * 4096 + 4096);
   if (!p)
     return report(cudaErrorMemoryAllocation,
@@ -451,6 +813,8 @@ cudaError_t cudaMallocHost(void **ptr, size_t size) {
 }
 
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int) {
+  STICKY();
+  CAPTURE_UNSAFE();
   return cudaMallocHost(ptr, size);
 }
 
@@ -466,10 +830,15 @@ cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned int) {
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
                                void *userData) {
   STICKY();
-  return enqueue(stream, "host function", [fn, userData]() { fn(userData); });
+  return enqueue(stream, "host function", [fn, userData]() {
+    runOnHostFunctionThread([fn, userData]() { fn(userData); });
+  });
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+  if (onHostFunctionThread)
+    return fromHostFunction(__func__);
+  CAPTURE_UNSAFE();
   if (!ptr)
     return cudaSuccess;
   State &st = state();
@@ -484,25 +853,35 @@ cudaError_t cudaFreeHost(void *ptr) {
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
-                       cudaMemcpyKind) {
+                       cudaMemcpyKind kind) {
   STICKY();
-  if (cudaError_t err = synchronizeAll("cudaMemcpy"))
+  if (cudaError_t err = checkCopy("cudaMemcpy", dst, src, count, kind))
     return err;
-  std::memmove(dst, src, count);
-  return cudaSuccess;
+  // On the legacy stream: after the blocking streams' work, not the
+  // non-blocking streams'.
+  if (cudaError_t err = captureViolation("cudaMemcpy"))
+    return err;
+  drainBlocking();
+  std::memcpy(dst, src, count);
+  return state().sticky;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
-                            cudaMemcpyKind, cudaStream_t stream) {
+                            cudaMemcpyKind kind, cudaStream_t stream) {
   STICKY();
-  bool toPageable = !isDeviceMemory(dst) && !isPinnedMemory(dst);
-  bool fromPageable = !isDeviceMemory(src) && !isPinnedMemory(src);
-  if (toPageable && !isLegacy(stream) && !stateOf(stream)->capture) {
-    // To pageable memory the copy completes before the call returns.
-    if (cudaError_t err = synchronizeAll("cudaMemcpyAsync to pageable memory"))
-      return err;
-    std::memmove(dst, src, count);
-    return cudaSuccess;
+  if (cudaError_t err = checkCopy("cudaMemcpyAsync", dst, src, count, kind))
+    return err;
+  bool toPageable = kindOf(dst) == Memory::Pageable;
+  bool fromPageable = kindOf(src) == Memory::Pageable;
+  bool captured = !isLegacy(stream) && stateOf(stream)->capture;
+  if (captured && (toPageable || fromPageable))
+    return captureUnsafe("cudaMemcpyAsync from or to pageable memory");
+  if (toPageable && !isLegacy(stream)) {
+    // To pageable memory the copy completes, in stream order, before the
+    // call returns.
+    drainStream(stateOf(stream));
+    std::memcpy(dst, src, count);
+    return state().sticky;
   }
   if (fromPageable) {
     // From pageable memory the source is staged when the call is made.
@@ -513,7 +892,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
     });
   }
   return enqueue(stream, "cudaMemcpyAsync",
-                 [dst, src, count]() { std::memmove(dst, src, count); });
+                 [dst, src, count]() { std::memcpy(dst, src, count); });
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
@@ -526,19 +905,24 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
   if (!isDeviceMemory(dst) || !isDeviceMemory(src))
     return report(cudaErrorNotSupported,
                   "cudaMemcpy2DAsync is emulated between device buffers");
+  size_t span = height ? (height - 1) * std::max(dpitch, spitch) + width : 0;
+  if (cudaError_t err = checkCopy("cudaMemcpy2DAsync", dst, src, span,
+                                  cudaMemcpyDeviceToDevice))
+    return err;
   return enqueue(stream, "cudaMemcpy2DAsync", [=]() {
     for (size_t r = 0; r < height; ++r)
-      std::memmove(static_cast<char *>(dst) + r * dpitch,
+      std::memcpy(static_cast<char *>(dst) + r * dpitch,
                    static_cast<const char *>(src) + r * spitch, width);
   });
 }
 
 cudaError_t cudaMemset(void *dst, int value, size_t count) {
   STICKY();
-  if (cudaError_t err = synchronizeAll("cudaMemset"))
+  if (cudaError_t err = captureViolation("cudaMemset"))
     return err;
+  drainBlocking();
   std::memset(dst, value, count);
-  return cudaSuccess;
+  return state().sticky;
 }
 
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t count,
@@ -548,11 +932,13 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t count,
                  [dst, value, count]() { std::memset(dst, value, count); });
 }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream,
+                                      unsigned int flags) {
   STICKY();
   State &st = state();
   auto *s = new StreamState;
   s->order = st.created++;
+  s->blocking = !(flags & cudaStreamNonBlocking);
   st.streams.push_back(s);
   *stream = reinterpret_cast<cudaStream_t>(s);
   return cudaSuccess;
@@ -563,18 +949,28 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (onHostFunctionThread)
+    return fromHostFunction(__func__);
   if (isLegacy(stream))
     return cudaSuccess;
   State &st = state();
-  drain();
   StreamState *s = stateOf(stream);
+  drainStream(s);
   st.streams.erase(std::find(st.streams.begin(), st.streams.end(), s));
   delete s;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
-  return synchronizeAll("cudaStreamSynchronize");
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (onHostFunctionThread)
+    return fromHostFunction(__func__);
+  if (cudaError_t err = captureViolation("cudaStreamSynchronize"))
+    return err;
+  if (isLegacy(stream))
+    drainBlocking();
+  else
+    drainStream(stateOf(stream));
+  return state().sticky;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -610,9 +1006,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   op.what = "cudaEventRecord";
   op.event = e;
   op.gen = ++e->enqueued;
+  e->recordedOn = isLegacy(stream) ? -1 : stateOf(stream)->order;
   if (isLegacy(stream)) {
-    if (cudaError_t err = synchronizeAll("cudaEventRecord on the legacy stream"))
+    if (cudaError_t err = captureViolation("cudaEventRecord on the legacy "
+                                           "stream"))
       return err;
+    drainBlocking();
     runOp(op);
     return cudaSuccess;
   }
@@ -637,14 +1036,23 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                 unsigned int) {
   STICKY();
+  if (dropThisWait(isLegacy(stream) ? nullptr : stateOf(stream),
+                   stateOf(event)))
+    return cudaSuccess;
   EventState *e = stateOf(event);
   Op op;
   op.kind = Op::Wait;
   op.what = "cudaStreamWaitEvent";
   op.event = e;
   op.gen = e->enqueued;
-  if (isLegacy(stream))
-    return synchronizeAll("cudaStreamWaitEvent on the legacy stream");
+  if (isLegacy(stream)) {
+    // The legacy stream's next work waits for the event: run up to it.
+    if (cudaError_t err = captureViolation("cudaStreamWaitEvent on the "
+                                           "legacy stream"))
+      return err;
+    drainEvent(e);
+    return state().sticky;
+  }
   StreamState *s = stateOf(stream);
   Graph *g = e->capture;
   if (g && !g->invalid) {
@@ -672,12 +1080,17 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
   return cudaSuccess;
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t) {
-  return synchronizeAll("cudaEventSynchronize");
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (onHostFunctionThread)
+    return fromHostFunction(__func__);
+  if (cudaError_t err = captureViolation("cudaEventSynchronize"))
+    return err;
+  drainEvent(stateOf(event));
+  return state().sticky;
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t) {
-  return synchronizeAll("cudaEventQuery");
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return cudaEventSynchronize(event);
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
@@ -764,10 +1177,9 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
                                  unsigned long long) {
   auto *g = reinterpret_cast<Graph *>(graph);
   auto *x = new GraphExec;
-  // Captured order is an order that respects every captured dependency.
-  for (Op &op : g->ops)
-    if (op.kind == Op::Work)
-      x->work.push_back(op.work);
+  // Captured order is an order that respects every captured dependency;
+  // the seeded order replays the captured streams as streams.
+  x->ops = g->ops;
   *exec = reinterpret_cast<cudaGraphExec_t>(x);
   return cudaSuccess;
 }
@@ -776,10 +1188,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   STICKY();
   auto *x = reinterpret_cast<GraphExec *>(exec);
   return enqueue(stream, "cudaGraphLaunch", [x]() {
-    for (auto &w : x->work) {
+    if (streamOrder().kind == StreamOrder::Seeded)
+      return replaySeeded(*x);
+    for (const Op &op : x->ops) {
       if (state().sticky != cudaSuccess)
         return;
-      w();
+      if (op.kind == Op::Work)
+        op.work();
     }
   });
 }
@@ -797,6 +1212,8 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
                                  int value) {
+  STICKY();
+  CAPTURE_UNSAFE();
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
     return cudaSuccess; // carveout preferences: nothing to emulate
   if (value < 0 || value > (227 << 10))
@@ -838,6 +1255,8 @@ const char *cudaGetErrorName(cudaError_t error) {
     NAME(cudaErrorStreamCaptureIsolation)
     NAME(cudaErrorStreamCaptureImplicit)
     NAME(cudaErrorNotSupported)
+    NAME(cudaErrorNotPermitted)
+    NAME(cudaErrorInvalidMemcpyDirection)
     NAME(cudaErrorUnknown)
 #undef NAME
   default:

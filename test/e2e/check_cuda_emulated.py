@@ -74,12 +74,16 @@ def main():
                     help="also train the CUDA build with --offload=cpu and "
                          "compare its curve with the one without")
     ap.add_argument("--offload-rtol", type=float, default=1e-6)
-    ap.add_argument("--stream-order", choices=["last", "first"], default="last",
+    ap.add_argument("--stream-order", default="last",
                     help="which ready stream the emulated device runs first: "
                          "the one created last (default), or first (the "
                          "compute stream runs ahead of the others as far as "
-                         "its events let it)")
+                         "its events let it), or seed:N (one drawn at random "
+                         "before every op, graph replays included)")
     args = ap.parse_args()
+    if args.stream_order not in ("last", "first") and not (
+            args.stream_order.startswith("seed:") and args.stream_order[5:].isdigit()):
+        ap.error(f"--stream-order {args.stream_order}: not last, first or seed:N")
     os.environ["SHARDC_EMU_STREAM_ORDER"] = args.stream_order
     if args.gpus:
         # The emulated node's GPUs: ranks beyond them share one.

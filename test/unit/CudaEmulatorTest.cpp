@@ -272,6 +272,8 @@ TEST(CudaEmulator, StreamsOrderedByEventsOnly) {
       ASSERT_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);
     }
     SHARDC_LAUNCH(twice, 1, 32, 0, b, y, 1);
+    // A legacy-stream copy waits for no non-blocking stream: synchronize.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     float got = 0;
     ASSERT_EQ(cudaMemcpy(&got, y, 4, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(got, wait ? 2.0f : 1.0f) << (wait ? "with" : "without")
