@@ -214,6 +214,8 @@ def part_kernels(args, m):
              or "Failure" in l or "error" in l.lower()]
     print("\n".join(lines[-40:]))
     print(f"kernels: exit {rc}")
+    if rc != 0:
+        args.failures.append("kernels")
 
 
 def train(args, exe, tokens, steps, extra=(), prefix=(), timeout=900):
@@ -238,6 +240,7 @@ def part_curves(args, m):
         rc, text, got = train(args, c["exe"], tokens, CURVE_STEPS, CURVE_TRAIN, prefix=launch)
         if rc != 0 or len(got) != CURVE_STEPS:
             print(f"{name:<20} FAILED (exit {rc}):\n{text[-3000:]}")
+            args.failures.append(f"curves: {name} (exit {rc})")
             failed += 1
             continue
         gpu = [e["loss"] for e in got]
@@ -248,6 +251,8 @@ def part_curves(args, m):
             f"exit {rc2}" if rc2 else "DIFFER")
         ok = worst <= c["rtol"] and same == "same"
         failed += not ok
+        if not ok:
+            args.failures.append(f"curves: {name}")
         print(f"{name:<20} {c['cpu'][0]:>9.6f}->{c['cpu'][-1]:<9.6f} "
               f"{gpu[0]:>9.6f}->{gpu[-1]:<9.6f} {worst:>10.2e} {c['rtol']:>7.0e} "
               f"{same:>10}{'' if ok else '  FAIL'}")
@@ -276,6 +281,8 @@ def part_sanitizer(args, m):
                        if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l]
             with open(os.path.join(args.log_dir, f"sanitizer-{name}-{check}.log"), "w") as f:
                 f.write(text)
+            if rc != 0:
+                args.failures.append(f"sanitizer {check} {name} (exit {rc})")
             print(f"sanitizer {check} {name}: exit {rc}, {len(got)} steps; "
                   f"{summary[-1].strip() if summary else text[-400:]}")
 
@@ -318,6 +325,7 @@ def shardc_speed(args, m, mode, steps):
         rc, text, got = train(args, m["speed"][mode], args.speed_tokens, steps)
     if rc != 0 or len(got) != steps:
         print(f"shardc {mode}: FAILED (exit {rc}):\n{text[-3000:]}")
+        args.failures.append(f"shardc {mode} (exit {rc})")
         return None
     warm = got[min(3, steps - 1):]
     peak = [l for l in text.splitlines() if l.startswith("memory:")]
@@ -341,6 +349,14 @@ def gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps, tokens):
     if device == "cpu":
         C, H, L = 64, 4, 2
 
+    def attention(q, k, v):
+        if hasattr(F, "scaled_dot_product_attention"):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # PyTorch before 2.0 (Debian's, in --dry): the same, unfused.
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        return att.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+
     class Block(nn.Module):
         def __init__(s):
             super().__init__()
@@ -351,7 +367,7 @@ def gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps, tokens):
         def forward(s, x):
             q, k, v = s.c_attn(s.ln_1(x)).split(C, dim=2)
             hd = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
-            a = F.scaled_dot_product_attention(hd(q), hd(k), hd(v), is_causal=True)
+            a = attention(hd(q), hd(k), hd(v))
             x = x + s.c_proj(a.transpose(1, 2).reshape(B, T, C))
             return x + s.m_proj(F.gelu(s.c_fc(s.ln_2(x)), approximate="tanh"))
 
@@ -376,7 +392,8 @@ def gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps, tokens):
             nn.init.zeros_(p)
         elif p.dim() == 2:
             nn.init.normal_(p, std=0.02)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4,
+                            **({"fused": True} if device == "cuda" else {}))
     fwd = torch.compile(model) if compile_ else model
     data = np.fromfile(tokens, dtype=np.uint16, offset=1024).astype(np.int64)
     times = []
@@ -425,6 +442,7 @@ def part_speed(args, m):
         except Exception as e:  # a peer that fails is a row, not the end
             rows.append((f"PyTorch {'compile' if compile_ else 'eager'} {dtype_mode}",
                          float("nan"), float("nan"), f"failed: {e}"[:120], ""))
+            args.failures.append(f"speed: PyTorch {dtype_mode}: {e}")
     print(f"{s['model']}, micro-batch {B} x {T}, AdamW, one GPU, {steps} steps "
           f"(median after 3)")
     print(f"{'run':<22} {'tok/s':>10} {'ms/step':>9}  peak / loss")
@@ -527,6 +545,7 @@ def run(args):
         m = json.load(f)
     args.log_dir = os.path.abspath(args.log_dir or os.path.join(args.out, "logs"))
     os.makedirs(args.log_dir, exist_ok=True)
+    args.failures = []
     for part in args.parts.split(","):
         if part not in PARTS:
             sys.exit(f"error: --parts: '{part}' is not one of {', '.join(PARTS)}")
@@ -534,6 +553,9 @@ def run(args):
         t0 = time.time()
         PARTS[part](args, m)
         print(f"({part}: {time.time() - t0:.0f} s)", flush=True)
+    if args.failures:
+        sys.exit("FAIL: " + "; ".join(args.failures))
+    print("kit: every part ran")
 
 
 def main():
