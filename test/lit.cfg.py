@@ -12,7 +12,10 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit",
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.shardc_obj_root, "test")
 
-llvm_config.with_system_environment(["HOME", "TMPDIR", "OMP_NUM_THREADS"])
+# SHARDC_EMU_STREAM_ORDER=seed:N runs every emulated CUDA test in that
+# stream order (check_cuda_emulated.py takes it as its default).
+llvm_config.with_system_environment(["HOME", "TMPDIR", "OMP_NUM_THREADS",
+                                     "SHARDC_EMU_STREAM_ORDER"])
 llvm_config.use_default_substitutions()
 
 # The system interpreter: it has Debian's PyTorch for the reference checks.

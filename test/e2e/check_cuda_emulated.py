@@ -74,12 +74,14 @@ def main():
                     help="also train the CUDA build with --offload=cpu and "
                          "compare its curve with the one without")
     ap.add_argument("--offload-rtol", type=float, default=1e-6)
-    ap.add_argument("--stream-order", default="last",
+    ap.add_argument("--stream-order",
+                    default=os.environ.get("SHARDC_EMU_STREAM_ORDER", "last"),
                     help="which ready stream the emulated device runs first: "
                          "the one created last (default), or first (the "
                          "compute stream runs ahead of the others as far as "
                          "its events let it), or seed:N (one drawn at random "
-                         "before every op, graph replays included)")
+                         "before every op, graph replays included); default: "
+                         "SHARDC_EMU_STREAM_ORDER, else last")
     args = ap.parse_args()
     if args.stream_order not in ("last", "first") and not (
             args.stream_order.startswith("seed:") and args.stream_order[5:].isdigit()):
