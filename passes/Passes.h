@@ -9,7 +9,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
-#include "passes/Attrs.h"
+#include "target/Attrs.h"
 #include "runtime/abi/abi.h"
 
 namespace shardc {

@@ -1,6 +1,6 @@
 //===- ShardAutodiff.cpp - VJPs of upstream shard collectives -------------===//
 #include "dialects/fsdp/FSDPDialect.h"
-#include "passes/Attrs.h"
+#include "target/Attrs.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"

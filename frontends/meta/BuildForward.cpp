@@ -8,7 +8,7 @@
 #include "frontends/meta/ModelConfig.h"
 
 #include "dialects/nn/NNDialect.h"
-#include "passes/Attrs.h"
+#include "target/Attrs.h"
 #include "runtime/abi/abi.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

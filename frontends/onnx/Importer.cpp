@@ -10,7 +10,7 @@
 // handlers live in ops/*.cpp by op group.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Attrs.h"
+#include "target/Attrs.h"
 #include "runtime/abi/abi.h"
 #include "frontends/onnx/Importer.h"
 #include "frontends/onnx/GraphImporter.h"

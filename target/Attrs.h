@@ -1,12 +1,13 @@
-//===- Attrs.h - attribute names shared by frontends and passes -*- C++ -*-===//
+//===- Attrs.h - attribute names the layers share ---------------*- C++ -*-===//
 //
 // The discardable attributes the frontends put on a model function and the
-// passes read, by name, in one place. Header-only and free of generated
-// headers, so the frontends include it without depending on the passes.
+// dialects and passes read, by name, in one place. Header-only and free of
+// generated headers, below the dialects and the passes (target/), so the
+// frontends and the dialects include it without depending on the passes.
 //
 //===----------------------------------------------------------------------===//
-#ifndef SHARDC_PASSES_ATTRS_H
-#define SHARDC_PASSES_ATTRS_H
+#ifndef SHARDC_TARGET_ATTRS_H
+#define SHARDC_TARGET_ATTRS_H
 
 #include "llvm/ADT/StringRef.h"
 
@@ -65,4 +66,4 @@ constexpr llvm::StringLiteral kPredictMachine = "rt.predict_machine";
 
 } // namespace shardc
 
-#endif // SHARDC_PASSES_ATTRS_H
+#endif // SHARDC_TARGET_ATTRS_H
