@@ -157,6 +157,18 @@ void pickAlgorithm(cuda::Context &ctx, Plan &p, const BatchedShape &bs,
   p.algo = result.algo;
 }
 
+/// The bias and aux pointers of `p`'s epilogue (none where null): set
+/// before its heuristic, which depends on their alignment, and before each
+/// call.
+void setEpiloguePointers(const Plan &p, const float *bias, const float *aux) {
+  if (bias)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (aux)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+}
+
 /// The descriptors of `bs` with its epilogue's bias and aux pointers (whose
 /// alignment the heuristic reads from them), then its algorithm.
 Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
@@ -180,12 +192,7 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
-  if (bias)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  if (aux)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  setEpiloguePointers(p, bias, aux);
   // Stored shapes: A is [m,k] (or [k,m] transposed), B [k,n] (or [n,k]).
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
       &p.a, CUDA_R_32F, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
@@ -223,12 +230,7 @@ void gemm(cuda::Context &ctx, int64_t stream, const BatchedShape &bs,
   if (it == plans.end())
     it = plans.emplace(key, makePlan(ctx, bs, al, bias, aux)).first;
   const Plan &p = it->second;
-  if (bias)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  if (aux)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  setEpiloguePointers(p, bias, aux);
   float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
                               p.c, c, p.c, &p.algo, ctx.workspace,

@@ -454,36 +454,37 @@ void replaySeeded(const GraphExec &x) {
   }
 }
 
-cudaError_t captureViolation(const char *caller) {
+/// During a capture: invalidates every live capture (`why` said when it
+/// ends) and reports `error` with `message`; outside one, success.
+cudaError_t invalidateCaptures(cudaError_t error, const std::string &why,
+                               const std::string &message) {
   State &st = state();
   if (st.activeCaptures == 0)
     return cudaSuccess;
   for (StreamState *s : st.streams)
     if (s->capture && !s->capture->invalid) {
       s->capture->invalid = true;
-      s->capture->why = std::string(caller) + " synchronizes during capture";
+      s->capture->why = why;
     }
-  return report(cudaErrorStreamCaptureImplicit,
-                std::string(caller) +
-                    " waits for the device while a stream is captured "
-                    "(capture invalidated)");
+  return report(error, message + " (capture invalidated)");
+}
+
+/// A call that waits for the device during a capture.
+cudaError_t captureViolation(const char *caller) {
+  return invalidateCaptures(
+      cudaErrorStreamCaptureImplicit,
+      std::string(caller) + " synchronizes during capture",
+      std::string(caller) + " waits for the device while a stream is captured");
 }
 
 /// A call CUDA calls unsafe during a capture (cudaStreamCaptureModeGlobal
 /// or ThreadLocal, the backend's; this device has one host thread that
 /// captures): it fails and invalidates the capture.
 cudaError_t captureUnsafe(const std::string &caller) {
-  State &st = state();
-  if (st.activeCaptures == 0)
-    return cudaSuccess;
-  for (StreamState *s : st.streams)
-    if (s->capture && !s->capture->invalid) {
-      s->capture->invalid = true;
-      s->capture->why = caller + " is not permitted during capture";
-    }
-  return report(cudaErrorStreamCaptureUnsupported,
-                caller + " while a stream is captured: not permitted "
-                         "(capture invalidated)");
+  return invalidateCaptures(
+      cudaErrorStreamCaptureUnsupported,
+      caller + " is not permitted during capture",
+      caller + " while a stream is captured: not permitted");
 }
 
 /// A CUDA call from a host function: CUDA forbids it.
@@ -653,12 +654,17 @@ void launchKernel(const char *kernel, const void *entry, dim3 grid,
 
 using namespace shardc::emu;
 
+/// No CUDA call from a host function.
+#define NOT_FROM_HOST_FUNCTION()                                               \
+  do {                                                                         \
+    if (onHostFunctionThread)                                                  \
+      return fromHostFunction(__func__);                                       \
+  } while (0)
 /// Every entry point: none from a host function; none after a sticky
 /// error (a lost context).
 #define STICKY()                                                               \
   do {                                                                         \
-    if (onHostFunctionThread)                                                  \
-      return fromHostFunction(__func__);                                       \
+    NOT_FROM_HOST_FUNCTION();                                                  \
     if (state().sticky != cudaSuccess)                                         \
       return state().sticky;                                                   \
   } while (0)
@@ -783,8 +789,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
 }
 
 cudaError_t cudaFree(void *ptr) {
-  if (onHostFunctionThread)
-    return fromHostFunction(__func__);
+  NOT_FROM_HOST_FUNCTION();
   CAPTURE_UNSAFE();
   if (!ptr)
     return cudaSuccess;
@@ -836,8 +841,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
-  if (onHostFunctionThread)
-    return fromHostFunction(__func__);
+  NOT_FROM_HOST_FUNCTION();
   CAPTURE_UNSAFE();
   if (!ptr)
     return cudaSuccess;
@@ -949,8 +953,7 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (onHostFunctionThread)
-    return fromHostFunction(__func__);
+  NOT_FROM_HOST_FUNCTION();
   if (isLegacy(stream))
     return cudaSuccess;
   State &st = state();
@@ -962,8 +965,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  if (onHostFunctionThread)
-    return fromHostFunction(__func__);
+  NOT_FROM_HOST_FUNCTION();
   if (cudaError_t err = captureViolation("cudaStreamSynchronize"))
     return err;
   if (isLegacy(stream))
@@ -1081,8 +1083,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  if (onHostFunctionThread)
-    return fromHostFunction(__func__);
+  NOT_FROM_HOST_FUNCTION();
   if (cudaError_t err = captureViolation("cudaEventSynchronize"))
     return err;
   drainEvent(stateOf(event));
