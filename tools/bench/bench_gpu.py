@@ -287,6 +287,16 @@ def part_sanitizer(args, m):
                   f"{summary[-1].strip() if summary else text[-400:]}")
 
 
+def speed_tokens(args, m):
+    """The speed model's token file (random GPT-2 ids, --steps + 2 batches),
+    written by the first part of this run that asks for it."""
+    if getattr(args, "speed_tokens", None) is None:
+        args.speed_tokens = os.path.join(args.log_dir, "speed-tokens.bin")
+        s = m["speed_shape"]
+        write_tokens(args.speed_tokens, 50257, s["B"] * s["T"] * (args.steps + 2) + 1)
+    return args.speed_tokens
+
+
 class DeviceMemory:
     """The GPU's used memory over a run, sampled by nvidia-smi every 50 ms:
     the peak above what was used before it started (so the CUDA context
@@ -322,7 +332,7 @@ class DeviceMemory:
 
 def shardc_speed(args, m, mode, steps):
     with DeviceMemory(m["emulated"]) as mem:
-        rc, text, got = train(args, m["speed"][mode], args.speed_tokens, steps)
+        rc, text, got = train(args, m["speed"][mode], speed_tokens(args, m), steps)
     if rc != 0 or len(got) != steps:
         print(f"shardc {mode}: FAILED (exit {rc}):\n{text[-3000:]}")
         args.failures.append(f"shardc {mode} (exit {rc})")
@@ -421,9 +431,6 @@ def part_speed(args, m):
     s = m["speed_shape"]
     B, T = s["B"], s["T"]
     steps = args.steps
-    args.speed_tokens = os.path.join(args.log_dir, "speed-tokens.bin")
-    write_tokens(args.speed_tokens, 50257, B * T * (steps + 2) + 1)
-    flop = None
     rows = []
     for mode in ("speed", "speed-bf16"):
         r = shardc_speed(args, m, mode, steps)
@@ -435,7 +442,8 @@ def part_speed(args, m):
         if m["emulated"] and compile_:
             continue
         try:
-            r = gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps, args.speed_tokens)
+            r = gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps,
+                                speed_tokens(args, m))
             rows.append((f"PyTorch {'compile' if compile_ else 'eager'} {dtype_mode}",
                          r["tok_s"], r["ms"], f"max_memory_allocated {r['peak_mib']:.0f} MiB",
                          f"{r['loss']:.4f}"))
@@ -451,10 +459,6 @@ def part_speed(args, m):
 
 
 def part_offload(args, m):
-    if not hasattr(args, "speed_tokens"):
-        args.speed_tokens = os.path.join(args.log_dir, "speed-tokens.bin")
-        s = m["speed_shape"]
-        write_tokens(args.speed_tokens, 50257, s["B"] * s["T"] * (args.steps + 2) + 1)
     for mode in ("speed", "speed-offload"):
         r = shardc_speed(args, m, mode, min(args.steps, 12))
         if r:
@@ -463,11 +467,7 @@ def part_offload(args, m):
 
 def part_trace(args, m):
     """Where the speed model's step goes, kernel by kernel (--trace)."""
-    tokens = getattr(args, "speed_tokens", None)
-    if tokens is None:
-        s = m["speed_shape"]
-        tokens = args.speed_tokens = os.path.join(args.log_dir, "speed-tokens.bin")
-        write_tokens(tokens, 50257, s["B"] * s["T"] * (args.steps + 2) + 1)
+    tokens = speed_tokens(args, m)
     for mode in ("speed", "speed-bf16"):
         trace = os.path.join(args.log_dir, f"trace-{mode}.json")
         rc, text, got = train(args, m["speed"][mode], tokens, 4, ["--trace", trace])
