@@ -56,12 +56,13 @@ bool onlyWrittenAndRead(Value v, Operation *writer, Operation *reader) {
   return true;
 }
 
-/// A scalar add (rank 0).
+/// A scalar f32 add (rank 0).
 bool isScalarAdd(Operation *op) {
   if (!isKernel(op, abi::KernelId::add))
     return false;
   auto k = cast<rt::KernelOp>(op);
-  return k.getInts().size() == 1 && k.getInts()[abi::add::R] == 0;
+  return k.getInts().size() == abi::add::kNumInts &&
+         k.getInts()[abi::add::R] == 0 && k.getComputeType().isF32();
 }
 
 /// A squared_norm into a fresh buffer read by `user` only.

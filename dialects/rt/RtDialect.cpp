@@ -61,6 +61,8 @@ LogicalResult ViewOp::verify() {
   return success();
 }
 
+static LogicalResult verifyDtype(KernelOp op, const abi::KernelInfo &info);
+
 LogicalResult KernelOp::verify() {
   if (int64_t(getStream()) < 0 || int64_t(getStream()) >= abi::kNumStreams)
     return emitOpError("stream ") << getStream() << " is not one of the "
@@ -78,6 +80,35 @@ LogicalResult KernelOp::verify() {
     return emitOpError("kernel '")
            << getName() << "' " << wrong << "; expected "
            << abi::kernelLayout(*info);
+  return verifyDtype(*this, *info);
+}
+
+Type KernelOp::getComputeType() {
+  if (std::optional<Type> t = getDtype())
+    return *t;
+  return Float32Type::get(getContext());
+}
+
+/// A typed kernel's dtype attribute and its `dtype` integer agree, on f32
+/// or bf16; an untyped kernel has no dtype other than f32.
+static LogicalResult verifyDtype(KernelOp op, const abi::KernelInfo &info) {
+  Type type = op.getComputeType();
+  int64_t at = abi::dtypeArg(info);
+  if (at < 0) {
+    if (!type.isF32())
+      return op.emitOpError("kernel '")
+             << op.getName() << "' is not typed (it has no dtype integer in "
+             << "runtime/abi/kernels.def) and computes in f32, not " << type;
+    return success();
+  }
+  if (!type.isF32() && !type.isBF16())
+    return op.emitOpError("kernel '")
+           << op.getName() << "' computes on f32 or bf16, not " << type;
+  int64_t code = dtypeCode(type);
+  if (op.getInts()[at] != code)
+    return op.emitOpError("kernel '")
+           << op.getName() << "' has dtype " << type << " (code " << code
+           << ") but its dtype integer is " << op.getInts()[at];
   return success();
 }
 

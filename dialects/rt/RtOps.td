@@ -113,16 +113,33 @@ def Rt_KernelOp : Rt_Op<"kernel"> {
     the counts against it. Collectives are the typed ops below, not
     kernels.
 
+    A typed kernel (one whose integers include `dtype`) computes on the
+    element type `dtype` (f32 when absent): its float buffers hold that
+    type, and its `dtype` integer is that type's code; the verifier checks
+    both agree.
+
     Example:
     ```mlir
-    rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 1024>, floats = array<f64>, stream = 0 : i64}
+    rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 1024, 0>, floats = array<f64>, stream = 0 : i64}
+    rt.kernel %ctx, "silu"(%x, %y) {dtype = bf16, ints = array<i64: 1024, 1>, floats = array<f64>, stream = 0 : i64}
     ```
   }];
   let arguments = (ins Rt_ContextType:$ctx, StrAttr:$name,
                    Variadic<Rt_BufferType>:$buffers,
                    DenseI64ArrayAttr:$ints, DenseF64ArrayAttr:$floats,
-                   DefaultValuedAttr<I64Attr, "0">:$stream);
+                   DefaultValuedAttr<I64Attr, "0">:$stream,
+                   OptionalAttr<TypeAttr>:$dtype);
   let assemblyFormat = "$ctx `,` $name `(` $buffers `)` attr-dict";
+  let builders = [OpBuilder<(ins "mlir::Value":$ctx, "llvm::StringRef":$name,
+      "mlir::ValueRange":$buffers, "llvm::ArrayRef<int64_t>":$ints,
+      "llvm::ArrayRef<double>":$floats, "uint64_t":$stream), [{
+    build($_builder, $_state, ctx, name, buffers, ints, floats, stream,
+          /*dtype=*/mlir::TypeAttr());
+  }]>];
+  let extraClassDeclaration = [{
+    /// The element type a typed kernel computes on (f32 when unset).
+    mlir::Type getComputeType();
+  }];
   let hasVerifier = 1;
 }
 

@@ -23,7 +23,7 @@ namespace shardc::abi {
 
 /// The manifest's "format": bumped whenever anything below changes, so that
 /// a runtime refuses a program compiled against another contract.
-inline constexpr int64_t kFormatVersion = 5;
+inline constexpr int64_t kFormatVersion = 6;
 
 //===----------------------------------------------------------------------===//
 // Kernels
@@ -82,6 +82,26 @@ static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(kNumKernels));
 
 inline const KernelInfo &kernelInfo(KernelId id) {
   return kKernels[int64_t(id)];
+}
+
+/// The index of kernel `k`'s named integer `dtype`, or -1 if it is not a
+/// typed kernel (kernels.def).
+constexpr int64_t dtypeArg(const KernelInfo &k) {
+  // The named integers as written: "(M, K, N, dtype, )".
+  std::string_view ints = k.ints;
+  int64_t index = 0;
+  for (size_t at = 0; at < ints.size();) {
+    while (at < ints.size() && (ints[at] == '(' || ints[at] == ' '))
+      ++at;
+    size_t end = ints.find(',', at);
+    if (end == std::string_view::npos)
+      break;
+    if (ints.substr(at, end - at) == "dtype")
+      return index;
+    ++index;
+    at = end + 1;
+  }
+  return -1;
 }
 
 /// The kernel named `name`, or null.

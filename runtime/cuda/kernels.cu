@@ -412,8 +412,9 @@ __global__ void sgdKernel(const float *p, const float *g, const float *buf,
   FOR_EACH(k, n) sgdUpdate(s, g[k] * c, p[k], buf[k], p2[k], buf2[k]);
 }
 
-/// A broadcast over a row-major result of rank R (ints: R, dims[R], then R
-/// element strides per operand, 0 where it broadcasts), by value.
+/// A broadcast over a row-major result of rank R (ints: R, the kernel's
+/// other named integers, then dims[R] and R element strides per operand, 0
+/// where it broadcasts), by value.
 constexpr int kMaxRank = 8;
 template <int N> struct Broadcast {
   int64_t rank, numel;
@@ -421,13 +422,14 @@ template <int N> struct Broadcast {
   int64_t strides[N][kMaxRank];
 };
 
-template <int N> Broadcast<N> broadcastOf(const int64_t *i, const char *kernel) {
+template <int N>
+Broadcast<N> broadcastOf(A::KernelId id, const int64_t *i, const char *kernel) {
   Broadcast<N> bc;
-  bc.rank = i[A::add::R];
+  bc.rank = i[0];
   if (bc.rank > kMaxRank)
     fatal("%s: rank %lld exceeds the CUDA backend's %d", kernel,
           (long long)bc.rank, kMaxRank);
-  const int64_t *dims = i + A::add::kNumInts;
+  const int64_t *dims = i + A::kernelInfo(id).numInts;
   bc.numel = 1;
   for (int64_t d = 0; d < bc.rank; ++d) {
     bc.dims[d] = dims[d];
@@ -798,20 +800,30 @@ SHARDC_CUDA_KERNEL(sgd) {
 }
 
 template <BinaryOp Op>
-void binary(void *ctx, void **b, const int64_t *i, int64_t stream,
-            const char *name) {
-  Broadcast<2> bc = broadcastOf<2>(i, name);
+void binary(A::KernelId id, void *ctx, void **b, const int64_t *i,
+            int64_t stream) {
+  Broadcast<2> bc = broadcastOf<2>(id, i, A::kernelInfo(id).name);
   SHARDC_LAUNCH(binaryKernel<Op>, gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), bc);
 }
 
-SHARDC_CUDA_KERNEL(add) { binary<BinaryOp::Add>(ctx, b, i, stream, "add"); }
-SHARDC_CUDA_KERNEL(mul) { binary<BinaryOp::Mul>(ctx, b, i, stream, "mul"); }
-SHARDC_CUDA_KERNEL(sub) { binary<BinaryOp::Sub>(ctx, b, i, stream, "sub"); }
-SHARDC_CUDA_KERNEL(div) { binary<BinaryOp::Div>(ctx, b, i, stream, "div"); }
-SHARDC_CUDA_KERNEL(pow) { binary<BinaryOp::Pow>(ctx, b, i, stream, "pow"); }
+SHARDC_CUDA_KERNEL(add) {
+  binary<BinaryOp::Add>(A::KernelId::add, ctx, b, i, stream);
+}
+SHARDC_CUDA_KERNEL(mul) {
+  binary<BinaryOp::Mul>(A::KernelId::mul, ctx, b, i, stream);
+}
+SHARDC_CUDA_KERNEL(sub) {
+  binary<BinaryOp::Sub>(A::KernelId::sub, ctx, b, i, stream);
+}
+SHARDC_CUDA_KERNEL(div) {
+  binary<BinaryOp::Div>(A::KernelId::div, ctx, b, i, stream);
+}
+SHARDC_CUDA_KERNEL(pow) {
+  binary<BinaryOp::Pow>(A::KernelId::pow, ctx, b, i, stream);
+}
 
 SHARDC_CUDA_KERNEL(broadcast) {
-  Broadcast<1> bc = broadcastOf<1>(i, "broadcast");
+  Broadcast<1> bc = broadcastOf<1>(A::KernelId::broadcast, i, "broadcast");
   SHARDC_LAUNCH(broadcastKernel, gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), bc);
 }
 

@@ -7,7 +7,7 @@
 // runtime/kernels.h; the returned loss is written straight into the io
 // region. The module's manifest records the layout.
 
-// CHECK: module attributes {rt.manifest = {entries = ["forward"], format = 5 : i64
+// CHECK: module attributes {rt.manifest = {entries = ["forward"], format = 6 : i64
 // CHECK-SAME: io = [{bytes = 32 : i64, dtype = "i32", name = "tokens", offset = 0 : i64, shape = [2, 4]}, {bytes = 32 : i64, dtype = "i32", name = "targets", offset = 64 : i64, shape = [2, 4]}, {bytes = 4 : i64, dtype = "f32", name = "loss", offset = 128 : i64, shape = []}]
 // CHECK-SAME: io_bytes = 192 : i64, mesh = array<i64: 1, 1>, param_bytes = 256 : i64
 // CHECK-SAME: params = [{bytes = 160 : i64, dtype = "f32", init = "normal", name = "wte", offset = 0 : i64, shape = [10, 4], std = 2.000000e-02 : f64}, {bytes = 16 : i64, dtype = "f32", init = "ones", name = "g", offset = 192 : i64, shape = [4]}]
@@ -20,12 +20,12 @@
 // CHECK-DAG: %[[G:.*]] = rt.view %[[P]][192]
 // CHECK-DAG: %[[LOSS:.*]] = rt.view %[[IO]][128]
 // CHECK: %[[X:.*]] = rt.alloc 128
-// CHECK: rt.kernel %[[CTX]], "embedding"(%[[TOK]], %[[WTE]], %[[X]]) {floats = array<f64>, ints = array<i64: 8, 10, 4>}
+// CHECK: rt.kernel %[[CTX]], "embedding"(%[[TOK]], %[[WTE]], %[[X]]) {floats = array<f64>, ints = array<i64: 8, 10, 4, 0>}
 // CHECK: %[[N:.*]] = rt.alloc 128
-// CHECK: rt.kernel %[[CTX]], "rms_norm"(%[[X]], %[[G]], %[[N]]) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 4>}
+// CHECK: rt.kernel %[[CTX]], "rms_norm"(%[[X]], %[[G]], %[[N]]) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 4, 0>}
 // Reshapes alias their input: no kernel, no buffer.
 // CHECK-NEXT: %[[L:.*]] = rt.alloc 320
-// CHECK-NEXT: rt.kernel %[[CTX]], "linear"(%[[N]], %[[WTE]], %[[L]]) {floats = array<f64>, ints = array<i64: 8, 4, 10, 0, 0>}
+// CHECK-NEXT: rt.kernel %[[CTX]], "linear"(%[[N]], %[[WTE]], %[[L]]) {floats = array<f64>, ints = array<i64: 8, 4, 10, 0, 0, 0>}
 // CHECK-NEXT: rt.kernel %[[CTX]], "cross_entropy"(%[[L]], %[[TGT]], %[[LOSS]]) {floats = array<f64>, ints = array<i64: 8, 10, -100>}
 // CHECK-NEXT: return
 func.func @forward(%tok: tensor<2x4xi32> {nn.input = "tokens"},
@@ -50,28 +50,28 @@ func.func @forward(%x: tensor<2x4x8xf32> {nn.param = "x"},
                    %b: tensor<24xf32> {nn.param = "b", nn.init = "zeros"},
                    %w: tensor<8x24xf32> {nn.param = "w"},
                    %g: tensor<8xf32> {nn.param = "g"}) -> tensor<2x4x8xf32> {
-  // CHECK: rt.kernel %{{.*}}, "add"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 3, 2, 4, 8, 32, 8, 1, 0, 8, 1>}
+  // CHECK: rt.kernel %{{.*}}, "add"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 3, 0, 2, 4, 8, 32, 8, 1, 0, 8, 1>}
   %a = nn.add %x, %pos : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
-  // CHECK: "layer_norm"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8, 0>}
+  // CHECK: "layer_norm"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8, 0, 0>}
   %n = nn.layer_norm %a, %g : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
-  // CHECK: "linear"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 24, 1, 1>}
+  // CHECK: "linear"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 24, 1, 1, 0>}
   %qkv = nn.linear %n, %w, %b {weight_in_out} : (tensor<2x4x8xf32>, tensor<8x24xf32>, tensor<24xf32>) -> tensor<2x4x24xf32>
-  // CHECK: "slice"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 24, 8, 8, 1>}
+  // CHECK: "slice"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 24, 8, 8, 1, 0>}
   %k = nn.slice %qkv {dim = 2 : i64, start = 8 : i64} : (tensor<2x4x24xf32>) -> tensor<2x4x8xf32>
   %r = nn.reshape %k : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
-  // CHECK: "transpose"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 2, 4, 2, 4, 0, 2, 1, 3>}
+  // CHECK: "transpose"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 0, 2, 4, 2, 4, 0, 2, 1, 3>}
   %t = nn.transpose %r {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
-  // CHECK: "rotary"(%{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 4, 4, 0>}
+  // CHECK: "rotary"(%{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 4, 4, 0, 0>}
   %q = nn.rotary %t : tensor<2x2x4x4xf32>
-  // CHECK: "attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 4, 4, 4, 1>}
+  // CHECK: "attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 4, 4, 4, 1, 0>}
   %o = nn.attention %q, %t, %t {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
-  // CHECK: "softmax"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 4, 4>}
+  // CHECK: "softmax"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 4, 4, 0>}
   %s = nn.softmax %o {axis = 2 : i64} : tensor<2x2x4x4xf32>
-  // CHECK: "gelu"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 64, 1>}
+  // CHECK: "gelu"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 64, 1, 0>}
   %ge = nn.gelu %s {approximate = "tanh"} : tensor<2x2x4x4xf32>
-  // CHECK: "silu"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 64>}
+  // CHECK: "silu"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 64, 0>}
   %si = nn.silu %ge : tensor<2x2x4x4xf32>
-  // CHECK: "mul"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 2, 2, 4, 4, 32, 16, 4, 1, 32, 16, 4, 1>}
+  // CHECK: "mul"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 0, 2, 2, 4, 4, 32, 16, 4, 1, 32, 16, 4, 1>}
   %m = nn.mul %si, %ge : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   // A returned reshape needs its own bytes: a copy into the io region.
   // CHECK: "copy"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 256>}
@@ -146,37 +146,37 @@ func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.p
                  %kv: tensor<1x2x4x8xf32> {nn.param = "kv"}, %h: tensor<7xf32> {nn.input = "h"},
                  %m: tensor<8xf32> {nn.state = "m"}, %v: tensor<8xf32> {nn.state = "v"})
     -> (tensor<8xf32> {nn.updates = 1 : i64}, tensor<8xf32> {nn.updates = 6 : i64}, tensor<8xf32> {nn.updates = 7 : i64}) {
-  // CHECK: "fill"(%{{.*}}) {floats = array<f64: 1.000000e+00>, ints = array<i64: 1>}
+  // CHECK: "fill"(%{{.*}}) {floats = array<f64: 1.000000e+00>, ints = array<i64: 1, 0>}
   %one = nn.fill {value = 1.0 : f64} : tensor<f32>
-  // CHECK: "sum_to"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 3, 8, 2, 4, 8, 0, 0, 1>}
+  // CHECK: "sum_to"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 3, 8, 0, 2, 4, 8, 0, 0, 1>}
   %s = nn.sum_to %x : (tensor<2x4x8xf32>) -> tensor<8xf32>
-  // CHECK: "matmul"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 8, 1, 0>}
+  // CHECK: "matmul"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 8, 1, 0, 0>}
   %x3 = nn.reshape %x : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
   %mm = nn.matmul %x3, %x3 {transpose_a} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-  // CHECK: "embedding_grad"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 5, 8>}
+  // CHECK: "embedding_grad"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 5, 8, 0>}
   %eg = nn.embedding_grad %ids, %x : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<5x8xf32>
-  // CHECK: "layer_norm_grad"({{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8>}
+  // CHECK: "layer_norm_grad"({{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8, 0>}
   %dx, %dw, %db = nn.layer_norm_grad %x, %w, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
-  // CHECK: "rms_norm_grad"({{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 8>}
+  // CHECK: "rms_norm_grad"({{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 8, 0>}
   %rx, %rw = nn.rms_norm_grad %x, %w, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
-  // CHECK: "gelu_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 64, 1>}
+  // CHECK: "gelu_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 64, 1, 0>}
   %gg = nn.gelu_grad %x, %x {approximate = "tanh"} : tensor<2x4x8xf32>
-  // CHECK: "silu_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 64>}
+  // CHECK: "silu_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 64, 0>}
   %sg = nn.silu_grad %x, %x : tensor<2x4x8xf32>
   // CHECK: "leaky_relu"({{.*}}) {floats = array<f64: 2.500000e-01>, ints = array<i64: 64>}
   %lr = nn.leaky_relu %x {alpha = 0.25 : f64} : tensor<2x4x8xf32>
   // CHECK: "leaky_relu_grad"({{.*}}) {floats = array<f64: 2.500000e-01>, ints = array<i64: 64>}
   %lrg = nn.leaky_relu_grad %x, %lr {alpha = 0.25 : f64} : tensor<2x4x8xf32>
-  // CHECK: "softmax_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 1>}
+  // CHECK: "softmax_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 1, 0>}
   %smg = nn.softmax_grad %x, %x : tensor<2x4x8xf32>
-  // CHECK: "rotary"({{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 1, 4, 4, 8, 1>}
+  // CHECK: "rotary"({{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 1, 4, 4, 8, 1, 0>}
   %ri = nn.rotary %q {inverse} : tensor<1x4x4x8xf32>
-  // CHECK: "rotary_table"({{.*}}, {{.*}}, {{.*}}, {{.*}}) {floats = array<f64>, ints = array<i64: 1, 4, 4, 8, 1>}
+  // CHECK: "rotary_table"({{.*}}, {{.*}}, {{.*}}, {{.*}}) {floats = array<f64>, ints = array<i64: 1, 4, 4, 8, 1, 0>}
   %tab = nn.constant dense<0.5> : tensor<4x4xf32> -> tensor<4x4xf32>
   %rti = nn.rotary_table %q, %tab, %tab {inverse} : (tensor<1x4x4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4x8xf32>
-  // CHECK: "attention_grad"({{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 1, 4, 2, 4, 4, 8, 1>}
+  // CHECK: "attention_grad"({{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 1, 4, 2, 4, 4, 8, 1, 0>}
   %dq, %dk, %dv = nn.attention_grad %q, %kv, %kv, %q {causal, scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
-  // CHECK: "slice_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 24, 8, 8, 1>}
+  // CHECK: "slice_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 24, 8, 8, 1, 0>}
   %slg = nn.slice_grad %x {dim = 2 : i64, start = 8 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x24xf32>
   // CHECK: "cross_entropy_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, -100>}
   %ceg = nn.cross_entropy_grad %x, %ids, %one : (tensor<2x4x8xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x8xf32>

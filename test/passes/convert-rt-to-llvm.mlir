@@ -13,16 +13,16 @@
 // (4532020583610935537). silu (9) on stream 1 from the arena to io + 128
 // (2 << 56 | 128 = 144115188075856000). Then the two events, the end.
 // CHECK-DAG: llvm.mlir.global external constant @shardc_manifest("{\22arena_bytes\22:4096,\22arenas\22:[{\22arena_bytes\22:4096,\22entry\22:\22step\22,\22flops\22:0,\22symbol\22:\22shardc_step\22}],\22constants_bytes\22:0,\22format\22:4}\00")
-// CHECK-DAG: llvm.mlir.global external constant @shardc_program_step(dense<[1, 7, 0, 3, 2, 1, 64, 0, 216172782113783808, 8, 4, 4532020583610935537, 1, 9, 1, 2, 1, 0, 216172782113783808, 144115188075856000, 8, 2, 0, 1, 3, 0, 0, 0]> : tensor<28xi64>) {addr_space = 0 : i32, alignment = 8 : i64} : !llvm.array<28 x i64>
+// CHECK-DAG: llvm.mlir.global external constant @shardc_program_step(dense<[1, 7, 0, 3, 3, 1, 64, 0, 216172782113783808, 8, 4, 0, 4532020583610935537, 1, 9, 1, 2, 2, 0, 216172782113783808, 144115188075856000, 8, 0, 2, 0, 1, 3, 0, 0, 0]> : tensor<30xi64>) {addr_space = 0 : i32, alignment = 8 : i64} : !llvm.array<30 x i64>
 // CHECK-NOT: func.func
 module attributes {rt.manifest = {format = 4 : i64}} {
 func.func @shardc_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) attributes {rt.arena_bytes = 4096 : i64} {
   %x = rt.view %p[64] : !rt.buffer
   %w = rt.view %p[0] : !rt.buffer
   %y = rt.view %arena[0] : !rt.buffer
-  rt.kernel %ctx, "rms_norm"(%x, %w, %y) {ints = array<i64: 8, 4>, floats = array<f64: 1.0e-5>}
+  rt.kernel %ctx, "rms_norm"(%x, %w, %y) {ints = array<i64: 8, 4, 0>, floats = array<f64: 1.0e-5>}
   %out = rt.view %io[128] : !rt.buffer
-  rt.kernel %ctx, "silu"(%y, %out) {ints = array<i64: 8>, floats = array<f64>, stream = 1 : i64}
+  rt.kernel %ctx, "silu"(%y, %out) {ints = array<i64: 8, 0>, floats = array<f64>, stream = 1 : i64}
   rt.event_record %ctx {event = 0 : i64, stream = 1 : i64}
   rt.event_wait %ctx {event = 0 : i64, stream = 0 : i64}
   return
@@ -40,12 +40,12 @@ func.func @shardc_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !
 module attributes {rt.manifest = {format = 5 : i64}} {
 func.func @shardc_flops(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) attributes {rt.arena_bytes = 64 : i64} {
   %a = rt.view %arena[0] : !rt.buffer
-  rt.kernel %ctx, "linear"(%a, %a, %a) {ints = array<i64: 8, 4, 16, 0, 0>, floats = array<f64>}
-  rt.kernel %ctx, "matmul"(%a, %a, %a) {ints = array<i64: 4, 8, 2, 0, 0>, floats = array<f64>}
+  rt.kernel %ctx, "linear"(%a, %a, %a) {ints = array<i64: 8, 4, 16, 0, 0, 0>, floats = array<f64>}
+  rt.kernel %ctx, "matmul"(%a, %a, %a) {ints = array<i64: 4, 8, 2, 0, 0, 0>, floats = array<f64>}
   rt.kernel %ctx, "batch_matmul"(%a, %a, %a) {ints = array<i64: 2, 3, 4, 0, 0, 1, 5, 1, 1>, floats = array<f64>}
-  rt.kernel %ctx, "attention"(%a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1>, floats = array<f64: 0.35>}
-  rt.kernel %ctx, "attention_grad"(%a, %a, %a, %a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1>, floats = array<f64: 0.35>}
-  rt.kernel %ctx, "rms_norm"(%a, %a, %a) {ints = array<i64: 8, 4>, floats = array<f64: 1.0e-5>}
+  rt.kernel %ctx, "attention"(%a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1, 0>, floats = array<f64: 0.35>}
+  rt.kernel %ctx, "attention_grad"(%a, %a, %a, %a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1, 0>, floats = array<f64: 0.35>}
+  rt.kernel %ctx, "rms_norm"(%a, %a, %a) {ints = array<i64: 8, 4, 0>, floats = array<f64: 1.0e-5>}
   return
 }
 }
@@ -92,7 +92,7 @@ func.func @shardc_comm(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !
 func.func @shardc_unplanned(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
   // expected-error @+1 {{must be placed by the memory planner (rt-plan-memory) before lowering}}
   %y = rt.alloc 64 : !rt.buffer
-  rt.kernel %ctx, "silu"(%p, %y) {ints = array<i64: 16>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%p, %y) {ints = array<i64: 16, 0>, floats = array<f64>}
   return
 }
 

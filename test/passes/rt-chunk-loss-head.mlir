@@ -27,16 +27,16 @@ func.func @head(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer) {
   %acc = rt.view %p[1600] : !rt.buffer
   %ctl = rt.view %io[64] : !rt.buffer
   %h = rt.alloc 128 : !rt.buffer
-  rt.kernel %ctx, "fill"(%h) {floats = array<f64: 1.0>, ints = array<i64: 32>}
+  rt.kernel %ctx, "fill"(%h) {floats = array<f64: 1.0>, ints = array<i64: 32, 0>}
   %L = rt.alloc 3200 : !rt.buffer
-  rt.kernel %ctx, "linear"(%h, %w, %L) {floats = array<f64>, ints = array<i64: 8, 4, 100, 0, 0>}
+  rt.kernel %ctx, "linear"(%h, %w, %L) {floats = array<f64>, ints = array<i64: 8, 4, 100, 0, 0, 0>}
   rt.kernel %ctx, "cross_entropy_with_grad"(%L, %t, %loss, %L) {floats = array<f64>, ints = array<i64: 8, 100, -100>}
   %dh = rt.alloc 128 : !rt.buffer
-  rt.kernel %ctx, "linear"(%L, %w, %dh) {floats = array<f64>, ints = array<i64: 8, 100, 4, 1, 0>}
+  rt.kernel %ctx, "linear"(%L, %w, %dh) {floats = array<f64>, ints = array<i64: 8, 100, 4, 1, 0, 0>}
   %dw = rt.alloc 1600 : !rt.buffer
-  rt.kernel %ctx, "matmul"(%L, %h, %dw) {floats = array<f64>, ints = array<i64: 100, 8, 4, 1, 0>}
+  rt.kernel %ctx, "matmul"(%L, %h, %dw) {floats = array<f64>, ints = array<i64: 100, 8, 4, 1, 0, 0>}
   rt.kernel %ctx, "accumulate"(%acc, %dw, %ctl, %acc) {floats = array<f64>, ints = array<i64: 400>}
-  rt.kernel %ctx, "fill"(%dh) {floats = array<f64: 0.0>, ints = array<i64: 32>}
+  rt.kernel %ctx, "fill"(%dh) {floats = array<f64: 0.0>, ints = array<i64: 32, 0>}
   return
 }
 
@@ -52,14 +52,14 @@ func.func @logits_read_after(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer)
   %t = rt.view %io[0] : !rt.buffer
   %loss = rt.view %io[32] : !rt.buffer
   %h = rt.alloc 128 : !rt.buffer
-  rt.kernel %ctx, "fill"(%h) {floats = array<f64: 1.0>, ints = array<i64: 32>}
+  rt.kernel %ctx, "fill"(%h) {floats = array<f64: 1.0>, ints = array<i64: 32, 0>}
   %L = rt.alloc 3200 : !rt.buffer
-  rt.kernel %ctx, "linear"(%h, %w, %L) {floats = array<f64>, ints = array<i64: 8, 4, 100, 0, 0>}
+  rt.kernel %ctx, "linear"(%h, %w, %L) {floats = array<f64>, ints = array<i64: 8, 4, 100, 0, 0, 0>}
   rt.kernel %ctx, "cross_entropy_with_grad"(%L, %t, %loss, %L) {floats = array<f64>, ints = array<i64: 8, 100, -100>}
   %dh = rt.alloc 128 : !rt.buffer
-  rt.kernel %ctx, "linear"(%L, %w, %dh) {floats = array<f64>, ints = array<i64: 8, 100, 4, 1, 0>}
+  rt.kernel %ctx, "linear"(%L, %w, %dh) {floats = array<f64>, ints = array<i64: 8, 100, 4, 1, 0, 0>}
   %dw = rt.alloc 1600 : !rt.buffer
-  rt.kernel %ctx, "matmul"(%L, %h, %dw) {floats = array<f64>, ints = array<i64: 100, 8, 4, 1, 0>}
+  rt.kernel %ctx, "matmul"(%L, %h, %dw) {floats = array<f64>, ints = array<i64: 100, 8, 4, 1, 0, 0>}
   %s = rt.alloc 4 : !rt.buffer
   rt.kernel %ctx, "squared_norm"(%L, %s) {floats = array<f64>, ints = array<i64: 800>}
   return

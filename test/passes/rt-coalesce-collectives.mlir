@@ -42,7 +42,7 @@ func.func @shardc_hand(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !
   rt.all_gather %ctx (%a) -> (%z) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64}
   %w = rt.alloc 16 : !rt.buffer
   rt.all_gather %ctx (%a) -> (%w) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64, subgroup = 2 : i64}
-  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8, 0>, floats = array<f64>}
   %v = rt.alloc 16 : !rt.buffer
   rt.all_gather %ctx (%b) -> (%v) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64}
   return

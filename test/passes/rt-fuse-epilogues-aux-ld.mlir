@@ -12,9 +12,9 @@
 // CPU: rt.kernel %{{.*}}, "linear_gelu"
 func.func @forward_odd(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.buffer) {
   %pre = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 1>}
+  rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {floats = array<f64>, ints = array<i64: 16, 8, 45, 0, 1, 0>}
   %y = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu"(%pre, %y) {floats = array<f64>, ints = array<i64: 720, 1>}
+  rt.kernel %ctx, "gelu"(%pre, %y) {floats = array<f64>, ints = array<i64: 720, 1, 0>}
   return
 }
 
@@ -29,8 +29,8 @@ func.func @forward_odd(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !r
 // CPU: rt.kernel %{{.*}}, "linear_dgelu"
 func.func @backward_odd(%ctx: !rt.context, %dy: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer) {
   %t = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "linear"(%dy, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 45, 1, 0>}
+  rt.kernel %ctx, "linear"(%dy, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 45, 1, 0, 0>}
   %dpre = rt.alloc 2880 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {floats = array<f64>, ints = array<i64: 720, 1>}
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {floats = array<f64>, ints = array<i64: 720, 1, 0>}
   return
 }

@@ -15,11 +15,11 @@
 // CHECK: rt.kernel %{{.*}}, "gelu_grad"(%[[PRE]]
 func.func @forward(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.buffer, %d: !rt.buffer) {
   %pre = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 1>}
+  rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 1, 0>}
   %y = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "gelu"(%pre, %y) {floats = array<f64>, ints = array<i64: 768, 1>}
+  rt.kernel %ctx, "gelu"(%pre, %y) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   %g = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %y, %g) {floats = array<f64>, ints = array<i64: 768, 1>}
+  rt.kernel %ctx, "gelu_grad"(%pre, %y, %g) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   return
 }
 
@@ -38,13 +38,13 @@ func.func @forward(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.bu
 // CHECK: return
 func.func @backward(%ctx: !rt.context, %dy: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer, %h: !rt.buffer) {
   %t = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "linear"(%dy, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 0>}
+  rt.kernel %ctx, "linear"(%dy, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 0, 0>}
   %dw = rt.alloc 256 : !rt.buffer
-  rt.kernel %ctx, "matmul"(%h, %dy, %dw) {floats = array<f64>, ints = array<i64: 8, 16, 8, 1, 0>}
+  rt.kernel %ctx, "matmul"(%h, %dy, %dw) {floats = array<f64>, ints = array<i64: 8, 16, 8, 1, 0, 0>}
   %dpre = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {floats = array<f64>, ints = array<i64: 768, 1>}
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   %db = rt.alloc 192 : !rt.buffer
-  rt.kernel %ctx, "sum_to"(%dpre, %db) {floats = array<f64>, ints = array<i64: 3, 48, 4, 4, 48, 0, 0, 1>}
+  rt.kernel %ctx, "sum_to"(%dpre, %db) {floats = array<f64>, ints = array<i64: 3, 48, 0, 4, 4, 48, 0, 0, 1>}
   return
 }
 
@@ -58,15 +58,15 @@ func.func @backward(%ctx: !rt.context, %dy: !rt.buffer, %w: !rt.buffer, %pre: !r
 // CHECK: return
 func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer) {
   %a = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %a) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
+  rt.kernel %ctx, "linear"(%x, %w, %a) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0, 0>}
   %b = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "gelu"(%a, %b) {floats = array<f64>, ints = array<i64: 768, 0>}
+  rt.kernel %ctx, "gelu"(%a, %b) {floats = array<f64>, ints = array<i64: 768, 0, 0>}
   %t = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
+  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0, 0>}
   %d = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 768, 1>}
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   %e = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "silu"(%t, %e) {floats = array<f64>, ints = array<i64: 768>}
+  rt.kernel %ctx, "silu"(%t, %e) {floats = array<f64>, ints = array<i64: 768, 0>}
   return
 }
 
@@ -82,15 +82,15 @@ func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buf
 // CHECK: rt.kernel %{{.*}}, "sum_to"(%[[D]]
 func.func @across_event(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer) {
   %c = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %c) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
+  rt.kernel %ctx, "linear"(%x, %w, %c) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0, 0>}
   rt.event_record %ctx {event = 0 : i64, stream = 0 : i64}
   %y = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "gelu"(%c, %y) {floats = array<f64>, ints = array<i64: 768, 1>}
+  rt.kernel %ctx, "gelu"(%c, %y) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   %t = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
+  rt.kernel %ctx, "linear"(%x, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0, 0>}
   %d = rt.alloc 3072 : !rt.buffer
-  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 768, 1>}
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   %db = rt.alloc 768 : !rt.buffer
-  rt.kernel %ctx, "sum_to"(%d, %db) {floats = array<f64>, ints = array<i64: 3, 192, 4, 4, 48, 0, 48, 1>}
+  rt.kernel %ctx, "sum_to"(%d, %db) {floats = array<f64>, ints = array<i64: 3, 192, 0, 4, 4, 48, 0, 48, 1>}
   return
 }

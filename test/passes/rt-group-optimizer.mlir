@@ -35,11 +35,11 @@ func.func @opt_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.
   %s2 = rt.alloc 4 : !rt.buffer
   rt.kernel %ctx, "squared_norm"(%g2, %s2) {floats = array<f64>, ints = array<i64: 8>}
   %t2 = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "add"(%s1, %s2, %t2) {floats = array<f64>, ints = array<i64: 0>}
+  rt.kernel %ctx, "add"(%s1, %s2, %t2) {floats = array<f64>, ints = array<i64: 0, 0>}
   %s3 = rt.alloc 4 : !rt.buffer
   rt.kernel %ctx, "squared_norm"(%g3, %s3) {floats = array<f64>, ints = array<i64: 16>}
   %sq = rt.view %io[128] : !rt.buffer
-  rt.kernel %ctx, "add"(%t2, %s3, %sq) {floats = array<f64>, ints = array<i64: 0>}
+  rt.kernel %ctx, "add"(%t2, %s3, %sq) {floats = array<f64>, ints = array<i64: 0, 0>}
   %c = rt.alloc 4 : !rt.buffer
   rt.kernel %ctx, "clip_coef"(%sq, %max, %c) {floats = array<f64>, ints = array<i64>}
   rt.kernel %ctx, "adamw"(%p1, %g1, %m1, %v1, %h, %c, %p1, %m1, %v1) {floats = array<f64>, ints = array<i64: 64, 0>}
@@ -64,8 +64,8 @@ func.func @kept(%ctx: !rt.context, %p1: !rt.buffer, %g1: !rt.buffer, %p2: !rt.bu
   %s2 = rt.alloc 4 : !rt.buffer
   rt.kernel %ctx, "squared_norm"(%g2, %s2) {floats = array<f64>, ints = array<i64: 8>}
   %t = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "add"(%s1, %s2, %t) {floats = array<f64>, ints = array<i64: 0>}
+  rt.kernel %ctx, "add"(%s1, %s2, %t) {floats = array<f64>, ints = array<i64: 0, 0>}
   %u = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "silu"(%s1, %u) {floats = array<f64>, ints = array<i64: 1>}
+  rt.kernel %ctx, "silu"(%s1, %u) {floats = array<f64>, ints = array<i64: 1, 0>}
   return
 }

@@ -52,7 +52,7 @@ func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, 
   // CHECK-NEXT: rt.event_wait %{{.*}} {event = 8 : i64, stream = 0 : i64}
   // CHECK-NEXT: rt.kernel %{{.*}}, "add"(%[[SW2]], %{{.*}}, %{{.*}})
   %sum = rt.alloc 64 : !rt.buffer
-  rt.kernel %ctx, "add"(%w, %gw, %sum) {ints = array<i64: 1, 16, 1, 1>, floats = array<f64>}
+  rt.kernel %ctx, "add"(%w, %gw, %sum) {ints = array<i64: 1, 0, 16, 1, 1>, floats = array<f64>}
   // Kernels address the state and io regions in place (mapped memory):
   // the accumulate into grad.w is left as it is.
   // CHECK-NEXT: rt.view
@@ -130,10 +130,10 @@ func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, 
   %w = rt.view %p[0] : !rt.buffer
   %v = rt.view %p[64] : !rt.buffer
   %a = rt.alloc 64 : !rt.buffer
-  rt.kernel %ctx, "silu"(%w, %a) {ints = array<i64: 16>, floats = array<f64>}
-  rt.kernel %ctx, "silu"(%w, %a) {ints = array<i64: 16>, floats = array<f64>}
-  rt.kernel %ctx, "silu"(%v, %a) {ints = array<i64: 16>, floats = array<f64>}
-  rt.kernel %ctx, "silu"(%w, %a) {ints = array<i64: 16>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%w, %a) {ints = array<i64: 16, 0>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%w, %a) {ints = array<i64: 16, 0>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%v, %a) {ints = array<i64: 16, 0>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%w, %a) {ints = array<i64: 16, 0>, floats = array<f64>}
   return
 }
 }

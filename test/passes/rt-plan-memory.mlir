@@ -10,13 +10,13 @@ func.func @chain(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer, %arena: !rt
   // largest, is placed first.
   // CHECK: %[[A:.*]] = rt.view %[[ARENA:.*]][256]
   %a = rt.alloc 100 : !rt.buffer
-  rt.kernel %ctx, "silu"(%p, %a) {ints = array<i64: 25>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%p, %a) {ints = array<i64: 25, 0>, floats = array<f64>}
   // CHECK: %[[B:.*]] = rt.view %[[ARENA]][0]
   %b = rt.alloc 256 : !rt.buffer
-  rt.kernel %ctx, "silu"(%a, %b) {ints = array<i64: 25>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%a, %b) {ints = array<i64: 25, 0>, floats = array<f64>}
   // CHECK: %[[C:.*]] = rt.view %[[ARENA]][256]
   %c = rt.alloc 64 : !rt.buffer
-  rt.kernel %ctx, "silu"(%b, %c) {ints = array<i64: 16>, floats = array<f64>}
+  rt.kernel %ctx, "silu"(%b, %c) {ints = array<i64: 16, 0>, floats = array<f64>}
   rt.kernel %ctx, "copy"(%c, %io) {ints = array<i64: 64>, floats = array<f64>}
   // CHECK-NOT: rt.alloc
   return
@@ -100,11 +100,11 @@ func.func @other_streams(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io:
   rt.all_gather %ctx (%staged) -> (%g) {axis = 0 : i64, counts = array<i64: 16>, dtype = f32, group = 0 : i64}
   rt.event_record %ctx {event = 1 : i64, stream = 1 : i64}
   %t = rt.alloc 64 : !rt.buffer
-  rt.kernel %ctx, "fill"(%t) {ints = array<i64: 16>, floats = array<f64: 1.0>}
+  rt.kernel %ctx, "fill"(%t) {ints = array<i64: 16, 0>, floats = array<f64: 1.0>}
   rt.event_wait %ctx {event = 1 : i64, stream = 0 : i64}
   rt.kernel %ctx, "copy"(%g, %io) {ints = array<i64: 128>, floats = array<f64>}
   %u = rt.alloc 64 : !rt.buffer
-  rt.kernel %ctx, "fill"(%u) {ints = array<i64: 16>, floats = array<f64: 2.0>}
+  rt.kernel %ctx, "fill"(%u) {ints = array<i64: 16, 0>, floats = array<f64: 2.0>}
   rt.kernel %ctx, "copy"(%t, %u) {ints = array<i64: 64>, floats = array<f64>}
   return
 }

@@ -51,9 +51,9 @@ module attributes {rt.manifest = {mesh = array<i64: 1, 8>}} {
     %full = rt.alloc 8388608 : !rt.buffer
     rt.all_gather %ctx (%shard) -> (%full) {axis = 0 : i64, counts = array<i64: 262144>, dtype = f32, stream = 1 : i64}
     rt.event_record %ctx {event = 0 : i64, stream = 1 : i64}
-    rt.kernel %ctx, "linear"(%x, %w, %y) {floats = array<f64>, ints = array<i64: 1024, 1024, 1024, 0, 0>}
+    rt.kernel %ctx, "linear"(%x, %w, %y) {floats = array<f64>, ints = array<i64: 1024, 1024, 1024, 0, 0, 0>}
     rt.event_wait %ctx {event = 0 : i64, stream = 0 : i64}
-    rt.kernel %ctx, "fill"(%y) {floats = array<f64: 0.0>, ints = array<i64: 1048576>}
+    rt.kernel %ctx, "fill"(%y) {floats = array<f64: 0.0>, ints = array<i64: 1048576, 0>}
     return
   }
 }

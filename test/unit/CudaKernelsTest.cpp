@@ -210,8 +210,11 @@ TEST_F(CudaKernels, Broadcasting) {
   for (float &v : a)
     v = std::fabs(v) + 0.1f; // pow of positive bases
   std::vector<int64_t> ints = {3, 2, 3, 4, 12, 4, 1, 0, 1, 0};
-  compare(A::KernelId::add, shardc_k_add, {floats(a), floats(c), out(24)}, ints);
-  compare(A::KernelId::mul, shardc_k_mul, {floats(a), floats(c), out(24)}, ints);
+  // add and mul are typed: R, then the dtype, then the dims and strides.
+  std::vector<int64_t> typed = ints;
+  typed.insert(typed.begin() + 1, A::kF32);
+  compare(A::KernelId::add, shardc_k_add, {floats(a), floats(c), out(24)}, typed);
+  compare(A::KernelId::mul, shardc_k_mul, {floats(a), floats(c), out(24)}, typed);
   compare(A::KernelId::sub, shardc_k_sub, {floats(a), floats(c), out(24)}, ints);
   compare(A::KernelId::div, shardc_k_div, {floats(a), floats(c), out(24)}, ints);
   auto e = c;
@@ -225,9 +228,10 @@ TEST_F(CudaKernels, SoftmaxAndLoss) {
   const int64_t outer = 6, n = 77, inner = 5;
   auto x = randomVec(outer * n * inner, 16), dy = randomVec(outer * n * inner, 17);
   compare(A::KernelId::softmax, shardc_k_softmax,
-          {floats(x), out(outer * n * inner)}, {outer, n, inner});
+          {floats(x), out(outer * n * inner)}, {outer, n, inner, A::kF32});
   compare(A::KernelId::softmax_grad, shardc_k_softmax_grad,
-          {floats(x), floats(dy), out(outer * n * inner)}, {outer, n, inner});
+          {floats(x), floats(dy), out(outer * n * inner)},
+          {outer, n, inner, A::kF32});
   const int64_t N = 41, V = 1003;
   std::vector<int32_t> t(N);
   std::mt19937 gen(18);
@@ -246,7 +250,8 @@ TEST_F(CudaKernels, EmbeddingGradAndSgd) {
   for (int32_t &id : ids)
     id = int32_t(gen() % V); // repeats: rows sum several gradients
   compare(A::KernelId::embedding_grad, shardc_k_embedding_grad,
-          {ints32(ids), floats(randomVec(N * C, 21)), out(V * C)}, {N, V, C});
+          {ints32(ids), floats(randomVec(N * C, 21)), out(V * C)},
+          {N, V, C, A::kF32});
   const int64_t n = 3000;
   auto p = randomVec(n, 22), g = randomVec(n, 23), buf = randomVec(n, 24);
   for (float step : {1.0f, 2.0f})

@@ -371,7 +371,7 @@ TEST(DevicePeak, ByName) {
 // host, over the largest of their arenas; the device arena is the others'.
 TEST(Manifest, OffloadHostEntries) {
   auto manifest = [](const std::string &offload, bool host) {
-    return std::string(R"({"format": 5,
+    return std::string(R"({"format": 6,
       "model": {"vocab_size": 10, "micro_batch": 2, "seq_len": 3},
       "params": [], "state": [], "io": [], "entries": ["micro_step",
       "opt_step"], "param_bytes": 0, "state_bytes": 0, "io_bytes": 0,
@@ -399,7 +399,7 @@ TEST(Manifest, OffloadHostEntries) {
 }
 
 TEST(Manifest, ParsesAndInitializes) {
-  const char *json = R"({"format": 5,
+  const char *json = R"({"format": 6,
     "model": {"family": "gpt2", "source": "t", "vocab_size": 10,
               "micro_batch": 2, "seq_len": 3},
     "params": [{"name": "w", "dtype": "f32", "shape": [4, 8], "offset": 0,
@@ -419,12 +419,12 @@ TEST(Manifest, ParsesAndInitializes) {
     EXPECT_FLOAT_EQ(w[k], float(0.5 * counterNormal(key, k)));
   for (int k = 0; k < 8; ++k)
     EXPECT_EQ(g[k], 1.0f);
-  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 5}"); })
+  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 6}"); })
                 .find("malformed model manifest"),
             std::string::npos);
   // A program compiled against another ABI is refused by name.
   EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 2}"); })
-                .find("has format 2 but this runtime reads format 5"),
+                .find("has format 2 but this runtime reads format 6"),
             std::string::npos);
   // Slots are checked before the runtime multiplies or offsets by them: a
   // size that is not its shape's (here one that wrapped), or a slot past

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <initializer_list>
@@ -51,7 +52,7 @@ void launch(abi::KernelId id,
 
 /// Values set by name: {position, value} pairs, as {abi::linear::M, 4}.
 template <typename T>
-using Named = std::initializer_list<std::pair<int64_t, T>>;
+using Named = std::vector<std::pair<int64_t, T>>;
 
 /// `count` arguments of kernel `k` (its `what`), each set by name exactly
 /// once; a test that misses or repeats one fails, naming the layout.
@@ -83,6 +84,12 @@ std::vector<T> packNamed(const abi::KernelInfo &k, const char *what,
 inline std::vector<int64_t> packInts(abi::KernelId id, Named<int64_t> named,
                                      const std::vector<int64_t> &tail = {}) {
   const abi::KernelInfo &k = abi::kernelInfo(id);
+  // A typed kernel computes in f32 unless the test names its dtype.
+  int64_t dtype = abi::dtypeArg(k);
+  if (dtype >= 0 && std::none_of(named.begin(), named.end(), [&](auto &arg) {
+        return arg.first == dtype;
+      }))
+    named.push_back({dtype, abi::kF32});
   std::vector<int64_t> ints = packNamed(k, "integer", k.numInts, named);
   ints.insert(ints.end(), tail.begin(), tail.end());
   return ints;

@@ -27,16 +27,16 @@ func.func @kernel_name(%ctx: !rt.context, %p: !rt.buffer) {
 // The argument counts of every kernel are checked against the ABI table,
 // and the message gives the kernel's layout.
 func.func @kernel_ints(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
-  // expected-error @+1 {{kernel 'silu' takes 1 integers, got 2; expected silu(x[n] y[n]; ints n; floats none)}}
-  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 1024, 1>, floats = array<f64>}
+  // expected-error @+1 {{kernel 'silu' takes 2 integers, got 3; expected silu(x[n] y[n]; ints n, dtype; floats none)}}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 1024, 0, 1>, floats = array<f64>}
   return
 }
 
 // -----
 
 func.func @kernel_buffers(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
-  // expected-error @+1 {{kernel 'rms_norm' takes 3 buffers, got 2; expected rms_norm(x[M,C] w[C] y[M,C]; ints M, C; floats eps)}}
-  rt.kernel %ctx, "rms_norm"(%x, %y) {ints = array<i64: 8, 4>, floats = array<f64: 1.0e-5>}
+  // expected-error @+1 {{kernel 'rms_norm' takes 3 buffers, got 2; expected rms_norm(x[M,C] w[C] y[M,C]; ints M, C, dtype; floats eps)}}
+  rt.kernel %ctx, "rms_norm"(%x, %y) {ints = array<i64: 8, 4, 0>, floats = array<f64: 1.0e-5>}
   return
 }
 
@@ -44,7 +44,7 @@ func.func @kernel_buffers(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
 
 func.func @kernel_floats(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %y: !rt.buffer) {
   // expected-error @+1 {{kernel 'rms_norm' takes 1 floats, got 0}}
-  rt.kernel %ctx, "rms_norm"(%x, %w, %y) {ints = array<i64: 8, 4>, floats = array<f64>}
+  rt.kernel %ctx, "rms_norm"(%x, %w, %y) {ints = array<i64: 8, 4, 0>, floats = array<f64>}
   return
 }
 
@@ -53,16 +53,17 @@ func.func @kernel_floats(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %y: 
 // A bias is one more buffer: has_bias counts it.
 func.func @kernel_optional_buffer(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %y: !rt.buffer) {
   // expected-error @+1 {{kernel 'linear' takes 4 buffers, got 3}}
-  rt.kernel %ctx, "linear"(%x, %w, %y) {ints = array<i64: 4, 8, 16, 0, 1>, floats = array<f64>}
+  rt.kernel %ctx, "linear"(%x, %w, %y) {ints = array<i64: 4, 8, 16, 0, 1, 0>, floats = array<f64>}
   return
 }
 
 // -----
 
-// Broadcasting kernels take rank R, then R dims and R strides per operand.
+// Broadcasting kernels take rank R (and add its dtype), then R dims and R
+// strides per operand.
 func.func @kernel_variadic(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %y: !rt.buffer) {
-  // expected-error @+1 {{kernel 'add' takes 7 integers, got 6}}
-  rt.kernel %ctx, "add"(%a, %b, %y) {ints = array<i64: 2, 4, 8, 8, 1, 0>, floats = array<f64>}
+  // expected-error @+1 {{kernel 'add' takes 8 integers, got 7}}
+  rt.kernel %ctx, "add"(%a, %b, %y) {ints = array<i64: 2, 0, 4, 8, 8, 1, 0>, floats = array<f64>}
   return
 }
 
@@ -70,7 +71,41 @@ func.func @kernel_variadic(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %y
 
 func.func @kernel_stream(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
   // expected-error @+1 {{stream 3 is not one of the 3 runtime streams}}
-  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8>, floats = array<f64>, stream = 3 : i64}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8, 0>, floats = array<f64>, stream = 3 : i64}
+  return
+}
+
+// -----
+
+// A typed kernel's dtype attribute and its dtype integer agree.
+func.func @kernel_dtype_mismatch(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'silu' has dtype 'bf16' (code 1) but its dtype integer is 0}}
+  rt.kernel %ctx, "silu"(%x, %y) {dtype = bf16, ints = array<i64: 8, 0>, floats = array<f64>}
+  return
+}
+
+// -----
+
+func.func @kernel_dtype_absent_is_f32(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'silu' has dtype 'f32' (code 0) but its dtype integer is 1}}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8, 1>, floats = array<f64>}
+  return
+}
+
+// -----
+
+func.func @kernel_dtype_f16(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'silu' computes on f32 or bf16, not 'f16'}}
+  rt.kernel %ctx, "silu"(%x, %y) {dtype = f16, ints = array<i64: 8, 2>, floats = array<f64>}
+  return
+}
+
+// -----
+
+// An untyped kernel computes in f32 only.
+func.func @kernel_untyped_bf16(%ctx: !rt.context, %x: !rt.buffer, %y: !rt.buffer) {
+  // expected-error @+1 {{kernel 'cross_entropy' is not typed (it has no dtype integer in runtime/abi/kernels.def) and computes in f32, not 'bf16'}}
+  rt.kernel %ctx, "cross_entropy"(%x, %y, %y) {dtype = bf16, ints = array<i64: 4, 8, -100>, floats = array<f64>}
   return
 }
 
