@@ -51,7 +51,7 @@ struct RtChunkLossHeadPass
       return;
     SmallVector<rt::KernelOp> losses;
     getOperation().walk([&](rt::KernelOp k) {
-      if (isKernel(k, abi::KernelId::cross_entropy_with_grad))
+      if (isF32Kernel(k, abi::KernelId::cross_entropy_with_grad))
         losses.push_back(k);
     });
     for (rt::KernelOp ce : losses)
@@ -86,7 +86,7 @@ struct RtChunkLossHeadPass
       if (!k || k.getStream() != ce.getStream())
         return;
       ArrayRef<int64_t> i = k.getInts();
-      if (isKernel(k, abi::KernelId::linear) && k.getBuffers().size() == 3 &&
+      if (isF32Kernel(k, abi::KernelId::linear) && k.getBuffers().size() == 3 &&
           !i[abi::linear::has_bias]) {
         if (k.getBuffers()[2] == L && !i[abi::linear::in_out] &&
             i[abi::linear::M] == N && i[abi::linear::N] == V && !fwd)
@@ -96,7 +96,7 @@ struct RtChunkLossHeadPass
           dh = k;
         else
           return;
-      } else if (isKernel(k, abi::KernelId::matmul) &&
+      } else if (isF32Kernel(k, abi::KernelId::matmul) &&
                  k.getBuffers()[0] == L && i[abi::matmul::trans_a] &&
                  !i[abi::matmul::trans_b] && i[abi::matmul::M] == V &&
                  i[abi::matmul::K] == N && !dw) {

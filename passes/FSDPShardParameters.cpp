@@ -126,13 +126,14 @@ struct FSDPShardParametersPass
       created.push_back(v.getDefiningOp());
       // Kernels compute in the param dtype where the target does, else in
       // the master weights' dtype.
+      Type gathered = mixed ? paramType : type.getElementType();
       Type computeType =
           targetDesc->computes(rt::dtypeCode(paramType)) ? paramType
                                                          : type.getElementType();
-      if (computeType != (mixed ? paramType : type.getElementType()) ||
-          reduceType != type.getElementType()) {
-        // Widened for the kernels; its gradient is reduced in the reduce
-        // dtype.
+      if (computeType != gathered || reduceType != gathered) {
+        // Widened for the kernels where they do not compute in the param
+        // dtype (else a no-op cast); either way its gradient is reduced in
+        // the reduce dtype.
         v = nn::CastOp::create(b, arg.getLoc(),
                                RankedTensorType::get(padded, computeType), v,
                                TypeAttr::get(reduceType));
@@ -149,6 +150,8 @@ struct FSDPShardParametersPass
     }
     fwd.setFunctionType(
         b.getFunctionType(argTypes, fwd.getFunctionType().getResults()));
+    // bf16 parameters the target computes on: the model computes in bf16.
+    propagateComputeDtype(fwd, *targetDesc);
   }
 };
 

@@ -71,7 +71,7 @@ Linear linearInts(rt::KernelOp k) {
 /// `after` in its block, or null.
 rt::KernelOp biasGradOf(Value x, Operation *after, int64_t M, int64_t N) {
   for (Operation *user : x.getUsers()) {
-    if (!isKernel(user, abi::KernelId::sum_to) ||
+    if (!isF32Kernel(user, abi::KernelId::sum_to) ||
         user->getBlock() != after->getBlock() ||
         !after->isBeforeInBlock(user))
       continue;
@@ -111,9 +111,9 @@ struct RtFuseEpiloguesPass
     auxLdMultiple = t->gemmAuxLdMultiple;
     SmallVector<rt::KernelOp> gelus, grads;
     getOperation().walk([&](rt::KernelOp k) {
-      if (isKernel(k, abi::KernelId::gelu) && k.getInts()[abi::gelu::tanh])
+      if (isF32Kernel(k, abi::KernelId::gelu) && k.getInts()[abi::gelu::tanh])
         gelus.push_back(k);
-      else if (isKernel(k, abi::KernelId::gelu_grad) &&
+      else if (isF32Kernel(k, abi::KernelId::gelu_grad) &&
                k.getInts()[abi::gelu_grad::tanh])
         grads.push_back(k);
     });
@@ -138,7 +138,7 @@ struct RtFuseEpiloguesPass
         continue;
       if (!llvm::is_contained(k.getBuffers(), v))
         continue;
-      if (isKernel(k, abi::KernelId::linear) && k.getBuffers().back() == v &&
+      if (isF32Kernel(k, abi::KernelId::linear) && k.getBuffers().back() == v &&
           k.getStream() == op.getStream())
         return k;
       return nullptr;

@@ -59,7 +59,7 @@ struct RtFuseResidualNormPass
       return;
     SmallVector<rt::KernelOp> adds;
     getOperation().walk([&](rt::KernelOp k) {
-      if (isKernel(k, abi::KernelId::add))
+      if (isF32Kernel(k, abi::KernelId::add))
         adds.push_back(k);
     });
     for (rt::KernelOp add : adds)
@@ -73,8 +73,8 @@ struct RtFuseResidualNormPass
     Operation *next = add->getNextNode();
     while (next && isa<rt::AllocOp, rt::ViewOp>(next))
       next = next->getNextNode();
-    bool layer = isKernel(next, abi::KernelId::layer_norm);
-    if (!layer && !isKernel(next, abi::KernelId::rms_norm))
+    bool layer = isF32Kernel(next, abi::KernelId::layer_norm);
+    if (!layer && !isF32Kernel(next, abi::KernelId::rms_norm))
       return;
     auto norm = cast<rt::KernelOp>(next);
     Value s = add.getBuffers()[2];

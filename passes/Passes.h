@@ -14,6 +14,14 @@
 
 namespace shardc {
 
+struct TargetDescription;
+
+/// nn-propagate-dtype on one function (fsdp-shard-parameters runs it on the
+/// model function it leaves with bf16 parameters, so that every pass in
+/// between verifies).
+void propagateComputeDtype(mlir::func::FuncOp fn,
+                           const TargetDescription &target);
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

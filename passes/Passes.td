@@ -101,9 +101,11 @@ def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
 
     Mixed precision (`param-dtype=bf16`, FSDP2's MixedPrecisionPolicy): the
     f32 shard is cast to bf16 before the all-gather (half the bytes), the
-    gathered bf16 parameter is widened for the f32 kernels of the CPU
-    backend, and its gradient is cast to `reduce-dtype` before the
-    reduce-scatter; master weights and optimizer state stay f32.
+    gathered bf16 parameter is used as it is where the target computes in
+    bf16 (nn-propagate-dtype then carries bf16 through the model) and is
+    widened for the f32 kernels of a target that does not, and its
+    gradient is cast to `reduce-dtype` before the reduce-scatter; master
+    weights and optimizer state stay f32.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect",
                            "::shardc::fsdp::FSDPDialect",
@@ -120,6 +122,40 @@ def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
     Option<"wrap", "wrap", "std::string",
            "\"^(transformer\\\\.h\\\\.[0-9]+|model\\\\.layers\\\\.[0-9]+)\\\\.\"",
            "regex whose first capture names a parameter's group">,
+  ];
+}
+
+def NNPropagateDtype : Pass<"nn-propagate-dtype", "mlir::ModuleOp"> {
+  let summary = "Compute in bf16 from the bf16 parameters on, as FSDP2 does";
+  let description = [{
+    Run by fsdp-shard-parameters once it has gathered parameters in bf16
+    (MixedPrecisionPolicy(param_dtype=bf16)), the model function computes
+    in bf16, as a module of bf16 parameters does in PyTorch: every op with
+    a bf16 operand whose lowering has typed kernels on the target (the
+    GEMMs, norms, activations, attention, layout ops; passes/lower/) gets
+    bf16 results, its other float operands cast to bf16 (f32 constants
+    become bf16 constants); an op that has only f32 kernels (the loss, the
+    generic ops of imported models) gets its bf16 operands cast to f32, so
+    the logits are upcast for the loss as transformers does. Function
+    results keep their types (a cast back where needed). Gradients then
+    follow the same types through nn-autodiff.
+
+    Example (the target computes in bf16):
+    ```mlir
+    %w = shard.all_gather ... -> tensor<8x4xbf16>
+    %y = nn.linear %x, %w : (tensor<2x4xf32>, tensor<8x4xbf16>) -> tensor<2x8xf32>
+    %l = nn.cross_entropy %y, %t : ...
+    // becomes
+    %xb = nn.cast %x : tensor<2x4xf32> to tensor<2x4xbf16>
+    %y = nn.linear %xb, %w : (...) -> tensor<2x8xbf16>
+    %yf = nn.cast %y : tensor<2x8xbf16> to tensor<2x8xf32>
+    %l = nn.cross_entropy %yf, %t : ...
+    ```
+  }];
+  let dependentDialects = ["::shardc::nn::NNDialect"];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target: ops compute in bf16 where it has typed kernels">,
   ];
 }
 

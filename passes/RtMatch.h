@@ -20,6 +20,14 @@ inline bool isKernel(mlir::Operation *op, abi::KernelId id) {
   return k && k.getName() == abi::kernelInfo(id).name;
 }
 
+/// Whether `op` is an rt.kernel of kernel `id` computing in f32: the fused
+/// kernels (GEMM epilogues, residual norms, the chunked loss head) are f32
+/// only, so their passes leave bf16 kernels as they are.
+inline bool isF32Kernel(mlir::Operation *op, abi::KernelId id) {
+  return isKernel(op, id) &&
+         llvm::cast<rt::KernelOp>(op).getComputeType().isF32();
+}
+
 /// The stream a kernel or collective runs on, or -1 for ops that launch
 /// nothing (views, events, allocations).
 inline int64_t streamOf(mlir::Operation *op) {

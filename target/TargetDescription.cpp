@@ -39,7 +39,8 @@ const std::vector<TargetDescription> &targets() {
     TargetDescription cpu;
     cpu.name = "cpu";
     cpu.summary = "host CPU: oneDNN GEMMs, OpenMP kernels, MPI collectives";
-    cpu.computeTypes = {abi::kF32};
+    // bf16 is stored, and computed on in f32 (runtime/cpu/typed.h).
+    cpu.computeTypes = {abi::kF32, abi::kBF16};
     cpu.indexTypes = {abi::kI32, abi::kBool};
     cpu.alignment = abi::kBufferAlignment;
     cpu.runtimeLibraries = {"libshardc_rt_main.a", "libshardc_rt.a"};
@@ -62,6 +63,7 @@ const std::vector<TargetDescription> &targets() {
     // kernels. It computes in f32 until the bf16 kernels land. One GPU
     // needs no MPI.
     cuda.name = "cuda";
+    cuda.computeTypes = {abi::kF32};
     cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
     cuda.collectivesOnOneRank = false;
     cuda.gemmEpilogues = true;

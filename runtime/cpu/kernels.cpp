@@ -5,9 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels.h"
-#include "runtime/runtime.h"
 #include "runtime/cpu/fastmath.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/typed.h"
+#include "runtime/runtime.h"
 
 #include "runtime/cpu/gemm.h"
 
@@ -17,19 +18,21 @@
 #include <vector>
 
 namespace A = shardc::abi;
-using shardc::runtime::expSum;
 using shardc::runtime::bf16ToFloat;
+using shardc::runtime::expSum;
 using shardc::runtime::fastExp;
-using shardc::runtime::floatToBf16;
-using shardc::runtime::rowMax;
 using shardc::runtime::fastSigmoid;
 using shardc::runtime::fastTanh;
 using shardc::runtime::fatal;
+using shardc::runtime::floatToBf16;
+using shardc::runtime::rowMax;
 
+using shardc::runtime::cpu::AsF32;
+using shardc::runtime::cpu::broadcastBinary;
+using shardc::runtime::cpu::broadcastExtent;
+using shardc::runtime::cpu::columnSums;
 using shardc::runtime::cpu::F;
 using shardc::runtime::cpu::I32;
-using shardc::runtime::cpu::broadcastBinary;
-using shardc::runtime::cpu::columnSums;
 using shardc::runtime::cpu::kParallelMin;
 using shardc::runtime::cpu::sgemm;
 
@@ -83,7 +86,8 @@ inline void rmsNormRow(const float *row, const float *w, float *y, int64_t C,
 } // namespace
 
 // ids[N] (int32), table[V,C] -> y[N,C]: y[n] = table[ids[n]]
-SHARDC_KERNEL(embedding) {
+static void embeddingF32(void *ctx, void **b, const int64_t *i, const double *f,
+                         int64_t stream) {
   int64_t N = i[A::embedding::N], V = i[A::embedding::V],
           C = i[A::embedding::C];
   const int32_t *ids = I32(b[0]);
@@ -97,15 +101,42 @@ SHARDC_KERNEL(embedding) {
             (long long)id, (long long)n, (long long)V);
     std::memcpy(y + n * C, table + id * C, C * sizeof(float));
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(embedding) {
+  namespace K = A::embedding;
+  int64_t N = i[K::N], V = i[K::V], C = i[K::C];
+  AsF32 t(b, 3, i[K::dtype], "embedding");
+  t.in(1, V * C);
+  t.out(2, N * C);
+  embeddingF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[M,K] @ w[N,K]^T (w[K,N] with in_out) + b[N]? -> y[M,N]
-SHARDC_KERNEL(linear) {
+static void linearF32(void *ctx, void **b, const int64_t *i, const double *f,
+                      int64_t stream) {
   int64_t M = i[A::linear::M], K = i[A::linear::K], N = i[A::linear::N];
   bool inOut = i[A::linear::in_out], hasBias = i[A::linear::has_bias];
   linearInto(F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr,
              F(b[hasBias ? 3 : 2]), M, K, N, inOut);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(linear) {
+  namespace K = A::linear;
+  int64_t M = i[K::M], Kd = i[K::K], N = i[K::N];
+  bool hasBias = i[K::has_bias];
+  AsF32 t(b, hasBias ? 4 : 3, i[K::dtype], "linear");
+  t.in(0, M * Kd);
+  t.in(1, N * Kd);
+  if (hasBias)
+    t.in(2, N);
+  t.out(hasBias ? 3 : 2, M * N);
+  linearF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
@@ -143,21 +174,54 @@ SHARDC_KERNEL(linear_dgelu) {
 }
 
 // a, b broadcast to y[dims] (element strides astr, bstr) -> y = a + b
-SHARDC_KERNEL(add) {
+static void addF32(void *ctx, void **b, const int64_t *i, const double *f,
+                   int64_t stream) {
   broadcastBinary<A::KernelId::add>(b, i,
                                     [](float x, float y) { return x + y; });
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(add) {
+  namespace K = A::add;
+  int64_t R = i[K::R], numel = 1;
+  const int64_t *dims = i + K::kNumInts;
+  for (int64_t d = 0; d < R; ++d)
+    numel *= dims[d];
+  AsF32 t(b, 3, i[K::dtype], "add");
+  t.in(0, broadcastExtent(R, dims, dims + R));
+  t.in(1, broadcastExtent(R, dims, dims + 2 * R));
+  t.out(2, numel);
+  addF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // a, b broadcast to y[dims] -> y = a * b
-SHARDC_KERNEL(mul) {
+static void mulF32(void *ctx, void **b, const int64_t *i, const double *f,
+                   int64_t stream) {
   broadcastBinary<A::KernelId::mul>(b, i,
                                     [](float x, float y) { return x * y; });
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(mul) {
+  namespace K = A::mul;
+  int64_t R = i[K::R], numel = 1;
+  const int64_t *dims = i + K::kNumInts;
+  for (int64_t d = 0; d < R; ++d)
+    numel *= dims[d];
+  AsF32 t(b, 3, i[K::dtype], "mul");
+  t.in(0, broadcastExtent(R, dims, dims + R));
+  t.in(1, broadcastExtent(R, dims, dims + 2 * R));
+  t.out(2, numel);
+  mulF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[M,C], w[C], b[C]? -> y[M,C] = (x - mean) / sqrt(var + eps) * w + b
-SHARDC_KERNEL(layer_norm) {
+static void layer_normF32(void *ctx, void **b, const int64_t *i,
+                          const double *f, int64_t stream) {
   int64_t M = i[A::layer_norm::M], C = i[A::layer_norm::C];
   bool hasBias = i[A::layer_norm::has_bias];
   float eps = float(f[A::layer_norm::f::eps]);
@@ -167,11 +231,27 @@ SHARDC_KERNEL(layer_norm) {
 #pragma omp parallel for schedule(static) if (M * C >= kParallelMin)
   for (int64_t m = 0; m < M; ++m)
     layerNormRow(x + m * C, w, bias, y + m * C, C, eps);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(layer_norm) {
+  namespace K = A::layer_norm;
+  int64_t M = i[K::M], C = i[K::C];
+  bool hasBias = i[K::has_bias];
+  AsF32 t(b, hasBias ? 4 : 3, i[K::dtype], "layer_norm");
+  t.in(0, M * C);
+  t.in(1, C);
+  if (hasBias)
+    t.in(2, C);
+  t.out(hasBias ? 3 : 2, M * C);
+  layer_normF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[M,C], w[C] -> y[M,C] = w * x / sqrt(mean(x^2) + eps)
-SHARDC_KERNEL(rms_norm) {
+static void rms_normF32(void *ctx, void **b, const int64_t *i, const double *f,
+                        int64_t stream) {
   int64_t M = i[A::rms_norm::M], C = i[A::rms_norm::C];
   float eps = float(f[A::rms_norm::f::eps]);
   const float *x = F(b[0]), *w = F(b[1]);
@@ -179,6 +259,18 @@ SHARDC_KERNEL(rms_norm) {
 #pragma omp parallel for schedule(static) if (M * C >= kParallelMin)
   for (int64_t m = 0; m < M; ++m)
     rmsNormRow(x + m * C, w, y + m * C, C, eps);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(rms_norm) {
+  namespace K = A::rms_norm;
+  int64_t M = i[K::M], C = i[K::C];
+  AsF32 t(b, 3, i[K::dtype], "rms_norm");
+  t.in(0, M * C);
+  t.in(1, C);
+  t.out(2, M * C);
+  rms_normF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
@@ -220,7 +312,8 @@ SHARDC_KERNEL(add_rms_norm) {
 }
 
 // y[n] = gelu(x[n]) (tanh form or erf)
-SHARDC_KERNEL(gelu) {
+static void geluF32(void *ctx, void **b, const int64_t *i, const double *f,
+                    int64_t stream) {
   int64_t n = i[A::gelu::n];
   bool tanhForm = i[A::gelu::tanh];
   const float *x = F(b[0]);
@@ -235,17 +328,40 @@ SHARDC_KERNEL(gelu) {
     for (int64_t k = 0; k < n; ++k)
       y[k] = shardc::runtime::gelu(x[k], /*tanhForm=*/false);
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(gelu) {
+  namespace K = A::gelu;
+  int64_t n = i[K::n];
+  AsF32 t(b, 2, i[K::dtype], "gelu");
+  t.in(0, n);
+  t.out(1, n);
+  geluF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // y[n] = silu(x[n])
-SHARDC_KERNEL(silu) {
+static void siluF32(void *ctx, void **b, const int64_t *i, const double *f,
+                    int64_t stream) {
   int64_t n = i[A::silu::n];
   const float *x = F(b[0]);
   float *y = F(b[1]);
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k)
     y[k] = shardc::runtime::silu(x[k]);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(silu) {
+  namespace K = A::silu;
+  int64_t n = i[K::n];
+  AsF32 t(b, 2, i[K::dtype], "silu");
+  t.in(0, n);
+  t.out(1, n);
+  siluF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
@@ -270,7 +386,8 @@ static void rotate(const float *x, float *y, const float *cosT,
 
 // x[B,H,T,D] -> y[B,H,T,D]: the halves of D rotated by position t (by -t
 // with inverse)
-SHARDC_KERNEL(rotary) {
+static void rotaryF32(void *ctx, void **b, const int64_t *i, const double *f,
+                      int64_t stream) {
   int64_t B = i[A::rotary::B], H = i[A::rotary::H], T = i[A::rotary::T],
           D = i[A::rotary::D], half = D / 2;
   bool inverse = i[A::rotary::inverse];
@@ -289,21 +406,48 @@ SHARDC_KERNEL(rotary) {
     }
   }
   rotate(x, y, cosT.data(), sinT.data(), B * H, T, D, /*negateSin=*/false);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(rotary) {
+  namespace K = A::rotary;
+  int64_t n = i[K::B] * i[K::H] * i[K::T] * i[K::D];
+  AsF32 t(b, 2, i[K::dtype], "rotary");
+  t.in(0, n);
+  t.out(1, n);
+  rotaryF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[B,H,T,D], cos[T,D/2], sin[T,D/2] -> y[B,H,T,D]: the halves of D rotated
 // by the tables' angles (their opposites with inverse)
-SHARDC_KERNEL(rotary_table) {
+static void rotary_tableF32(void *ctx, void **b, const int64_t *i,
+                            const double *f, int64_t stream) {
   namespace R = A::rotary_table;
   int64_t B = i[R::B], H = i[R::H], T = i[R::T], D = i[R::D];
   rotate(F(b[0]), F(b[3]), F(b[1]), F(b[2]), B * H, T, D, i[R::inverse] != 0);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(rotary_table) {
+  namespace K = A::rotary_table;
+  int64_t n = i[K::B] * i[K::H] * i[K::T] * i[K::D],
+          half = i[K::T] * (i[K::D] / 2);
+  AsF32 t(b, 4, i[K::dtype], "rotary_table");
+  t.in(0, n);
+  t.in(1, half);
+  t.in(2, half);
+  t.out(3, n);
+  rotary_tableF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // q[B,H,T,D], k[B,G,S,D], v[B,G,S,D] -> o[B,H,T,D] = softmax(scale q k^T) v,
 // H/G query heads per key/value head, optionally causal
-SHARDC_KERNEL(attention) {
+static void attentionF32(void *ctx, void **b, const int64_t *i, const double *f,
+                         int64_t stream) {
   int64_t B = i[A::attention::B], H = i[A::attention::H],
           G = i[A::attention::G], T = i[A::attention::T],
           S = i[A::attention::S], D = i[A::attention::D];
@@ -338,11 +482,26 @@ SHARDC_KERNEL(attention) {
       sgemm(false, false, T, D, S, 1.0f, scores.data(), S, vh, D, 0.0f, oh, D);
     }
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(attention) {
+  namespace K = A::attention;
+  int64_t q = i[K::B] * i[K::H] * i[K::T] * i[K::D],
+          kv = i[K::B] * i[K::G] * i[K::S] * i[K::D];
+  AsF32 t(b, 4, i[K::dtype], "attention");
+  t.in(0, q);
+  t.in(1, kv);
+  t.in(2, kv);
+  t.out(3, q);
+  attentionF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[outer,n,inner] -> y[outer,n,inner], softmax over n
-SHARDC_KERNEL(softmax) {
+static void softmaxF32(void *ctx, void **b, const int64_t *i, const double *f,
+                       int64_t stream) {
   int64_t outer = i[A::softmax::outer], n = i[A::softmax::n],
           inner = i[A::softmax::inner];
   const float *x = F(b[0]);
@@ -351,11 +510,23 @@ SHARDC_KERNEL(softmax) {
     for (int64_t in = 0; in < inner; ++in)
       shardc::runtime::softmaxColumn(x + o * n * inner + in,
                                      y + o * n * inner + in, n, inner);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(softmax) {
+  namespace K = A::softmax;
+  int64_t n = i[K::outer] * i[K::n] * i[K::inner];
+  AsF32 t(b, 2, i[K::dtype], "softmax");
+  t.in(0, n);
+  t.out(1, n);
+  softmaxF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[dims[R]] -> y, whose dimension d is x's dimension perm[d]
-SHARDC_KERNEL(transpose) {
+static void transposeF32(void *ctx, void **b, const int64_t *i, const double *f,
+                         int64_t stream) {
   int64_t R = i[A::transpose::R];
   const int64_t *dims = i + A::transpose::kNumInts,
                 *perm = i + A::transpose::kNumInts + R;
@@ -385,8 +556,7 @@ SHARDC_KERNEL(transpose) {
       }
       std::memcpy(y + r * inner, x + src, inner * sizeof(float));
     }
-    launched(ctx, stream);
-    return;
+      return;
   }
   // Walk the output in order; keep the input offset of the current index.
   int64_t off = 0;
@@ -401,20 +571,46 @@ SHARDC_KERNEL(transpose) {
       idx[d] = 0;
     }
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(transpose) {
+  namespace K = A::transpose;
+  int64_t n = 1;
+  for (int64_t d = 0; d < i[K::R]; ++d)
+    n *= i[K::kNumInts + d];
+  AsF32 t(b, 2, i[K::dtype], "transpose");
+  t.in(0, n);
+  t.out(1, n);
+  transposeF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[outer,n,inner] -> y[outer,size,inner] = x[:, start:start+size, :]
-SHARDC_KERNEL(slice) {
+static void sliceF32(void *ctx, void **b, const int64_t *i, const double *f,
+                     int64_t stream) {
   int64_t outer = i[A::slice::outer], n = i[A::slice::n],
           start = i[A::slice::start], size = i[A::slice::size],
           inner = i[A::slice::inner];
   const float *x = F(b[0]);
   float *y = F(b[1]);
-#pragma omp parallel for schedule(static) if (outer * size * inner >= kParallelMin)
+#pragma omp parallel for schedule(static) if (outer * size * inner >=          \
+                                              kParallelMin)
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(y + o * size * inner, x + (o * n + start) * inner,
                 size * inner * sizeof(float));
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(slice) {
+  namespace K = A::slice;
+  int64_t outer = i[K::outer], inner = i[K::inner];
+  AsF32 t(b, 2, i[K::dtype], "slice");
+  t.in(0, outer * i[K::n] * inner);
+  t.out(1, outer * i[K::size] * inner);
+  sliceF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 

@@ -6,10 +6,11 @@
 // f32 results are expected to be correctly rounded to within an ulp.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels.h"
-#include "runtime/runtime.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/typed.h"
+#include "runtime/kernels.h"
 #include "runtime/math.h"
+#include "runtime/runtime.h"
 
 #include "runtime/cpu/gemm.h"
 
@@ -18,7 +19,9 @@
 
 namespace A = shardc::abi;
 using shardc::runtime::fatal;
+using shardc::runtime::cpu::AsF32;
 using shardc::runtime::cpu::broadcastBinary;
+using shardc::runtime::cpu::broadcastExtent;
 using shardc::runtime::cpu::broadcastRows;
 using shardc::runtime::cpu::F;
 using shardc::runtime::cpu::sgemm;
@@ -54,12 +57,12 @@ SHARDC_KERNEL(where) {
   const uint8_t *c = static_cast<const uint8_t *>(b[0]);
   const float *x = F(b[1]), *y = F(b[2]);
   float *out = F(b[3]);
-  broadcastRows<A::KernelId::where>(i, [&](int64_t o, const int64_t *off,
-                                           const int64_t *st, int64_t n) {
-    for (int64_t k = 0; k < n; ++k)
-      out[o + k] = c[off[0] + k * st[0]] ? x[off[1] + k * st[1]]
-                                         : y[off[2] + k * st[2]];
-  });
+  broadcastRows<A::KernelId::where>(
+      i, [&](int64_t o, const int64_t *off, const int64_t *st, int64_t n) {
+        for (int64_t k = 0; k < n; ++k)
+          out[o + k] = c[off[0] + k * st[0]] ? x[off[1] + k * st[1]]
+                                             : y[off[2] + k * st[2]];
+      });
   launched(ctx, stream);
 }
 
@@ -157,7 +160,8 @@ SHARDC_KERNEL(batch_matmul) {
 }
 
 // x[outer,n_x,inner] -> y[outer,n_y,inner] at start:start+n_x of dimension 1
-SHARDC_KERNEL(concat_part) {
+static void concat_partF32(void *ctx, void **b, const int64_t *i,
+                           const double *f, int64_t stream) {
   int64_t outer = i[A::concat_part::outer], nx = i[A::concat_part::n_x],
           ny = i[A::concat_part::n_y], start = i[A::concat_part::start],
           inner = i[A::concat_part::inner];
@@ -166,6 +170,17 @@ SHARDC_KERNEL(concat_part) {
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(y + (o * ny + start) * inner, x + o * nx * inner,
                 size_t(nx * inner) * sizeof(float));
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(concat_part) {
+  namespace K = A::concat_part;
+  int64_t outer = i[K::outer], inner = i[K::inner];
+  AsF32 t(b, 2, i[K::dtype], "concat_part");
+  t.in(0, outer * i[K::n_x] * inner);
+  t.inout(1, outer * i[K::n_y] * inner);
+  concat_partF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 

@@ -4,10 +4,11 @@
 // double; the optimizers follow torch.optim's f32 arithmetic step by step.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels.h"
-#include "runtime/runtime.h"
 #include "runtime/cpu/fastmath.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/typed.h"
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
 
 #include "runtime/cpu/gemm.h"
 
@@ -19,15 +20,17 @@
 namespace A = shardc::abi;
 using shardc::runtime::expSum;
 using shardc::runtime::fastExp;
-using shardc::runtime::rowMax;
 using shardc::runtime::fastSigmoid;
 using shardc::runtime::fastTanh;
 using shardc::runtime::fatal;
+using shardc::runtime::rowMax;
 
+using shardc::runtime::cpu::AsF32;
+using shardc::runtime::cpu::blockedSum;
+using shardc::runtime::cpu::broadcastExtent;
+using shardc::runtime::cpu::columnSums;
 using shardc::runtime::cpu::F;
 using shardc::runtime::cpu::I32;
-using shardc::runtime::cpu::blockedSum;
-using shardc::runtime::cpu::columnSums;
 using shardc::runtime::cpu::kParallelMin;
 using shardc::runtime::cpu::sgemm;
 
@@ -53,23 +56,48 @@ void maskedSoftmax(float *scores, int64_t T, int64_t S, bool causal) {
 } // namespace
 
 // y[n] = value
-SHARDC_KERNEL(fill) {
+static void fillF32(void *ctx, void **b, const int64_t *i, const double *f,
+                    int64_t stream) {
   std::fill(F(b[0]), F(b[0]) + i[A::fill::n], float(f[A::fill::f::value]));
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(fill) {
+  namespace K = A::fill;
+
+  AsF32 t(b, 1, i[K::dtype], "fill");
+  t.out(0, i[K::n]);
+  fillF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // op(a)[M,K] @ op(b)[K,N] -> y[M,N]; a stored [K,M] with trans_a, b [N,K]
 // with trans_b
-SHARDC_KERNEL(matmul) {
+static void matmulF32(void *ctx, void **b, const int64_t *i, const double *f,
+                      int64_t stream) {
   int64_t M = i[A::matmul::M], K = i[A::matmul::K], N = i[A::matmul::N];
   bool ta = i[A::matmul::trans_a], tb = i[A::matmul::trans_b];
   sgemm(ta, tb, M, N, K, 1.0f, F(b[0]), ta ? M : K, F(b[1]), tb ? K : N, 0.0f,
         F(b[2]), N);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(matmul) {
+  namespace K = A::matmul;
+  int64_t M = i[K::M], Kd = i[K::K], N = i[K::N];
+  AsF32 t(b, 3, i[K::dtype], "matmul");
+  t.in(0, M * Kd);
+  t.in(1, Kd * N);
+  t.out(2, M * N);
+  matmulF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[dims[R]] -> y[out_n], summed over the dimensions where ystr is 0
-SHARDC_KERNEL(sum_to) {
+static void sum_toF32(void *ctx, void **b, const int64_t *i, const double *f,
+                      int64_t stream) {
   int64_t R = i[A::sum_to::R], outN = i[A::sum_to::out_n];
   const int64_t *dims = i + A::sum_to::kNumInts,
                 *ystr = i + A::sum_to::kNumInts + R;
@@ -89,8 +117,7 @@ SHARDC_KERNEL(sum_to) {
   }
   if (trailing && outN > 0) {
     columnSums(x, total / outN, outN, F(b[1]));
-    launched(ctx, stream);
-    return;
+      return;
   }
   std::vector<double> acc(outN, 0.0);
   std::vector<int64_t> idx(R, 0);
@@ -109,11 +136,25 @@ SHARDC_KERNEL(sum_to) {
   float *y = F(b[1]);
   for (int64_t k = 0; k < outN; ++k)
     y[k] = float(acc[k]);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(sum_to) {
+  namespace K = A::sum_to;
+  int64_t n = 1;
+  for (int64_t d = 0; d < i[K::R]; ++d)
+    n *= i[K::kNumInts + d];
+  AsF32 t(b, 2, i[K::dtype], "sum_to");
+  t.in(0, n);
+  t.out(1, i[K::out_n]);
+  sum_toF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // ids[N] (int32), dy[N,C] -> dtable[V,C]: the rows of dy summed per id
-SHARDC_KERNEL(embedding_grad) {
+static void embedding_gradF32(void *ctx, void **b, const int64_t *i,
+                              const double *f, int64_t stream) {
   int64_t N = i[A::embedding_grad::N], V = i[A::embedding_grad::V],
           C = i[A::embedding_grad::C];
   const int32_t *ids = I32(b[0]);
@@ -125,11 +166,23 @@ SHARDC_KERNEL(embedding_grad) {
     for (int64_t c = 0; c < C; ++c)
       row[c] += dy[n * C + c];
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(embedding_grad) {
+  namespace K = A::embedding_grad;
+  int64_t N = i[K::N], V = i[K::V], C = i[K::C];
+  AsF32 t(b, 3, i[K::dtype], "embedding_grad");
+  t.in(1, N * C);
+  t.out(2, V * C);
+  embedding_gradF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C], db[C] of layer_norm (with bias)
-SHARDC_KERNEL(layer_norm_grad) {
+static void layer_norm_gradF32(void *ctx, void **b, const int64_t *i,
+                               const double *f, int64_t stream) {
   int64_t M = i[A::layer_norm_grad::M], C = i[A::layer_norm_grad::C];
   double eps = f[A::layer_norm_grad::f::eps];
   const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
@@ -176,11 +229,27 @@ SHARDC_KERNEL(layer_norm_grad) {
     dw[c] = float(sw);
     db[c] = float(sb);
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(layer_norm_grad) {
+  namespace K = A::layer_norm_grad;
+  int64_t M = i[K::M], C = i[K::C];
+  AsF32 t(b, 6, i[K::dtype], "layer_norm_grad");
+  t.in(0, M * C);
+  t.in(1, C);
+  t.in(2, M * C);
+  t.out(3, M * C);
+  t.out(4, C);
+  t.out(5, C);
+  layer_norm_gradF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C] of rms_norm
-SHARDC_KERNEL(rms_norm_grad) {
+static void rms_norm_gradF32(void *ctx, void **b, const int64_t *i,
+                             const double *f, int64_t stream) {
   int64_t M = i[A::rms_norm_grad::M], C = i[A::rms_norm_grad::C];
   double eps = f[A::rms_norm_grad::f::eps];
   const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
@@ -203,11 +272,26 @@ SHARDC_KERNEL(rms_norm_grad) {
   }
   for (int64_t c = 0; c < C; ++c)
     dw[c] = float(dwAcc[c]);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(rms_norm_grad) {
+  namespace K = A::rms_norm_grad;
+  int64_t M = i[K::M], C = i[K::C];
+  AsF32 t(b, 5, i[K::dtype], "rms_norm_grad");
+  t.in(0, M * C);
+  t.in(1, C);
+  t.in(2, M * C);
+  t.out(3, M * C);
+  t.out(4, C);
+  rms_norm_gradF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // dx[n] = dy[n] gelu'(x[n])
-SHARDC_KERNEL(gelu_grad) {
+static void gelu_gradF32(void *ctx, void **b, const int64_t *i, const double *f,
+                         int64_t stream) {
   int64_t n = i[A::gelu_grad::n];
   bool tanhForm = i[A::gelu_grad::tanh];
   const float *x = F(b[0]), *dy = F(b[1]);
@@ -222,22 +306,48 @@ SHARDC_KERNEL(gelu_grad) {
     for (int64_t k = 0; k < n; ++k)
       dx[k] = dy[k] * shardc::runtime::geluGrad(x[k], /*tanhForm=*/false);
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(gelu_grad) {
+  namespace K = A::gelu_grad;
+  int64_t n = i[K::n];
+  AsF32 t(b, 3, i[K::dtype], "gelu_grad");
+  t.in(0, n);
+  t.in(1, n);
+  t.out(2, n);
+  gelu_gradF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // dx[n] = dy[n] silu'(x[n])
-SHARDC_KERNEL(silu_grad) {
+static void silu_gradF32(void *ctx, void **b, const int64_t *i, const double *f,
+                         int64_t stream) {
   int64_t n = i[A::silu_grad::n];
   const float *x = F(b[0]), *dy = F(b[1]);
   float *dx = F(b[2]);
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < n; ++k)
     dx[k] = shardc::runtime::siluBackward(dy[k], x[k]);
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(silu_grad) {
+  namespace K = A::silu_grad;
+  int64_t n = i[K::n];
+  AsF32 t(b, 3, i[K::dtype], "silu_grad");
+  t.in(0, n);
+  t.in(1, n);
+  t.out(2, n);
+  silu_gradF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // y[outer,n,inner], dy -> dx = y (dy - sum_n y dy), softmax over n
-SHARDC_KERNEL(softmax_grad) {
+static void softmax_gradF32(void *ctx, void **b, const int64_t *i,
+                            const double *f, int64_t stream) {
   int64_t outer = i[A::softmax_grad::outer], n = i[A::softmax_grad::n],
           inner = i[A::softmax_grad::inner];
   const float *y = F(b[0]), *dy = F(b[1]);
@@ -248,12 +358,25 @@ SHARDC_KERNEL(softmax_grad) {
       shardc::runtime::softmaxGradColumn(y + base, dy + base, dx + base, n,
                                          inner);
     }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(softmax_grad) {
+  namespace K = A::softmax_grad;
+  int64_t n = i[K::outer] * i[K::n] * i[K::inner];
+  AsF32 t(b, 3, i[K::dtype], "softmax_grad");
+  t.in(0, n);
+  t.in(1, n);
+  t.out(2, n);
+  softmax_gradF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // q[B,H,T,D], k[B,G,S,D], v[B,G,S,D], do[B,H,T,D] -> dq[B,H,T,D],
 // dk[B,G,S,D], dv[B,G,S,D] of attention
-SHARDC_KERNEL(attention_grad) {
+static void attention_gradF32(void *ctx, void **b, const int64_t *i,
+                              const double *f, int64_t stream) {
   int64_t B = i[A::attention_grad::B], H = i[A::attention_grad::H],
           G = i[A::attention_grad::G], T = i[A::attention_grad::T],
           S = i[A::attention_grad::S], D = i[A::attention_grad::D];
@@ -296,11 +419,29 @@ SHARDC_KERNEL(attention_grad) {
       sgemm(true, false, S, D, T, scale, dp.data(), S, qh, D, 1.0f, dkh, D);
     }
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(attention_grad) {
+  namespace K = A::attention_grad;
+  int64_t q = i[K::B] * i[K::H] * i[K::T] * i[K::D],
+          kv = i[K::B] * i[K::G] * i[K::S] * i[K::D];
+  AsF32 t(b, 7, i[K::dtype], "attention_grad");
+  t.in(0, q);
+  t.in(1, kv);
+  t.in(2, kv);
+  t.in(3, q);
+  t.out(4, q);
+  t.out(5, kv);
+  t.out(6, kv);
+  attention_gradF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
 // dy[outer,size,inner] -> dx[outer,n,inner], zero outside start:start+size
-SHARDC_KERNEL(slice_grad) {
+static void slice_gradF32(void *ctx, void **b, const int64_t *i,
+                          const double *f, int64_t stream) {
   int64_t outer = i[A::slice_grad::outer], n = i[A::slice_grad::n],
           start = i[A::slice_grad::start], size = i[A::slice_grad::size],
           inner = i[A::slice_grad::inner];
@@ -314,6 +455,17 @@ SHARDC_KERNEL(slice_grad) {
                 size * inner * sizeof(float));
     zero(row + (start + size) * inner, (n - start - size) * inner);
   }
+}
+
+// On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
+SHARDC_KERNEL(slice_grad) {
+  namespace K = A::slice_grad;
+  int64_t outer = i[K::outer], inner = i[K::inner];
+  AsF32 t(b, 2, i[K::dtype], "slice_grad");
+  t.in(0, outer * i[K::size] * inner);
+  t.out(1, outer * i[K::n] * inner);
+  slice_gradF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
   launched(ctx, stream);
 }
 
@@ -323,9 +475,9 @@ namespace {
 /// - onehot(t[n])), zero for ignored rows; with `rowLoss`, also each row's
 /// loss logsumexp - logit[t] from the same sums. Returns the number of
 /// targets outside the vocabulary.
-int64_t crossEntropyRows(const float *logits, const int32_t *targets,
-                         int64_t N, int64_t V, int64_t ignore, float scale,
-                         float *dl, double *rowLoss) {
+int64_t crossEntropyRows(const float *logits, const int32_t *targets, int64_t N,
+                         int64_t V, int64_t ignore, float scale, float *dl,
+                         double *rowLoss) {
   int64_t bad = 0;
 #pragma omp parallel for schedule(static) reduction(+ : bad)
   for (int64_t n = 0; n < N; ++n) {
@@ -420,10 +572,9 @@ SHARDC_KERNEL(linear_cross_entropy) {
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     int64_t rows = std::min(R, N - r0);
     // logits [rows, V] = h[r0:] w^T
-    sgemm(false, true, rows, V, C, 1.0f, h + r0 * C, C, w, C, 0.0f, scratch,
-          V);
-    if (crossEntropyRows(scratch, targets + r0, rows, V, ignore, scale,
-                         scratch, rowLoss.data() + r0))
+    sgemm(false, true, rows, V, C, 1.0f, h + r0 * C, C, w, C, 0.0f, scratch, V);
+    if (crossEntropyRows(scratch, targets + r0, rows, V, ignore, scale, scratch,
+                         rowLoss.data() + r0))
       fatal("cross_entropy: a target is outside the vocabulary of %lld",
             (long long)V);
     // dh[r0:] = dlogits w; dw (+)= dlogits^T h[r0:]
@@ -472,7 +623,6 @@ SHARDC_KERNEL(clip_coef) {
   F(b[2])[0] = coef;
   launched(ctx, stream);
 }
-
 
 // p', m', v' [n] = AdamW(p, g * c[], m, v) with hyper[kHyperSize]
 SHARDC_KERNEL(adamw) {

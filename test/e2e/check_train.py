@@ -4,9 +4,21 @@ Compiles CONFIG with shardc, then from the same random weights and token
 file checks, against an independent PyTorch run (torch_models + torch.optim):
   * the gradients after one step (--dump-grads), per parameter:
     |g_shardc - g_torch| / |g_torch| < --grad-rtol (norms over the tensor);
-  * the loss at every one of --steps optimizer steps (relative < --rtol).
+  * the loss at every one of --steps optimizer steps (relative < --rtol);
+  * the weights after them (--save-weights; relative < --weight-rtol).
 Options mirror the trainer's flags (grad accumulation, clipping, schedules,
 SGD, weight decay on 1-D parameters, recomputation).
+
+--mixed bf16 compiles with --param-dtype bf16 and checks against PyTorch's
+mixed precision as FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
+reduce_dtype=f32) defines it (torch_models.py; the optimizer stays f32 on
+the f32 master weights); the gradients must also be at least 2 x
+--grad-rtol from the f32 reference's, or the check could not tell bf16
+from f32. --mesh M compiles for mesh M (the micro-batch: --batch, the
+global batch, over M's ranks) and trains under mpirun; the reference is
+one process that sums the ranks' gradients as data parallelism does (each
+rank's rows a backward pass of its own: under bf16, each rank's gradient is
+rounded to bf16 before the f32 reduction, as FSDP2's).
 """
 import argparse
 import math
@@ -18,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import torch_models as tm  # noqa: E402
-from harness import read_log, run  # noqa: E402
+from harness import MPIRUN, read_log, run  # noqa: E402
 
 torch.set_default_dtype(torch.float32)
 
@@ -34,10 +46,10 @@ def lr_at(args, s):
     return args.lr * (1 - progress)
 
 
-def torch_run(args, c, W0, tokens, steps):
+def torch_run(args, c, W0, tokens, steps, dtype=None):
     """Returns per-step losses, the gradients of the last step and the
-    final weights."""
-    B, T, N = args.batch, args.seq, args.grad_accum
+    final weights; dtype: tm.loss's compute dtype."""
+    B, T, N, P = args.batch, args.seq, args.grad_accum, ranks(args.mesh)
     W = {n: t.clone().requires_grad_(True) for n, t in W0.items()}
     wd = args.weight_decay
     decay = [t for t in W.values() if t.dim() > 1 or not args.no_decay_1d]
@@ -56,17 +68,28 @@ def torch_run(args, c, W0, tokens, steps):
         opt.zero_grad()
         total = 0.0
         for k in range(N):
-            # Rows k*B .. k*B+B-1 of the global batch of G = N*B rows.
+            # Rows k*B .. k*B+B-1 of the global batch of G = N*B rows;
+            # rank r's are the r-th B/P of them.
             x, y = tm.batch(tokens, s * N + k, B, T)
-            loss = tm.loss(c, W, x, y) / N
-            loss.backward()
-            total += loss.item()
+            for r in range(P):
+                rows = slice(r * B // P, (r + 1) * B // P)
+                loss = tm.loss(c, W, x[rows], y[rows], dtype) / (N * P)
+                loss.backward()
+                total += loss.item()
         grads = {n: t.grad.clone() for n, t in W.items()}
         if args.clip > 0:
             torch.nn.utils.clip_grad_norm_(list(W.values()), args.clip)
         opt.step()
         losses.append(total)
     return losses, grads, {n: t.detach() for n, t in W.items()}
+
+
+def ranks(mesh):
+    return math.prod(int(d) for d in mesh.split("x"))
+
+
+def relative(a, b):
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
 def main():
@@ -89,6 +112,17 @@ def main():
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--grad-rtol", type=float, default=1e-4)
+    ap.add_argument("--weight-rtol", type=float, default=None,
+                    help="bound on the trained weights' relative difference "
+                         "(default: --grad-rtol)")
+    ap.add_argument("--mixed", choices=["bf16"], default=None,
+                    help="mixed precision: --param-dtype bf16 against "
+                         "torch_models' bf16 (FSDP2's MixedPrecisionPolicy)")
+    ap.add_argument("--init-std", type=float, default=0.1,
+                    help="standard deviation of the random initial weights")
+    ap.add_argument("--mesh", default="1",
+                    help="compile for this mesh (N or RxS) and train under "
+                         "mpirun; --batch is the global batch")
     ap.add_argument("--same-as-log", help="a log this run's losses must equal exactly")
     ap.add_argument("--ids-from", type=int, default=0, help="the tokens' first id")
     ap.add_argument("--ids", type=int, default=0, help="how many ids the tokens use")
@@ -96,6 +130,16 @@ def main():
                     help="extra shardc flags (--target cuda --cuda-emulation "
                          "--offload=cpu: the same checks on that build)")
     args = ap.parse_args()
+    P = ranks(args.mesh)
+    if args.batch % P:
+        ap.error(f"--batch {args.batch} does not split over {P} ranks")
+    dtype = torch.bfloat16 if args.mixed == "bf16" else None
+    compile_flags = args.compile_flags.split()
+    if args.mesh != "1":
+        compile_flags += ["--mesh", args.mesh]
+    if args.mixed and not any(f.startswith("--param-dtype") for f in compile_flags):
+        compile_flags += ["--param-dtype", args.mixed]
+    launch = MPIRUN + ["-np", str(P)] if P > 1 else []
 
     os.makedirs(args.workdir, exist_ok=True)
     c = tm.load_config(args.config)
@@ -114,14 +158,14 @@ def main():
         assert tokens.max() < c["vocab_size"]
     tok_path = os.path.join(args.workdir, "tokens.bin")
     tm.write_tokens(tok_path, tokens)
-    W0 = tm.random_params(c, seed=1, std=0.1)
+    W0 = tm.random_params(c, seed=1, std=args.init_std)
     w_path = os.path.join(args.workdir, "weights.safetensors")
     tm.write_safetensors(w_path, W0)
 
     exe = os.path.join(args.workdir, "train")
-    run([args.shardc, args.config, "--micro-batch", str(B), "--seq-len", str(T),
+    run([args.shardc, args.config, "--micro-batch", str(B // P), "--seq-len", str(T),
          "--optimizer", args.optimizer, "--recompute", args.recompute,
-         *args.compile_flags.split(), "-o", exe])
+         *compile_flags, "-o", exe])
     flags = ["--init-from", w_path, "--data", tok_path, "--grad-accum", str(N),
              "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
              "--clip-grad-norm", str(args.clip), "--lr-schedule", args.schedule,
@@ -129,25 +173,37 @@ def main():
     if args.no_decay_1d:
         flags.append("--no-decay-1d")
 
-    # 1. Gradients of the first step.
+    # 1. Gradients of the first step (on a mesh: reduced, gathered on the
+    # shard axis and written by rank 0).
     grads_path = os.path.join(args.workdir, "grads.safetensors")
-    run([exe, *flags, "--steps", "1", "--dump-grads", grads_path])
+    run(launch + [exe, *flags, "--steps", "1", "--dump-grads", grads_path], timeout=1800)
     got = tm.read_safetensors(grads_path)
-    _, ref, _ = torch_run(args, c, W0, tokens, 1)
+    _, ref, _ = torch_run(args, c, W0, tokens, 1, dtype)
     worst_grad = 0.0
     for name, g in ref.items():
-        rel = ((got[name] - g).norm() / g.norm().clamp_min(1e-30)).item()
+        rel = relative(got[name], g)
         worst_grad = max(worst_grad, rel)
         if not rel < args.grad_rtol:
             sys.exit(f"FAIL: gradient of {name}: relative difference {rel:.3e}")
     print(f"gradients: {len(ref)} tensors, worst relative difference {worst_grad:.2e}")
+    if args.mixed:
+        # The same gradients against the f32 reference's: far from them.
+        _, ref32, _ = torch_run(args, c, W0, tokens, 1)
+        far_name = max(ref32, key=lambda n: relative(got[n], ref32[n]))
+        far = relative(got[far_name], ref32[far_name])
+        print(f"gradients against the f32 reference: worst relative difference "
+              f"{far:.2e} ({far_name})")
+        if not far >= 2 * args.grad_rtol:
+            sys.exit(f"FAIL: {far:.2e} from the f32 gradients, under 2 x --grad-rtol: "
+                     "the check would not tell bf16 from f32")
 
     # 2. The loss curve.
     log = os.path.join(args.workdir, "log.jsonl")
     saved = os.path.join(args.workdir, "trained.safetensors")
-    run([exe, *flags, "--steps", str(S), "--log", log, "--save-weights", saved])
+    run(launch + [exe, *flags, "--steps", str(S), "--log", log, "--save-weights", saved],
+        timeout=1800)
     entries = read_log(log)
-    ref_losses, _, ref_final = torch_run(args, c, W0, tokens, S)
+    ref_losses, _, ref_final = torch_run(args, c, W0, tokens, S, dtype)
     if len(entries) != S:
         sys.exit(f"FAIL: {len(entries)} log lines, expected {S}")
     worst = 0.0
@@ -175,7 +231,7 @@ def main():
     diffs = {n: ((trained[n] - w).norm() / w.norm()).item() for n, w in ref_final.items()}
     worst_name = max(diffs, key=diffs.get)
     worst_w = diffs[worst_name]
-    if not worst_w < args.grad_rtol:
+    if not worst_w < (args.weight_rtol or args.grad_rtol):
         sys.exit(f"FAIL: trained weight {worst_name} differs by {worst_w:.3e}")
     print(f"trained weights: worst relative difference {worst_w:.2e}")
     if args.same_as_log:

@@ -3,6 +3,18 @@
 Written from the Hugging Face model definitions (GPT2LMHeadModel,
 LlamaForCausalLM), independently of shardc: it reads the same config.json and
 state-dict names, and nothing else of shardc's.
+
+With dtype=torch.bfloat16 they compute in mixed precision, as FSDP2's
+MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=f32) defines it (on one
+rank): the f32 master weights are cast to bf16 in the graph, so their .grad
+is the bf16 gradient upcast; activations are bf16; each GEMM, norm, softmax
+(the whole attention), activation function and rotary does its math in f32
+on the upcast bf16 inputs and rounds its output to bf16 once (see in_f32);
+residual adds and SwiGLU's product are bf16; the logits are upcast to f32
+for the loss. Backward follows from autograd: each such op's math in f32,
+the gradient of each of its inputs rounded to bf16 once; a value used
+twice (the residual stream, GPT-2's tied embedding) has its gradients
+summed in bf16, as autograd sums them.
 """
 import json
 import math
@@ -156,6 +168,47 @@ def random_params(c, seed, std=0.2):
 
 # --- forward passes ----------------------------------------------------------
 
+def mixed(dtype):
+    """Whether dtype (None: f32) asks for mixed precision."""
+    return dtype not in (None, torch.float32)
+
+
+def in_f32(f, dtype):
+    """f itself under f32; under mixed precision, f's math in f32 on the
+    upcast floating-point inputs, its output rounded to dtype once. Autograd
+    then also does f's backward in f32, and the gradient of each input is
+    rounded to dtype once, at its cast."""
+    if not mixed(dtype):
+        return f
+
+    def g(*args):
+        return f(*[a.float() if torch.is_tensor(a) and a.is_floating_point() else a
+                   for a in args]).to(dtype)
+    return g
+
+
+def cast_params(W, dtype):
+    """FSDP2's param_dtype cast of the f32 master weights, in the graph."""
+    return {n: w.to(dtype) for n, w in W.items()} if mixed(dtype) else W
+
+
+def embedding(table, x, dtype):
+    """Rows x of table; under mixed precision the backward scatter-adds in
+    f32 and rounds the table's gradient once."""
+    return in_f32(lambda t, i: t[i], dtype)(table, x)
+
+
+def gemm(a, b, bias, dtype):
+    """a @ b (+ bias). Under mixed precision the bf16 operands are upcast and
+    multiplied in f32 (f32 accumulation), the bias added in f32 and the sum
+    rounded to bf16 once, as cuBLAS's bf16 GEMM with a bias epilogue (torch's
+    own bf16 matmul is not used: its accumulation is the backend's choice)."""
+    if not mixed(dtype):
+        return a @ b if bias is None else a @ b + bias
+    out = a.float() @ b.float()
+    return (out if bias is None else out + bias.float()).to(dtype)
+
+
 def causal_attention(q, k, v, scale=None):
     """q [B,H,T,D], k/v [B,G,T,D]: query head h reads kv head h // (H/G).
     Scores are scaled by `scale` (default 1/sqrt(D))."""
@@ -171,16 +224,28 @@ def causal_attention(q, k, v, scale=None):
     return att @ v
 
 
-def gpt2_loss(c, W, x, y):
+def gpt2_loss(c, W, x, y, dtype=None):
     B, T = x.shape
     C, H = c["n_embd"], c["n_head"]
     eps = c.get("layer_norm_epsilon", 1e-5)
     approx = "none" if c.get("activation_function", "gelu_new") == "gelu" else "tanh"
-    h = W["transformer.wte.weight"][x] + W["transformer.wpe.weight"][:T]
+    W = cast_params(W, dtype)
+    ln = in_f32(lambda t, w, b: F.layer_norm(t, (C,), w, b, eps), dtype)
+    gelu = in_f32(lambda t: F.gelu(t, approximate=approx), dtype)
+    attention = in_f32(causal_attention, dtype)
+
+    def proj(h, t, name):
+        """h + t @ weight + bias: the residual add after the GEMM (under f32
+        in this order, as before)."""
+        if not mixed(dtype):
+            return h + t @ W[name + ".weight"] + W[name + ".bias"]
+        return h + gemm(t, W[name + ".weight"], W[name + ".bias"], dtype)
+
+    h = embedding(W["transformer.wte.weight"], x, dtype) + W["transformer.wpe.weight"][:T]
     for l in range(c["n_layer"]):
         p = f"transformer.h.{l}."
-        a = F.layer_norm(h, (C,), W[p + "ln_1.weight"], W[p + "ln_1.bias"], eps)
-        qkv = a @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]
+        a = ln(h, W[p + "ln_1.weight"], W[p + "ln_1.bias"])
+        qkv = gemm(a, W[p + "attn.c_attn.weight"], W[p + "attn.c_attn.bias"], dtype)
         q, k, v = qkv.split(C, dim=-1)
         heads = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
         # scale_attn_weights / scale_attn_by_inverse_layer_idx, as
@@ -188,15 +253,15 @@ def gpt2_loss(c, W, x, y):
         scale = 1.0 / math.sqrt(C // H) if c.get("scale_attn_weights", True) else 1.0
         if c.get("scale_attn_by_inverse_layer_idx", False):
             scale /= float(l + 1)
-        a = causal_attention(heads(q), heads(k), heads(v), scale)
+        a = attention(heads(q), heads(k), heads(v), scale)
         a = a.transpose(1, 2).reshape(B, T, C)
-        h = h + a @ W[p + "attn.c_proj.weight"] + W[p + "attn.c_proj.bias"]
-        m = F.layer_norm(h, (C,), W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
-        m = F.gelu(m @ W[p + "mlp.c_fc.weight"] + W[p + "mlp.c_fc.bias"], approximate=approx)
-        h = h + m @ W[p + "mlp.c_proj.weight"] + W[p + "mlp.c_proj.bias"]
-    h = F.layer_norm(h, (C,), W["transformer.ln_f.weight"], W["transformer.ln_f.bias"], eps)
+        h = proj(h, a, p + "attn.c_proj")
+        m = ln(h, W[p + "ln_2.weight"], W[p + "ln_2.bias"])
+        m = gelu(gemm(m, W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"], dtype))
+        h = proj(h, m, p + "mlp.c_proj")
+    h = ln(h, W["transformer.ln_f.weight"], W["transformer.ln_f.bias"])
     head = W.get("lm_head.weight", W["transformer.wte.weight"])
-    logits = h @ head.t()
+    logits = gemm(h, head.t(), None, dtype).float()
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
 
 
@@ -243,38 +308,47 @@ def apply_rotary(x, theta, inv_freq=None):
     return x * emb.cos() + rotate_half(x) * emb.sin()
 
 
-def llama_loss(c, W, x, y):
+def llama_loss(c, W, x, y, dtype=None):
     B, T = x.shape
     C, H = c["hidden_size"], c["num_attention_heads"]
     G = c.get("num_key_value_heads", H)
     D = c.get("head_dim", C // H)
     eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
     inv_freq = rope_inv_freq(c, D)
-    rot = lambda t: apply_rotary(t, theta, inv_freq)
+    W = cast_params(W, dtype)
+    rot = in_f32(lambda t: apply_rotary(t, theta, inv_freq), dtype)
+    norm = in_f32(lambda t, w: rms_norm(t, w, eps), dtype)
+    silu = in_f32(F.silu, dtype)
+    attention = in_f32(causal_attention, dtype)
 
     def lin(t, name):
         """t @ W.T, plus the bias when the model has one."""
+        if mixed(dtype):
+            return gemm(t, W[name + ".weight"].t(), W.get(name + ".bias"), dtype)
         out = t @ W[name + ".weight"].t()
         return out + W[name + ".bias"] if name + ".bias" in W else out
 
-    h = W["model.embed_tokens.weight"][x]
+    h = embedding(W["model.embed_tokens.weight"], x, dtype)
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        a = rms_norm(h, W[p + "input_layernorm.weight"], eps)
+        a = norm(h, W[p + "input_layernorm.weight"])
         q = lin(a, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
         k = lin(a, p + "self_attn.k_proj").view(B, T, G, D).transpose(1, 2)
         v = lin(a, p + "self_attn.v_proj").view(B, T, G, D).transpose(1, 2)
-        o = causal_attention(rot(q), rot(k), v)
+        o = attention(rot(q), rot(k), v)
         o = o.transpose(1, 2).reshape(B, T, H * D)
         h = h + lin(o, p + "self_attn.o_proj")
-        m = rms_norm(h, W[p + "post_attention_layernorm.weight"], eps)
-        m = F.silu(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
+        m = norm(h, W[p + "post_attention_layernorm.weight"])
+        m = silu(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj")
         h = h + lin(m, p + "mlp.down_proj")
-    h = rms_norm(h, W["model.norm.weight"], eps)
+    h = norm(h, W["model.norm.weight"])
     head = W.get("lm_head.weight", W["model.embed_tokens.weight"])
-    logits = h @ head.t()
+    logits = gemm(h, head.t(), None, dtype).float()
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def loss(c, W, x, y):
-    return gpt2_loss(c, W, x, y) if c["model_type"] == "gpt2" else llama_loss(c, W, x, y)
+def loss(c, W, x, y, dtype=None):
+    """The mean cross-entropy of the model; dtype torch.bfloat16: mixed
+    precision (the module's docstring), None or torch.float32: f32."""
+    f = gpt2_loss if c["model_type"] == "gpt2" else llama_loss
+    return f(c, W, x, y, dtype)

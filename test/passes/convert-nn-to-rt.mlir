@@ -89,9 +89,35 @@ func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+func.func @forward(%x: tensor<4xf16> {nn.param = "x"}) -> tensor<4xf16> {
+  // expected-error @+1 {{'nn.silu' op on 'f16' is not supported by the cpu target, which computes in f32, bf16}}
+  %y = nn.silu %x : tensor<4xf16>
+  return %y : tensor<4xf16>
+}
+
+// -----
+
+// A typed kernel computes on its op's element type: bf16 storage (f32 math
+// inside), the dtype integer and attribute saying so.
+// CHECK-LABEL: func.func @shardc_typed
+// CHECK: rt.kernel %{{.*}}, "silu"(%{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 8, 1>}
+// CHECK: rt.kernel %{{.*}}, "linear"(%{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 2, 4, 8, 0, 0, 1>}
+// CHECK: rt.kernel %{{.*}}, "cast"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 16, 1, 0>}
+func.func @typed(%x: tensor<2x4xbf16> {nn.param = "x"}, %w: tensor<8x4xbf16> {nn.param = "w"})
+    -> (tensor<2x8xf32> {nn.output = "y"}) {
+  %s = nn.silu %x : tensor<2x4xbf16>
+  %y = nn.linear %s, %w : (tensor<2x4xbf16>, tensor<8x4xbf16>) -> tensor<2x8xbf16>
+  %f = nn.cast %y : tensor<2x8xbf16> to tensor<2x8xf32>
+  return %f : tensor<2x8xf32>
+}
+
+// -----
+
+// An op with only f32 kernels refuses bf16 (nn-propagate-dtype computes it
+// in f32).
 func.func @forward(%x: tensor<4xbf16> {nn.param = "x"}) -> tensor<4xbf16> {
-  // expected-error @+1 {{'nn.silu' op on 'bf16' is not supported by the cpu target, which computes in f32}}
-  %y = nn.silu %x : tensor<4xbf16>
+  // expected-error @+1 {{'nn.sqrt' op on 'bf16' has only f32 kernels (nn-propagate-dtype computes it in f32)}}
+  %y = nn.sqrt %x : tensor<4xbf16>
   return %y : tensor<4xbf16>
 }
 
