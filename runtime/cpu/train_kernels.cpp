@@ -559,7 +559,14 @@ SHARDC_KERNEL(cross_entropy_with_grad) {
 // place (each row's loss kept), dh's rows and dw's sum (GEMMs, dw
 // accumulating from the second chunk); the loss is the rows' losses summed
 // in row order over the count of targets, as cross_entropy_with_grad's
-SHARDC_KERNEL(linear_cross_entropy) {
+/// x[n] rounded to the nearest bf16, kept as f32.
+static void roundToBf16InPlace(float *x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t k = 0; k < n; ++k)
+    x[k] = shardc::runtime::roundToBf16(x[k]);
+}
+
+static void linearCrossEntropyF32(void **b, const int64_t *i, bool bf16) {
   namespace L = A::linear_cross_entropy;
   int64_t N = i[L::N], C = i[L::C], V = i[L::V], R = i[L::R],
           ignore = i[L::ignore_index];
@@ -573,10 +580,14 @@ SHARDC_KERNEL(linear_cross_entropy) {
     int64_t rows = std::min(R, N - r0);
     // logits [rows, V] = h[r0:] w^T
     sgemm(false, true, rows, V, C, 1.0f, h + r0 * C, C, w, C, 0.0f, scratch, V);
+    if (bf16)
+      roundToBf16InPlace(scratch, rows * V);
     if (crossEntropyRows(scratch, targets + r0, rows, V, ignore, scale, scratch,
                          rowLoss.data() + r0))
       fatal("cross_entropy: a target is outside the vocabulary of %lld",
             (long long)V);
+    if (bf16)
+      roundToBf16InPlace(scratch, rows * V);
     // dh[r0:] = dlogits w; dw (+)= dlogits^T h[r0:]
     sgemm(false, false, rows, C, V, 1.0f, scratch, V, w, C, 0.0f, dh + r0 * C,
           C);
@@ -584,6 +595,17 @@ SHARDC_KERNEL(linear_cross_entropy) {
           r0 ? 1.0f : 0.0f, dw, C);
   }
   F(b[3])[0] = meanRowLoss(rowLoss.data(), targets, N, ignore, count);
+}
+
+// On f32 or bf16 (h, w, dh, dw; the loss and scratch f32): dh and dw
+// rounded once (runtime/cpu/typed.h).
+SHARDC_KERNEL(linear_cross_entropy) {
+  namespace K = A::linear_cross_entropy;
+  int64_t N = i[K::N], C = i[K::C], V = i[K::V];
+  AsF32 t(b, 7, i[K::dtype], "linear_cross_entropy");
+  t.in(0, N * C).in(1, V * C).out(4, N * C).out(5, V * C);
+  linearCrossEntropyF32(t.buffers(), i, t.bf16());
+  t.finish();
   launched(ctx, stream);
 }
 

@@ -13,7 +13,7 @@
 // CHECK-NEXT: %[[DH:.*]] = rt.alloc 128
 // CHECK-NEXT: %[[DW:.*]] = rt.alloc 1600
 // CHECK-NEXT: %[[S:.*]] = rt.alloc 1200
-// CHECK-NEXT: rt.kernel %{{.*}}, "linear_cross_entropy"(%[[H:.*]], %[[W:.*]], %[[T:.*]], %[[LOSS:.*]], %[[DH]], %[[DW]], %[[S]]) {floats = array<f64>, ints = array<i64: 8, 4, 100, 3, -100>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "linear_cross_entropy"(%[[H:.*]], %[[W:.*]], %[[T:.*]], %[[LOSS:.*]], %[[DH]], %[[DW]], %[[S]]) {floats = array<f64>, ints = array<i64: 8, 4, 100, 3, -100, 0>}
 // CHECK-NOT: "linear"
 // CHECK-NOT: "matmul"
 // CHECK: rt.kernel %{{.*}}, "accumulate"(%{{.*}}, %[[DW]],
