@@ -64,7 +64,7 @@ int64_t bufferBytes(Value v, const std::array<Slots, abi::kNumRegions> &slots) {
 
 struct Player {
   const Machine &m;
-  std::string dtype; ///< what GEMMs and attention compute in
+  std::string dtype; ///< what the program's GEMMs compute in, for MFU
   int64_t replicas = 1, shards = 1;
   std::array<Slots, abi::kNumRegions> slots;
 
@@ -80,6 +80,8 @@ struct Player {
       if (seen.insert(b).second)
         bytes += double(bufferBytes(b, slots));
     double work = 0;
+    // Each kernel at the peak of what it computes in (its typed dtype).
+    std::string dtype = k.getComputeType().isBF16() ? "bf16" : "f32";
     const abi::KernelInfo *info = abi::lookupKernel(k.getName());
     ArrayRef<int64_t> i = k.getInts();
     if (std::optional<GemmShape> g = gemmShape(k)) {
@@ -245,10 +247,11 @@ struct RtPredictPass : public shardc::impl::RtPredictBase<RtPredictPass> {
               player.slots[size_t(region)][offset.getInt()] = bytes.getInt();
           }
     }
-    // FSDP2's mixed precision computes in the dtype parameters are
-    // gathered in.
-    module.walk([&](rt::AllGatherOp g) {
-      if (g.getDtype().isBF16())
+    // The program's peak, for MFU: bf16 where its kernels compute in bf16
+    // (FSDP2's mixed precision on a target with bf16 kernels).
+    player.dtype = "f32";
+    module.walk([&](rt::KernelOp k) {
+      if (k.getComputeType().isBF16())
         player.dtype = "bf16";
     });
     for (auto fn : module.getOps<func::FuncOp>())
