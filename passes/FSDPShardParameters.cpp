@@ -114,7 +114,10 @@ struct FSDPShardParametersPass
         created.push_back(v.getDefiningOp());
       }
       bool mixed = paramType != type.getElementType();
-      if (mixed) {
+      if (mixed || reduceType != type.getElementType()) {
+        // To the param dtype for the all-gather; its gradient, reduced in
+        // the reduce dtype, comes back to the master weights' dtype here
+        // (a no-op cast forward when the params are gathered as they are).
         v = nn::CastOp::create(b, arg.getLoc(), localType.clone(paramType), v,
                                TypeAttr());
         created.push_back(v.getDefiningOp());
