@@ -33,6 +33,12 @@ using namespace shardc;
 
 namespace {
 
+/// A gradient this large is reduced alone: a bucket would copy it, holding
+/// its bytes twice at the end of backward (llama3-8b's two vocabulary-sized
+/// f32 gradients: 4 GiB more at the peak), for a collective it fills alone
+/// anyway.
+constexpr int64_t kAloneBytes = int64_t(1) << 30;
+
 /// One gradient's reduction: its reduce-scatter and, under HSDP, the
 /// all-reduce of the result.
 struct Reduction {
@@ -196,7 +202,8 @@ struct FSDPBucketGradientsPass
         auto group = rs->getAttrOfType<IntegerAttr>(attrs::kGroup);
         auto in = dyn_cast<RankedTensorType>(rs.getInput().getType());
         if (!group || !in || !in.getElementType().isF32() ||
-            rs.getScatterAxis().getSExtValue() != 0 || in.getRank() < 1)
+            rs.getScatterAxis().getSExtValue() != 0 || in.getRank() < 1 ||
+            in.getNumElements() * 4 >= kAloneBytes)
           continue;
         Reduction r{rs, nullptr};
         std::string arAxes = "-";

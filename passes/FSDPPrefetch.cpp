@@ -113,12 +113,24 @@ struct FSDPPrefetchPass : public shardc::impl::FSDPPrefetchBase<FSDPPrefetchPass
     // padding and, under HSDP, its all-reduce), so that it overlaps the rest
     // of backward and the unsharded gradient dies early.
     for (auto rs : llvm::to_vector(step.getOps<shard::ReduceScatterOp>())) {
-      Operation *producer = rs.getInput().getDefiningOp();
+      // The ops between the gradient and its reduce-scatter (the padding's
+      // slice_grad, the cast to the reduce dtype) follow the gradient.
+      SmallVector<Operation *> chain;
+      Value grad = rs.getInput();
+      while (Operation *op = grad.getDefiningOp()) {
+        if (!isa<nn::SliceGradOp, nn::CastOp>(op) || !op->hasOneUse())
+          break;
+        chain.push_back(op);
+        grad = op->getOperand(0);
+      }
+      Operation *producer = grad.getDefiningOp();
+      for (Operation *op : llvm::reverse(chain)) {
+        if (producer)
+          op->moveAfter(producer);
+        producer = op;
+      }
       if (!producer)
         continue;
-      if (isa<nn::SliceGradOp>(producer) && producer->hasOneUse())
-        if (Operation *grad = producer->getOperand(0).getDefiningOp())
-          producer->moveAfter(grad);
       rs->moveAfter(producer);
       Operation *last = rs;
       for (Operation *user : llvm::to_vector(rs->getUsers()))

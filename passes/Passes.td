@@ -186,7 +186,9 @@ def FSDPPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
     group's at the start: as early as possible), and the backward
     all-gathers `prefetch-backward` groups ahead in backward order.
     Reduce-scatters (and HSDP all-reduces) move up to just after the
-    gradient they reduce is final.
+    gradient they reduce is final, with the ops between (the padding's
+    slice_grad, the cast to the reduce dtype of a bf16 gradient), so that
+    the unsharded gradient dies early.
   }];
   let options = [
     Option<"prefetchForward", "prefetch-forward", "int64_t", "1",
@@ -208,7 +210,10 @@ def FSDPBucketGradients : Pass<"fsdp-bucket-gradients", "mlir::ModuleOp"> {
     shard. The bucket goes where the group's last gradient is final; users
     of an earlier gradient's shard move after it. The sums are the same
     element by element, so the curves are unchanged. f32 groups only (the
-    pack and unpack kernels are f32).
+    pack and unpack kernels are f32). A gradient of 1 GiB or more is
+    reduced alone: a bucket would hold it twice (llama3-8b's two
+    vocabulary-sized gradients: 4 GiB at the end of backward) for a
+    collective it fills alone anyway.
   }];
 }
 

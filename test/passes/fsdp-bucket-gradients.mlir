@@ -5,7 +5,7 @@
 // slices, the add) then moves just before the next reduce-scatter, past
 // group 1's gradient: the compute they wait behind is group 1's. HSDP's
 // all-reduce stays with its reduce-scatter.
-// RUN: shardc-opt %s --fsdp-bucket-gradients | FileCheck %s
+// RUN: shardc-opt %s --split-input-file --fsdp-bucket-gradients | FileCheck %s
 
 module attributes {fsdp.mesh = array<i64: 2, 2>} {
   shard.grid @mesh(shape = 2x2)
@@ -39,5 +39,29 @@ module attributes {fsdp.mesh = array<i64: 2, 2>} {
     %s2 = shard.reduce_scatter %dc on @mesh grid_axes = [1] scatter_axis = 0 {fsdp.group = 1 : i64} : tensor<2xf32> -> tensor<1xf32>
     // CHECK: return %[[U]], %[[R1]]
     return %u, %a1, %s2 : tensor<2x3xf32>, tensor<2xf32>, tensor<1xf32>
+  }
+}
+
+// -----
+
+// A gradient of 1 GiB or more (here 2^28 f32) is reduced alone: the others
+// of its group are bucketed without it.
+// RUN: shardc-opt %s --split-input-file --fsdp-bucket-gradients | FileCheck %s --check-prefix=ALONE
+module attributes {fsdp.mesh = array<i64: 1, 2>} {
+  shard.grid @mesh(shape = 2)
+  // ALONE-LABEL: func.func @micro_step
+  func.func @micro_step(%e: tensor<268435456xf32>, %x: tensor<4xf32>, %y: tensor<6xf32>)
+      -> (tensor<134217728xf32>, tensor<2xf32>, tensor<3xf32>) {
+    // ALONE: %[[DE:.*]] = nn.mul
+    // ALONE: shard.reduce_scatter %[[DE]] on @mesh grid_axes = [0] scatter_axis = 0 {fsdp.group = -1 : i64} : tensor<268435456xf32> -> tensor<134217728xf32>
+    // ALONE: nn.concat
+    // ALONE: shard.reduce_scatter %{{.*}} : tensor<2x5xf32> -> tensor<1x5xf32>
+    %de = nn.mul %e, %e : (tensor<268435456xf32>, tensor<268435456xf32>) -> tensor<268435456xf32>
+    %s0 = shard.reduce_scatter %de on @mesh grid_axes = [0] scatter_axis = 0 {fsdp.group = -1 : i64} : tensor<268435456xf32> -> tensor<134217728xf32>
+    %dx = nn.mul %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %s1 = shard.reduce_scatter %dx on @mesh grid_axes = [0] scatter_axis = 0 {fsdp.group = -1 : i64} : tensor<4xf32> -> tensor<2xf32>
+    %dy = nn.mul %y, %y : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+    %s2 = shard.reduce_scatter %dy on @mesh grid_axes = [0] scatter_axis = 0 {fsdp.group = -1 : i64} : tensor<6xf32> -> tensor<3xf32>
+    return %s0, %s1, %s2 : tensor<134217728xf32>, tensor<2xf32>, tensor<3xf32>
   }
 }

@@ -2,6 +2,17 @@
 // RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=1 prefetch-backward=1' | FileCheck %s --check-prefix=ONE
 // RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=0 prefetch-backward=0' | FileCheck %s --check-prefix=ZERO
 // RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=2 prefetch-backward=2' | FileCheck %s --check-prefix=TWO
+// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\. param-dtype=bf16' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=1 prefetch-backward=1' | FileCheck %s --check-prefix=BF16
+
+// bf16 compute (the CPU target): each bf16 weight gradient is padded, cast
+// to the f32 reduce dtype and reduce-scattered right where it is final, not
+// where autodiff left its cast (at the end of backward, the mirror of the
+// gather's), so that no unsharded gradient outlives its layer's backward.
+// BF16-LABEL: func.func @micro_step
+// BF16: %[[W:.*]] = nn.matmul {{.*}} -> tensor<6x6xbf16>
+// BF16-NEXT: %[[P:.*]] = nn.slice_grad %[[W]] {{.*}} -> tensor<8x6xbf16>
+// BF16-NEXT: %[[F:.*]] = nn.cast %[[P]] : tensor<8x6xbf16> to tensor<8x6xf32>
+// BF16-NEXT: shard.reduce_scatter %[[F]] {{.*}}fsdp.group = 1
 
 // Forward group order: root (embedding), h.0, h.1.
 // Depth 1: the root group's gathers first (as early as possible), then
