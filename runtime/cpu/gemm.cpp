@@ -18,6 +18,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,10 +35,11 @@ struct Key {
   bool ta, tb;
   int64_t M, N, K, lda, ldb, ldc;
   float alpha, beta;
+  bool bf16 = false; ///< a and b bf16 (c f32)
   bool operator<(const Key &o) const {
-    return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha, beta) <
+    return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, bf16) <
            std::tie(o.ta, o.tb, o.M, o.N, o.K, o.lda, o.ldb, o.ldc, o.alpha,
-                    o.beta);
+                    o.beta, o.bf16);
   }
 };
 
@@ -57,10 +59,9 @@ dnnl::engine &engine() {
 /// The matmul of `k`: a [M,K] (strides (lda, 1), or (1, lda) when ta) by
 /// b [K,N] ((ldb, 1), or (1, ldb) when tb) into c [M,N] (ldc, 1).
 Gemm create(const Key &k) {
-  dnnl::memory::desc a({k.M, k.K}, dt::f32,
-                       k.ta ? dims{1, k.lda} : dims{k.lda, 1});
-  dnnl::memory::desc b({k.K, k.N}, dt::f32,
-                       k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
+  dt in = k.bf16 ? dt::bf16 : dt::f32;
+  dnnl::memory::desc a({k.M, k.K}, in, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
+  dnnl::memory::desc b({k.K, k.N}, in, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
   dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -71,8 +72,7 @@ Gemm create(const Key &k) {
     ops.append_sum(k.beta);
     attr.set_post_ops(ops);
   }
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr,
-                                  engine());
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
   return {pd, dnnl::matmul(pd)};
 }
 
@@ -106,15 +106,15 @@ void *scratchpad(size_t bytes) {
 }
 
 /// One matmul call: the primitive of its shape on the calling thread.
-void run(const Key &k, const float *a, const float *b, float *c) {
+void run(const Key &k, const void *a, const void *b, float *c) {
   const Gemm &g = lookup(k);
   dnnl::engine &e = engine();
   // Inside an OpenMP parallel region (attention's heads) the primitive
   // runs on the calling thread alone.
   thread_local dnnl::stream stream(e);
   dnnl::memory::desc scratchDesc = g.pd.scratchpad_desc();
-  dnnl::memory am(g.pd.src_desc(), e, const_cast<float *>(a));
-  dnnl::memory bm(g.pd.weights_desc(), e, const_cast<float *>(b));
+  dnnl::memory am(g.pd.src_desc(), e, const_cast<void *>(a));
+  dnnl::memory bm(g.pd.weights_desc(), e, const_cast<void *>(b));
   dnnl::memory cm(g.pd.dst_desc(), e, c);
   dnnl::memory sm(scratchDesc, e, scratchpad(scratchDesc.get_size()));
   g.prim.execute(stream, {{DNNL_ARG_SRC, am},
@@ -124,11 +124,10 @@ void run(const Key &k, const float *a, const float *b, float *c) {
   stream.wait();
 }
 
-} // namespace
-
-void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-           const float *a, int64_t lda, const float *b, int64_t ldb,
-           float beta, float *c, int64_t ldc) {
+/// sgemm's body for f32 (elementBytes 4) or bf16 (2) operands.
+void gemmOf(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+            const char *a, int64_t lda, const char *b, int64_t ldb, float beta,
+            float *c, int64_t ldc, int64_t elementBytes) {
   if (M <= 0 || N <= 0)
     return;
   if (K <= 0) { // c = beta c
@@ -144,9 +143,40 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   int64_t chunkK = (K + chunks - 1) / chunks;
   for (int64_t k0 = 0; k0 < K; k0 += chunkK) {
     int64_t kk = std::min(chunkK, K - k0);
-    run({ta, tb, M, N, kk, lda, ldb, ldc, alpha, k0 ? 1.0f : beta},
-        a + (ta ? k0 * lda : k0), b + (tb ? k0 : k0 * ldb), c);
+    run({ta, tb, M, N, kk, lda, ldb, ldc, alpha, k0 ? 1.0f : beta,
+         elementBytes == 2},
+        a + (ta ? k0 * lda : k0) * elementBytes,
+        b + (tb ? k0 : k0 * ldb) * elementBytes, c);
   }
+}
+
+} // namespace
+
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+           float *c, int64_t ldc) {
+  gemmOf(ta, tb, M, N, K, alpha, reinterpret_cast<const char *>(a), lda,
+         reinterpret_cast<const char *>(b), ldb, beta, c, ldc, 4);
+}
+
+void gemmBf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+              const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
+              float beta, float *c, int64_t ldc) {
+  gemmOf(ta, tb, M, N, K, alpha, reinterpret_cast<const char *>(a), lda,
+         reinterpret_cast<const char *>(b), ldb, beta, c, ldc, 2);
+}
+
+bool nativeBf16() {
+  static const bool native = [] {
+    // SHARDC_CPU_BF16_GEMM=widen: widen and sgemm anyway (to measure both).
+    if (const char *how = std::getenv("SHARDC_CPU_BF16_GEMM"))
+      if (std::string(how) == "widen")
+        return false;
+    std::string isa = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
+    return isa.find("bf16") != std::string::npos ||
+           isa.find("amx") != std::string::npos;
+  }();
+  return native;
 }
 
 std::string gemmLibrary() {
@@ -155,9 +185,8 @@ std::string gemmLibrary() {
   std::string isa = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
   if (isa.rfind("cpu_isa_", 0) == 0)
     isa = isa.substr(8);
-  return "oneDNN " + std::to_string(v->major) + "." +
-         std::to_string(v->minor) + "." + std::to_string(v->patch) +
-         " matmul (" + isa + ")";
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
+         "." + std::to_string(v->patch) + " matmul (" + isa + ")";
 }
 
 } // namespace shardc::runtime::cpu

@@ -27,8 +27,20 @@ namespace shardc::runtime::cpu {
 /// Deterministic for a given thread count (OMP_NUM_THREADS); inside an
 /// OpenMP parallel region it runs on the calling thread.
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-           const float *a, int64_t lda, const float *b, int64_t ldb,
-           float beta, float *c, int64_t ldc);
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+           float *c, int64_t ldc);
+
+/// sgemm on bf16 operands (a and b as bf16 bits; c f32): their products are
+/// exact in f32 and summed in f32, by oneDNN's bf16 matmul, which runs on
+/// the cores' bf16 instructions (AVX512-BF16, AMX) where they have them.
+void gemmBf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+              const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
+              float beta, float *c, int64_t ldc);
+
+/// Whether the cores have bf16 instructions oneDNN uses (then gemmBf16 is
+/// the faster way to a bf16 GEMM; without, widening to f32 and sgemm is).
+/// SHARDC_CPU_BF16_GEMM=widen says no, to measure the two.
+bool nativeBf16();
 
 /// What computes the GEMMs, for logs and reports: the library, its version
 /// and the instruction set its kernels were chosen for, e.g. "oneDNN 2.6.3

@@ -28,6 +28,9 @@ using shardc::runtime::floatToBf16;
 using shardc::runtime::rowMax;
 
 using shardc::runtime::cpu::AsF32;
+using shardc::runtime::cpu::BF16;
+using shardc::runtime::cpu::gemmBf16;
+using shardc::runtime::cpu::nativeBf16;
 using shardc::runtime::cpu::broadcastBinary;
 using shardc::runtime::cpu::broadcastExtent;
 using shardc::runtime::cpu::columnSums;
@@ -130,12 +133,24 @@ SHARDC_KERNEL(linear) {
   int64_t M = i[K::M], Kd = i[K::K], N = i[K::N];
   bool hasBias = i[K::has_bias];
   AsF32 t(b, hasBias ? 4 : 3, i[K::dtype], "linear");
-  t.in(0, M * Kd);
-  t.in(1, N * Kd);
+  int64_t out = hasBias ? 3 : 2;
   if (hasBias)
     t.in(2, N);
-  t.out(hasBias ? 3 : 2, M * N);
-  linearF32(ctx, t.buffers(), i, f, stream);
+  t.out(out, M * N);
+  if (t.bf16() && nativeBf16()) {
+    // x and w stay bf16 for the cores' bf16 GEMM; y in f32, rounded once.
+    bool inOut = i[K::in_out];
+    float *y = F(t.buffers()[out]);
+    if (hasBias)
+      for (int64_t m = 0; m < M; ++m)
+        std::memcpy(y + m * N, t.buffers()[2], N * sizeof(float));
+    gemmBf16(false, !inOut, M, N, Kd, 1.0f, BF16(b[0]), Kd, BF16(b[1]),
+             inOut ? N : Kd, hasBias ? 1.0f : 0.0f, y, N);
+  } else {
+    t.in(0, M * Kd);
+    t.in(1, N * Kd);
+    linearF32(ctx, t.buffers(), i, f, stream);
+  }
   t.finish();
   launched(ctx, stream);
 }

@@ -26,6 +26,9 @@ using shardc::runtime::fatal;
 using shardc::runtime::rowMax;
 
 using shardc::runtime::cpu::AsF32;
+using shardc::runtime::cpu::BF16;
+using shardc::runtime::cpu::gemmBf16;
+using shardc::runtime::cpu::nativeBf16;
 using shardc::runtime::cpu::blockedSum;
 using shardc::runtime::cpu::broadcastExtent;
 using shardc::runtime::cpu::columnSums;
@@ -87,10 +90,17 @@ SHARDC_KERNEL(matmul) {
   namespace K = A::matmul;
   int64_t M = i[K::M], Kd = i[K::K], N = i[K::N];
   AsF32 t(b, 3, i[K::dtype], "matmul");
-  t.in(0, M * Kd);
-  t.in(1, Kd * N);
   t.out(2, M * N);
-  matmulF32(ctx, t.buffers(), i, f, stream);
+  if (t.bf16() && nativeBf16()) {
+    // a and b stay bf16 for the cores' bf16 GEMM; y in f32, rounded once.
+    bool ta = i[K::trans_a], tb = i[K::trans_b];
+    gemmBf16(ta, tb, M, N, Kd, 1.0f, BF16(b[0]), ta ? M : Kd, BF16(b[1]),
+             tb ? Kd : N, 0.0f, F(t.buffers()[2]), N);
+  } else {
+    t.in(0, M * Kd);
+    t.in(1, Kd * N);
+    matmulF32(ctx, t.buffers(), i, f, stream);
+  }
   t.finish();
   launched(ctx, stream);
 }

@@ -23,6 +23,11 @@
 
 namespace shardc::runtime::cpu {
 
+/// A buffer of bf16 bits.
+inline const uint16_t *BF16(void *p) {
+  return static_cast<const uint16_t *>(p);
+}
+
 class AsF32 {
 public:
   /// The launch's buffers `b` (`count` of them), computed on `dtype`.

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/gemm.h"
 #include "runtime/kernels.h"
+#include "runtime/math.h"
 #include "runtime/runtime.h"
 
 #include "test/unit/TestUtil.h"
@@ -246,6 +247,38 @@ TEST(Gemm, LinearDgeluEpilogueWithBiasGradient) {
       }
     expectNear(dx, want, 2e-5);
     expectNear(db, sums, 1e-4);
+  }
+}
+
+} // namespace
+
+namespace {
+
+/// gemmBf16 in every transpose, over a split reduction, with beta: its
+/// products of bf16 operands are exact in f32, so it must equal the
+/// double-precision product of the same (bf16) values to f32 summation
+/// error, whatever instructions the cores use.
+TEST(GemmBf16, EqualsTheProductOfItsBf16Values) {
+  using shardc::runtime::bf16ToFloat;
+  using shardc::runtime::floatToBf16;
+  for (const Case &t : {Case{false, false, 7, 9, 33}, Case{true, false, 5, 8, 17},
+                        Case{false, true, 16, 3, 40}, Case{true, true, 4, 6, 9000}}) {
+    int64_t aRows = t.ta ? t.K : t.M, aCols = t.ta ? t.M : t.K;
+    int64_t bRows = t.tb ? t.N : t.K, bCols = t.tb ? t.K : t.N;
+    Vec a = randomVec(size_t(aRows * aCols), 4), b = randomVec(size_t(bRows * bCols), 5);
+    std::vector<uint16_t> ah(a.size()), bh(b.size());
+    for (size_t k = 0; k < a.size(); ++k)
+      a[k] = bf16ToFloat(ah[k] = floatToBf16(a[k]));
+    for (size_t k = 0; k < b.size(); ++k)
+      b[k] = bf16ToFloat(bh[k] = floatToBf16(b[k]));
+    std::vector<double> want =
+        naiveMatmul(a.data(), b.data(), t.M, t.K, t.N, t.ta, t.tb);
+    Vec c = randomVec(size_t(t.M * t.N), 6), c0 = c;
+    shardc::runtime::cpu::gemmBf16(t.ta, t.tb, t.M, t.N, t.K, 1.0f, ah.data(),
+                                   aCols, bh.data(), bCols, 0.5f, c.data(), t.N);
+    for (size_t k = 0; k < c.size(); ++k)
+      ASSERT_NEAR(c[k], want[k] + 0.5 * c0[k], 1e-5 * (1.0 + std::sqrt(double(t.K))))
+          << "at " << k << " of " << t.M << "x" << t.N << "x" << t.K;
   }
 }
 
