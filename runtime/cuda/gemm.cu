@@ -4,7 +4,9 @@
 // column-major Y^T[N,M], so Y = op(A) op(B) is computed as
 // Y^T = op(B)^T op(A)^T with the operands swapped. f32 in, f32 out, f32
 // compute without TF32 (CUBLAS_COMPUTE_32F), so curves compare with the
-// CPU's. The bias of `linear` is cuBLASLt's BIAS epilogue. The algorithm is
+// CPU's; or, for the typed linear and matmul on bf16, bf16 A, B, bias and
+// D (CUDA_R_16BF) with f32 accumulation (still CUBLAS_COMPUTE_32F: the
+// tensor cores' bf16 MMA), D rounded once. The bias of `linear` is cuBLASLt's BIAS epilogue. The algorithm is
 // chosen by cuBLASLt's heuristic once per shape and alignment class of the
 // pointers (arena views are 4-, 16- or 64-byte aligned, not the 256 bytes
 // cuBLASLt's heuristic assumes by default), and kept.
@@ -28,9 +30,11 @@ struct Shape {
   bool transA, transB, bias;
   /// The epilogue (CUBLASLT_EPILOGUE_BIAS when `bias` and none given).
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  /// A, B, C/D and the bias: CUDA_R_32F or CUDA_R_16BF.
+  cudaDataType_t type = CUDA_R_32F;
   auto key() const {
     return std::make_tuple(m, n, k, lda, ldb, ldc, transA, transB, bias,
-                           int(epilogue));
+                           int(epilogue), int(type));
   }
   cublasLtEpilogue_t effectiveEpilogue() const {
     return epilogue == CUBLASLT_EPILOGUE_DEFAULT && bias
@@ -110,14 +114,15 @@ const char *epilogueName(cublasLtEpilogue_t e) {
                               cublasStatus_t status) {
   const Shape &s = bs.s;
   fatal("cuBLASLt has no algorithm (%s) for %lld %s %lld x %lld x %lld "
-        "(m x n x k, column-major) f32 GEMM%s: op(A) %s, op(B) %s, lda %lld, "
+        "(m x n x k, column-major) %s GEMM%s: op(A) %s, op(B) %s, lda %lld, "
         "ldb %lld, ldc %lld, batch strides %lld %lld %lld, epilogue %s (%d); "
         "pointers aligned to A %u, B %u, C/D %u, bias %u, aux %u bytes (0: "
         "none)",
         status == CUBLAS_STATUS_SUCCESS ? "the heuristic returned none"
                                         : cublasLtGetStatusString(status),
         (long long)bs.count, bs.count > 1 ? "batched" : "single",
-        (long long)s.m, (long long)s.n, (long long)s.k, bs.count > 1 ? "s" : "",
+        (long long)s.m, (long long)s.n, (long long)s.k,
+        s.type == CUDA_R_16BF ? "bf16" : "f32", bs.count > 1 ? "s" : "",
         s.transA ? "T" : "N", s.transB ? "T" : "N", (long long)s.lda,
         (long long)s.ldb, (long long)s.ldc, (long long)bs.strideA,
         (long long)bs.strideB, (long long)bs.strideC,
@@ -160,7 +165,7 @@ void pickAlgorithm(cuda::Context &ctx, Plan &p, const BatchedShape &bs,
 /// The bias and aux pointers of `p`'s epilogue (none where null): set
 /// before its heuristic, which depends on their alignment, and before each
 /// call.
-void setEpiloguePointers(const Plan &p, const float *bias, const float *aux) {
+void setEpiloguePointers(const Plan &p, const void *bias, const void *aux) {
   if (bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -172,7 +177,7 @@ void setEpiloguePointers(const Plan &p, const float *bias, const float *aux) {
 /// The descriptors of `bs` with its epilogue's bias and aux pointers (whose
 /// alignment the heuristic reads from them), then its algorithm.
 Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
-              const float *bias, const float *aux) {
+              const void *bias, const void *aux) {
   const Shape &s = bs.s;
   Plan p;
   CUBLAS_CHECK(
@@ -194,11 +199,14 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
   }
   setEpiloguePointers(p, bias, aux);
   // Stored shapes: A is [m,k] (or [k,m] transposed), B [k,n] (or [n,k]).
+  if (bias) // the bias in D's type, said rather than left to the default
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &s.type, sizeof(s.type)));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &p.a, CUDA_R_32F, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
+      &p.a, s.type, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &p.b, CUDA_R_32F, s.transB ? s.n : s.k, s.transB ? s.k : s.n, s.ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, s.m, s.n, s.ldc));
+      &p.b, s.type, s.transB ? s.n : s.k, s.transB ? s.k : s.n, s.ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, s.type, s.m, s.n, s.ldc));
   if (bs.count > 1) {
     int32_t count = int32_t(bs.count);
     std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
@@ -220,8 +228,8 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
 /// gradient (BGRAD). One cublasLtMatmul, with the plan of the shape and the
 /// pointers' alignment classes (a map lookup once made).
 void gemm(cuda::Context &ctx, int64_t stream, const BatchedShape &bs,
-          const float *a, const float *b, const float *bias, float *c,
-          const float *aux = nullptr, float beta = 0.0f) {
+          const void *a, const void *b, const void *bias, void *c,
+          const void *aux = nullptr, float beta = 0.0f) {
   static std::map<PlanKey, Plan> plans;
   Alignments al{alignmentOf(a), alignmentOf(b), alignmentOf(c),
                 alignmentOf(bias), alignmentOf(aux)};
@@ -237,26 +245,39 @@ void gemm(cuda::Context &ctx, int64_t stream, const BatchedShape &bs,
                               ctx.workspaceBytes, ctx.stream(stream)));
 }
 
-void gemm(void *ctxPtr, int64_t stream, const Shape &s, const float *a,
-          const float *b, const float *bias, float *c,
-          const float *aux = nullptr, float beta = 0.0f) {
+void gemm(void *ctxPtr, int64_t stream, const Shape &s, const void *a,
+          const void *b, const void *bias, void *c,
+          const void *aux = nullptr, float beta = 0.0f) {
   gemm(*static_cast<cuda::Context *>(ctxPtr), stream, BatchedShape{s}, a, b,
        bias, c, aux, beta);
 }
 
 float *F(void *p) { return static_cast<float *>(p); }
 
+/// The cuBLASLt type of a typed kernel's dtype code: f32 or bf16.
+cudaDataType_t typeOf(int64_t dtype, const char *kernel) {
+  if (dtype == A::kF32)
+    return CUDA_R_32F;
+  if (dtype == A::kBF16)
+    return CUDA_R_16BF;
+  fatal("%s: the CUDA backend computes on f32 or bf16, not dtype code %lld",
+        kernel, (long long)dtype);
+}
+
 } // namespace
 
 // y[M,N] = x[M,K] @ w^T (w[N,K]), or x @ w (w[K,N] when in_out), + b[N]
+// (f32, or bf16 with f32 accumulation and the bias added before the one
+// rounding of y)
 SHARDC_CUDA_KERNEL(linear) {
   int64_t M = i[A::linear::M], K = i[A::linear::K], N = i[A::linear::N];
   bool inOut = i[A::linear::in_out] != 0, hasBias = i[A::linear::has_bias] != 0;
   // Y^T[N,M] = op(w) x^T: w stored column-major [K,N] (transposed) or
   // [N,K] (in_out), x^T stored [K,M].
   Shape s{N, M, K, inOut ? N : K, K, N, !inOut, false, hasBias};
-  gemm(ctx, stream, s, F(b[1]), F(b[0]), hasBias ? F(b[2]) : nullptr,
-       F(b[hasBias ? 3 : 2]));
+  s.type = typeOf(i[A::linear::dtype], "linear");
+  gemm(ctx, stream, s, b[1], b[0], hasBias ? b[2] : nullptr,
+       b[hasBias ? 3 : 2]);
 }
 
 // x[M,K], w[N,K] (or [K,N] when in_out), b[N]? -> pre[M,N] = x w^T + b,
@@ -288,20 +309,31 @@ SHARDC_CUDA_KERNEL(linear_dgelu) {
        F(b[3]), F(b[2]));
 }
 
+namespace {
+/// y[M,N] = op(a) op(b) (+ beta y), row-major, of cuBLASLt type `type`.
+void gemmRowMajorOf(cuda::Context &c, int64_t stream, int64_t M, int64_t N,
+                    int64_t K, bool ta, bool tb, const void *a, const void *b,
+                    void *y, float beta, cudaDataType_t type) {
+  // Y^T = op(b)^T op(a)^T.
+  Shape s{N, M, K, tb ? K : N, ta ? M : K, N, tb, ta, false};
+  s.type = type;
+  gemm(&c, stream, s, b, a, nullptr, y, nullptr, beta);
+}
+} // namespace
+
 void cuda::gemmRowMajor(cuda::Context &c, int64_t stream, int64_t M,
                         int64_t N, int64_t K, bool ta, bool tb, const float *a,
                         const float *b, float *y, float beta) {
-  // Y^T = op(b)^T op(a)^T.
-  Shape s{N, M, K, tb ? K : N, ta ? M : K, N, tb, ta, false};
-  gemm(&c, stream, s, b, a, nullptr, y, nullptr, beta);
+  gemmRowMajorOf(c, stream, M, N, K, ta, tb, a, b, y, beta, CUDA_R_32F);
 }
 
 // y[M,N] = op(a) op(b): a[M,K] or [K,M] (trans_a), b[K,N] or [N,K] (trans_b)
+// (f32, or bf16 with f32 accumulation)
 SHARDC_CUDA_KERNEL(matmul) {
   int64_t M = i[A::matmul::M], K = i[A::matmul::K], N = i[A::matmul::N];
   bool ta = i[A::matmul::trans_a] != 0, tb = i[A::matmul::trans_b] != 0;
-  cuda::gemmRowMajor(*static_cast<cuda::Context *>(ctx), stream, M, N, K, ta,
-                     tb, F(b[0]), F(b[1]), F(b[2]), 0.0f);
+  gemmRowMajorOf(*static_cast<cuda::Context *>(ctx), stream, M, N, K, ta, tb,
+                 b[0], b[1], b[2], 0.0f, typeOf(i[A::matmul::dtype], "matmul"));
 }
 
 //===----------------------------------------------------------------------===//

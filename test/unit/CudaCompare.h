@@ -52,7 +52,29 @@ inline std::string noGpu() {
 struct Buffer {
   std::vector<char> host;
   bool output = false;
+  bool bf16 = false; ///< bf16 elements (compared as their f32 values)
 };
+
+/// `v` rounded to bf16, as a typed kernel's bf16 buffer.
+inline Buffer bf16s(const std::vector<float> &v) {
+  Buffer b;
+  b.bf16 = true;
+  b.host.resize(v.size() * 2);
+  for (size_t k = 0; k < v.size(); ++k) {
+    uint16_t h = floatToBf16(v[k]);
+    std::memcpy(b.host.data() + 2 * k, &h, 2);
+  }
+  return b;
+}
+
+/// An output of `elements` bf16 values.
+inline Buffer outBf16(size_t elements) {
+  Buffer b;
+  b.bf16 = true;
+  b.host.assign(elements * 2, 0);
+  b.output = true;
+  return b;
+}
 
 inline Buffer floats(const std::vector<float> &v, bool output = false) {
   Buffer b;
@@ -131,6 +153,18 @@ protected:
         continue;
       if (exact) {
         EXPECT_EQ(got, cpuBufs[j]) << "buffer " << j;
+        continue;
+      }
+      if (bufs[j].bf16) {
+        for (size_t e = 0; e < got.size() / 2; ++e) {
+          uint16_t gh, wh;
+          std::memcpy(&gh, got.data() + 2 * e, 2);
+          std::memcpy(&wh, cpuBufs[j].data() + 2 * e, 2);
+          double g = bf16ToFloat(gh), w = bf16ToFloat(wh);
+          ASSERT_LE(std::fabs(g - w), tol * (1.0 + std::fabs(w)))
+              << "buffer " << j << " (bf16) element " << e << ": cuda " << g
+              << ", cpu " << w;
+        }
         continue;
       }
       const float *g = reinterpret_cast<const float *>(got.data());

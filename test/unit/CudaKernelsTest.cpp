@@ -1033,3 +1033,45 @@ TEST(CudaKernelTable, CoveredByTests) {
 }
 
 } // namespace
+
+namespace shardc::test {
+namespace {
+
+// The typed GEMMs on bf16 (cuBLASLt: CUDA_R_16BF A, B, bias and D, f32
+// accumulation) against the CPU's (bf16 operands, f32 sums, one rounding):
+// within one bf16 rounding (2^-8) of each other, at odd sizes, both weight
+// layouts, with and without the bias, and every transpose of matmul.
+TEST_F(CudaKernels, Bf16LinearAndMatmul) {
+  namespace Li = A::linear;
+  namespace Mm = A::matmul;
+  const double tol = 8e-3;
+  for (int64_t inOut : {0, 1})
+    for (bool bias : {false, true}) {
+      int64_t M = 13, K = 24, N = 40;
+      std::vector<Buffer> bufs = {bf16s(randomVec(M * K, 31)),
+                                  bf16s(randomVec(N * K, 32))};
+      if (bias)
+        bufs.push_back(bf16s(randomVec(N, 33)));
+      bufs.push_back(outBf16(M * N));
+      compare(Id::linear, shardc_k_linear, bufs,
+              packInts(Id::linear, {{Li::M, M}, {Li::K, K}, {Li::N, N},
+                                    {Li::in_out, inOut},
+                                    {Li::has_bias, bias ? 1 : 0},
+                                    {Li::dtype, A::kBF16}}),
+              {}, tol);
+    }
+  for (int64_t ta : {0, 1})
+    for (int64_t tb : {0, 1}) {
+      int64_t M = 9, K = 33, N = 16;
+      compare(Id::matmul, shardc_k_matmul,
+              {bf16s(randomVec(M * K, 34)), bf16s(randomVec(K * N, 35)),
+               outBf16(M * N)},
+              packInts(Id::matmul, {{Mm::M, M}, {Mm::K, K}, {Mm::N, N},
+                                    {Mm::trans_a, ta}, {Mm::trans_b, tb},
+                                    {Mm::dtype, A::kBF16}}),
+              {}, tol);
+    }
+}
+
+} // namespace
+} // namespace shardc::test
