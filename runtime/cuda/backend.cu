@@ -782,11 +782,11 @@ private:
       const abi::KernelInfo &k = abi::kKernels[p[1]];
       if (!kernels[p[1]])
         missing.insert(k.name);
-      // Of the typed kernels, the GEMMs compute on bf16 too (gemm.cu); the
-      // others on f32 only, so far: one on another dtype is refused by name.
+      // Of the typed kernels, some compute on bf16 too; the others on f32
+      // only, so far: one on another dtype is refused by name.
       int64_t at = abi::dtypeArg(k);
       abi::KernelId id = abi::KernelId(p[1]);
-      bool bf16 = id == abi::KernelId::linear || id == abi::KernelId::matmul;
+      bool bf16 = cuda::computesBf16(id);
       int64_t dtype = at >= 0 ? p[abi::kKernelHeaderWords + p[3] + at] : 0;
       if (at >= 0 && dtype != abi::kF32 && !(bf16 && dtype == abi::kBF16))
         typed.insert(k.name);

@@ -155,6 +155,23 @@ void hostStagedCollective(Context &c, int64_t id, void **b, const int64_t *i,
 void gemmRowMajor(Context &c, int64_t stream, int64_t M, int64_t N, int64_t K,
                   bool transA, bool transB, const float *a, const float *b,
                   float *y, float beta);
+/// Whether the CUDA kernel `id` computes on bf16 as well as f32 (typed
+/// kernels done so far: the GEMMs, gemm.cu; the element-wise maps,
+/// kernels.cu).
+inline bool computesBf16(abi::KernelId id) {
+  switch (id) {
+  case abi::KernelId::linear:
+  case abi::KernelId::matmul:
+  case abi::KernelId::fill:
+  case abi::KernelId::gelu:
+  case abi::KernelId::gelu_grad:
+  case abi::KernelId::silu:
+  case abi::KernelId::silu_grad:
+    return true;
+  default:
+    return false;
+  }
+}
 /// This process's rank in errors (set once the mesh is known).
 extern int errorRank;
 

@@ -16,9 +16,12 @@
 #include "runtime/cuda/launch.h"
 #include "runtime/math.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <utility>
 
 namespace A = shardc::abi;
 using namespace shardc::runtime;
@@ -56,50 +59,130 @@ struct AccumulateOp { // (acc, g) -> keep ? acc + scale g : scale g
   }
 };
 
-/// x_j[n] -> y[n] = op(x_j[k]...): grid-stride, 128-bit loads and stores
-/// when every pointer is 16-byte aligned (`vec`; the n % 4 tail by the
-/// first threads), one float at a time otherwise.
-template <typename Op, typename... X>
-__device__ void mapElements(Op op, float *y, int64_t n, bool vec,
-                            const X *...x) {
+/// f32 math on an element of storage type T (f32 or bf16).
+__device__ inline float toFloat(float x) { return x; }
+__device__ inline float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ T fromFloat(float v);
+template <> __device__ inline float fromFloat<float>(float v) { return v; }
+template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v); // round to nearest even, once
+}
+
+/// 128 bits of T: 4 f32 or 8 bf16, as f32 values.
+template <typename T> struct Pack {
+  static constexpr int kN = 16 / sizeof(T);
+  float v[kN];
+  __device__ void load(const T *p, int64_t k) {
+    uint4 raw = reinterpret_cast<const uint4 *>(p)[k];
+    const T *e = reinterpret_cast<const T *>(&raw);
+    for (int j = 0; j < kN; ++j)
+      v[j] = toFloat(e[j]);
+  }
+  __device__ void store(T *p, int64_t k) const {
+    uint4 raw;
+    T *e = reinterpret_cast<T *>(&raw);
+    for (int j = 0; j < kN; ++j)
+      e[j] = fromFloat<T>(v[j]);
+    reinterpret_cast<uint4 *>(p)[k] = raw;
+  }
+};
+
+/// op of element e of each pack.
+template <typename Op, typename P, size_t... I>
+__device__ float applyAt(const Op &op, const P *in, int e,
+                         std::index_sequence<I...>) {
+  return op(in[I].v[e]...);
+}
+
+/// x_j[n] -> y[n] = op(x_j[k]...), in f32 on elements of storage type T
+/// (one rounding per output): grid-stride, 128-bit loads and stores (4 f32
+/// or 8 bf16) when every pointer is 16-byte aligned (`vec`; the tail by the
+/// first threads), one element at a time otherwise.
+template <typename T, typename Op, typename... X>
+__device__ void mapElements(Op op, T *y, int64_t n, bool vec, const X *...x) {
+  constexpr int kN = Pack<T>::kN;
   int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   int64_t step = int64_t(gridDim.x) * blockDim.x;
   int64_t done = 0;
   if (vec) {
-    int64_t n4 = n / 4;
-    for (int64_t k = start; k < n4; k += step) {
-      float4 out;
-      out.x = op(reinterpret_cast<const float4 *>(x)[k].x...);
-      out.y = op(reinterpret_cast<const float4 *>(x)[k].y...);
-      out.z = op(reinterpret_cast<const float4 *>(x)[k].z...);
-      out.w = op(reinterpret_cast<const float4 *>(x)[k].w...);
-      reinterpret_cast<float4 *>(y)[k] = out;
+    int64_t packs = n / kN;
+    for (int64_t k = start; k < packs; k += step) {
+      Pack<T> in[sizeof...(X) + 1], out;
+      int j = 0;
+      ((in[j++].load(x, k)), ...);
+      for (int e = 0; e < kN; ++e)
+        out.v[e] = applyAt(op, in, e, std::index_sequence_for<X...>{});
+      out.store(y, k);
     }
-    done = n4 * 4;
+    done = packs * kN;
   }
   for (int64_t k = done + start; k < n; k += step)
-    y[k] = op(x[k]...);
+    y[k] = fromFloat<T>(op(toFloat(x[k])...));
 }
 
 // x_j[n] -> y[n] = op(x_1[k], ...)
-template <typename Op> __global__ void map0Kernel(Op op, float *y, int64_t n,
-                                                  bool vec) {
+template <typename Op, typename T>
+__global__ void map0Kernel(Op op, T *y, int64_t n, bool vec) {
   mapElements(op, y, n, vec);
 }
-template <typename Op>
-__global__ void map1Kernel(Op op, const float *x, float *y, int64_t n,
-                           bool vec) {
+template <typename Op, typename T>
+__global__ void map1Kernel(Op op, const T *x, T *y, int64_t n, bool vec) {
   mapElements(op, y, n, vec, x);
 }
-template <typename Op>
-__global__ void map2Kernel(Op op, const float *x, const float *z, float *y,
-                           int64_t n, bool vec) {
+template <typename Op, typename T>
+__global__ void map2Kernel(Op op, const T *x, const T *z, T *y, int64_t n,
+                           bool vec) {
   mapElements(op, y, n, vec, x, z);
 }
+
+/// Launches map<sizeof...(x)>Kernel of `op` over n elements of the typed
+/// kernel's dtype (f32 or bf16): y = op(x...).
+template <typename Op, typename... P>
+void launchMap(void *ctx, int64_t stream, int64_t dtype, const char *kernel,
+               Op op, int64_t n, void *y, P... x);
 
 /// Whether every pointer allows 128-bit accesses.
 template <typename... P> bool aligned16(const P *...p) {
   return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+
+template <typename Op, typename T>
+void launchMap2(cudaStream_t s, Op op, int64_t n, T *y, const T *x,
+                const T *z) {
+  auto *kernel = &map2Kernel<Op, T>;
+  SHARDC_LAUNCH(kernel, gridFor(n / Pack<T>::kN + 1), kThreads, 0, s, op, x, z,
+                y, n, aligned16(x, z, y));
+}
+
+template <typename T, typename Op, typename... P>
+void launchMapOf(cudaStream_t s, Op op, int64_t n, void *y, P... x) {
+  unsigned grid = gridFor(n / Pack<T>::kN + 1);
+  bool vec = aligned16(y, x...);
+  if constexpr (sizeof...(P) == 0) {
+    auto *kernel = &map0Kernel<Op, T>;
+    SHARDC_LAUNCH(kernel, grid, kThreads, 0, s, op, static_cast<T *>(y), n,
+                  vec);
+  } else if constexpr (sizeof...(P) == 1) {
+    auto *kernel = &map1Kernel<Op, T>;
+    SHARDC_LAUNCH(kernel, grid, kThreads, 0, s, op,
+                  static_cast<const T *>(x)..., static_cast<T *>(y), n, vec);
+  }
+  else
+    launchMap2<Op, T>(s, op, n, static_cast<T *>(y),
+                      static_cast<const T *>(x)...);
+}
+
+template <typename Op, typename... P>
+void launchMap(void *ctx, int64_t stream, int64_t dtype, const char *kernel,
+               Op op, int64_t n, void *y, P... x) {
+  cudaStream_t s = streamOf(ctx, stream);
+  if (dtype == A::kF32)
+    launchMapOf<float>(s, op, n, y, x...);
+  else if (dtype == A::kBF16)
+    launchMapOf<__nv_bfloat16>(s, op, n, y, x...);
+  else
+    fatal("%s: the CUDA backend computes on f32 or bf16, not dtype code %lld",
+          kernel, (long long)dtype);
 }
 
 // y[N,C] = table[ids[N], :]; an id outside [0, V) sets *bad to V
@@ -533,9 +616,8 @@ bool castable(int64_t code) {
 // y[n] = value
 SHARDC_CUDA_KERNEL(fill) {
   int64_t n = i[A::fill::n];
-  SHARDC_LAUNCH(map0Kernel<FillOp>, gridFor(n / 4 + 1), kThreads, 0,
-                streamOf(ctx, stream), FillOp{float(f[A::fill::f::value])},
-                F(b[0]), n, aligned16(b[0]));
+  launchMap(ctx, stream, i[A::fill::dtype], "fill",
+            FillOp{float(f[A::fill::f::value])}, n, b[0]);
 }
 
 // x[bytes] -> y[bytes]; either may be pinned host memory (the host copies
@@ -556,42 +638,37 @@ SHARDC_CUDA_KERNEL(cast) {
 
 // x[n] -> y[n] = gelu(x) (tanh form or erf)
 SHARDC_CUDA_KERNEL(gelu) {
-  int64_t n = i[A::gelu::n];
-  SHARDC_LAUNCH(map1Kernel<GeluOp>, gridFor(n / 4 + 1), kThreads, 0,
-                streamOf(ctx, stream), GeluOp{i[A::gelu::tanh] != 0}, F(b[0]),
-                F(b[1]), n, aligned16(b[0], b[1]));
+  launchMap(ctx, stream, i[A::gelu::dtype], "gelu",
+            GeluOp{i[A::gelu::tanh] != 0}, i[A::gelu::n], b[1],
+            static_cast<const void *>(b[0]));
 }
 
 // x[n], dy[n] -> dx[n] = dy gelu'(x)
 SHARDC_CUDA_KERNEL(gelu_grad) {
-  int64_t n = i[A::gelu_grad::n];
-  SHARDC_LAUNCH(map2Kernel<GeluGradOp>, gridFor(n / 4 + 1), kThreads, 0,
-                streamOf(ctx, stream), GeluGradOp{i[A::gelu_grad::tanh] != 0},
-                F(b[0]), F(b[1]), F(b[2]), n, aligned16(b[0], b[1], b[2]));
+  launchMap(ctx, stream, i[A::gelu_grad::dtype], "gelu_grad",
+            GeluGradOp{i[A::gelu_grad::tanh] != 0}, i[A::gelu_grad::n], b[2],
+            static_cast<const void *>(b[0]), static_cast<const void *>(b[1]));
 }
 
 // x[n] -> y[n] = silu(x)
 SHARDC_CUDA_KERNEL(silu) {
-  int64_t n = i[A::silu::n];
-  SHARDC_LAUNCH(map1Kernel<SiluOp>, gridFor(n / 4 + 1), kThreads, 0,
-                streamOf(ctx, stream), SiluOp{}, F(b[0]), F(b[1]), n,
-                aligned16(b[0], b[1]));
+  launchMap(ctx, stream, i[A::silu::dtype], "silu", SiluOp{}, i[A::silu::n],
+            b[1], static_cast<const void *>(b[0]));
 }
 
 // x[n], dy[n] -> dx[n] = dy silu'(x)
 SHARDC_CUDA_KERNEL(silu_grad) {
-  int64_t n = i[A::silu_grad::n];
-  SHARDC_LAUNCH(map2Kernel<SiluGradOp>, gridFor(n / 4 + 1), kThreads, 0,
-                streamOf(ctx, stream), SiluGradOp{}, F(b[0]), F(b[1]), F(b[2]),
-                n, aligned16(b[0], b[1], b[2]));
+  launchMap(ctx, stream, i[A::silu_grad::dtype], "silu_grad", SiluGradOp{},
+            i[A::silu_grad::n], b[2], static_cast<const void *>(b[0]),
+            static_cast<const void *>(b[1]));
 }
 
 // acc[n], g[n], ctl[2] -> out[n] = ctl[0] ? acc + ctl[1] g : ctl[1] g
 SHARDC_CUDA_KERNEL(accumulate) {
   int64_t n = i[A::accumulate::n];
-  SHARDC_LAUNCH(map2Kernel<AccumulateOp>, gridFor(n / 4 + 1), kThreads, 0,
-                streamOf(ctx, stream), AccumulateOp{F(b[2])}, F(b[0]),
-                F(b[1]), F(b[3]), n, aligned16(b[0], b[1], b[3]));
+  launchMap(ctx, stream, A::kF32, "accumulate", AccumulateOp{F(b[2])}, n,
+            b[3], static_cast<const void *>(b[0]),
+            static_cast<const void *>(b[1]));
 }
 
 SHARDC_CUDA_KERNEL(embedding) {

@@ -1073,5 +1073,35 @@ TEST_F(CudaKernels, Bf16LinearAndMatmul) {
     }
 }
 
+// The element-wise typed kernels on bf16 (8 values a 128-bit load, f32
+// math, one rounding) against the CPU's, at a length with a tail.
+TEST_F(CudaKernels, Bf16Elementwise) {
+  const double tol = 8e-3;
+  auto x = randomVec(kN, 41), dy = randomVec(kN, 42);
+  compare(Id::fill, shardc_k_fill, {outBf16(kN)},
+          packInts(Id::fill, {{A::fill::n, kN}, {A::fill::dtype, A::kBF16}}),
+          packFloats(Id::fill, {{A::fill::f::value, 0.3}}), tol);
+  for (int64_t tanhForm : {0, 1}) {
+    compare(Id::gelu, shardc_k_gelu, {bf16s(x), outBf16(kN)},
+            packInts(Id::gelu, {{A::gelu::n, kN}, {A::gelu::tanh, tanhForm},
+                                {A::gelu::dtype, A::kBF16}}),
+            {}, tol);
+    compare(Id::gelu_grad, shardc_k_gelu_grad,
+            {bf16s(x), bf16s(dy), outBf16(kN)},
+            packInts(Id::gelu_grad, {{A::gelu_grad::n, kN},
+                                     {A::gelu_grad::tanh, tanhForm},
+                                     {A::gelu_grad::dtype, A::kBF16}}),
+            {}, tol);
+  }
+  compare(Id::silu, shardc_k_silu, {bf16s(x), outBf16(kN)},
+          packInts(Id::silu, {{A::silu::n, kN}, {A::silu::dtype, A::kBF16}}),
+          {}, tol);
+  compare(Id::silu_grad, shardc_k_silu_grad,
+          {bf16s(x), bf16s(dy), outBf16(kN)},
+          packInts(Id::silu_grad,
+                   {{A::silu_grad::n, kN}, {A::silu_grad::dtype, A::kBF16}}),
+          {}, tol);
+}
+
 } // namespace
 } // namespace shardc::test
