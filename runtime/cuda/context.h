@@ -157,7 +157,7 @@ void gemmRowMajor(Context &c, int64_t stream, int64_t M, int64_t N, int64_t K,
                   float *y, float beta);
 /// Whether the CUDA kernel `id` computes on bf16 as well as f32 (typed
 /// kernels done so far: the GEMMs, gemm.cu; the element-wise maps,
-/// kernels.cu).
+/// kernels.cu; the layout kernels, tensor_kernels.cu).
 inline bool computesBf16(abi::KernelId id) {
   switch (id) {
   case abi::KernelId::linear:
@@ -167,6 +167,10 @@ inline bool computesBf16(abi::KernelId id) {
   case abi::KernelId::gelu_grad:
   case abi::KernelId::silu:
   case abi::KernelId::silu_grad:
+  case abi::KernelId::slice:
+  case abi::KernelId::slice_grad:
+  case abi::KernelId::concat_part:
+  case abi::KernelId::transpose:
     return true;
   default:
     return false;

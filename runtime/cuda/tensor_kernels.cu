@@ -229,23 +229,41 @@ __global__ void padRowsKernel(const V *dy, V *dx, int64_t outer, int64_t len,
   }
 }
 
-/// dst rows at dstOff = src rows at srcOff (counts in floats), as float4
-/// when every count and both pointers allow.
-void copyRows(cudaStream_t s, const float *src, float *dst, int64_t outer,
-              int64_t len, int64_t srcRow, int64_t srcOff, int64_t dstRow,
-              int64_t dstOff) {
+/// dst rows at dstOff = src rows at srcOff (counts in elements of
+/// `elementBytes`: 4 for f32, 2 for bf16), as 128-bit units when every
+/// count and both pointers allow, else one element at a time.
+void copyRows(cudaStream_t s, const void *src, void *dst, int64_t elementBytes,
+              int64_t outer, int64_t len, int64_t srcRow, int64_t srcOff,
+              int64_t dstRow, int64_t dstOff) {
   if (outer * len == 0)
     return;
-  if ((len | srcRow | srcOff | dstRow | dstOff) % 4 == 0 && aligned16(src) &&
+  int64_t per = 16 / elementBytes; // elements a 128-bit unit
+  if ((len | srcRow | srcOff | dstRow | dstOff) % per == 0 && aligned16(src) &&
       aligned16(dst)) {
-    SHARDC_LAUNCH(copyRowsKernel<float4>, gridFor(outer * len / 4), kThreads, 0,
-                  s, reinterpret_cast<const float4 *>(src),
-                  reinterpret_cast<float4 *>(dst), outer, len / 4, srcRow / 4,
-                  srcOff / 4, dstRow / 4, dstOff / 4);
+    SHARDC_LAUNCH(copyRowsKernel<float4>, gridFor(outer * len / per), kThreads,
+                  0, s, static_cast<const float4 *>(src),
+                  static_cast<float4 *>(dst), outer, len / per, srcRow / per,
+                  srcOff / per, dstRow / per, dstOff / per);
+    return;
+  }
+  if (elementBytes == 2) {
+    SHARDC_LAUNCH(copyRowsKernel<uint16_t>, gridFor(outer * len), kThreads, 0,
+                  s, static_cast<const uint16_t *>(src),
+                  static_cast<uint16_t *>(dst), outer, len, srcRow, srcOff,
+                  dstRow, dstOff);
     return;
   }
   SHARDC_LAUNCH(copyRowsKernel<float>, gridFor(outer * len), kThreads, 0, s,
-                src, dst, outer, len, srcRow, srcOff, dstRow, dstOff);
+                static_cast<const float *>(src), static_cast<float *>(dst),
+                outer, len, srcRow, srcOff, dstRow, dstOff);
+}
+
+/// Bytes of an element of a layout kernel's dtype: 4 (f32) or 2 (bf16).
+int64_t elementBytesOf(int64_t dtype, const char *kernel) {
+  if (dtype == A::kF32 || dtype == A::kBF16)
+    return A::dtypeBytes(dtype);
+  fatal("%s: the CUDA backend moves f32 or bf16, not dtype code %lld", kernel,
+        (long long)dtype);
 }
 
 //===----------------------------------------------------------------------===//
@@ -319,7 +337,8 @@ Permuted simplifyTranspose(int64_t R, const int64_t *dims,
 
 // x -> y[dims] in output order: y[e] = x at the input offset of e (writes
 // coalesced; reads coalesced when the innermost dimension stays innermost)
-__global__ void transposeGatherKernel(const float *x, float *y, Permuted t) {
+template <typename T>
+__global__ void transposeGatherKernel(const T *x, T *y, Permuted t) {
   FOR_EACH(e, t.numel) {
     int64_t rest = e, off = 0;
     for (int d = t.rank - 1; d >= 0; --d) {
@@ -346,8 +365,9 @@ constexpr int kTile = 32;
 // x -> y by tiles of 32 x 32 (Tiles): a block of 256 threads a tile (grid-
 // stride over tiles), read along A (x's innermost), written along B (y's
 // innermost), through shared memory padded against bank conflicts
-__global__ void transposeTiledKernel(const float *x, float *y, Tiles t) {
-  __shared__ float tile[kTile][kTile + 1];
+template <typename T>
+__global__ void transposeTiledKernel(const T *x, T *y, Tiles t) {
+  __shared__ T tile[kTile][kTile + 1];
   int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;
   int rowsPerPass = blockDim.x / kTile;
   for (int64_t at = blockIdx.x; at < t.tiles; at += gridDim.x) {
@@ -525,25 +545,24 @@ __global__ void sumToSerialKernel(const float *x, float *y, double *acc,
 
 } // namespace
 
-// x[dims[R]] -> y, whose dimension d is x's dimension perm[d]
-SHARDC_CUDA_KERNEL(transpose) {
-  int64_t R = i[A::transpose::R];
-  const int64_t *dims = i + A::transpose::kNumInts, *perm = dims + R;
-  cudaStream_t s = streamOf(ctx, stream);
-  const float *x = F(b[0]);
-  float *y = F(b[1]);
+namespace {
+// x[dims[R]] -> y, whose dimension d is x's dimension perm[d]; elements of
+// T (float, or uint16_t: bf16 bits)
+template <typename T>
+void transposeOf(cudaStream_t s, const T *x, T *y, int64_t R,
+                 const int64_t *dims, const int64_t *perm) {
   Permuted t = simplifyTranspose(R, dims, perm);
   if (t.numel == 0)
     return;
   if (t.rank <= 1) { // the identity, once neighbours are merged
-    CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(t.numel) * sizeof(float),
+    CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(t.numel) * sizeof(T),
                                cudaMemcpyDeviceToDevice, s));
     return;
   }
   int last = t.rank - 1;
   if (t.inStride[last] == 1) {
-    SHARDC_LAUNCH(transposeGatherKernel, gridFor(t.numel), kThreads, 0, s, x, y,
-                  t);
+    auto *gather = &transposeGatherKernel<T>;
+    SHARDC_LAUNCH(gather, gridFor(t.numel), kThreads, 0, s, x, y, t);
     return;
   }
   // Output dimension q is the input's innermost (stride 1).
@@ -572,7 +591,23 @@ SHARDC_CUDA_KERNEL(transpose) {
   tl.tilesB = (tl.B + kTile - 1) / kTile;
   tl.tiles = batch * tl.tilesA * tl.tilesB;
   unsigned grid = unsigned(std::min<int64_t>(tl.tiles, deviceBlocks()));
-  SHARDC_LAUNCH(transposeTiledKernel, grid, kThreads, 0, s, x, y, tl);
+  auto *tiled = &transposeTiledKernel<T>;
+  SHARDC_LAUNCH(tiled, grid, kThreads, 0, s, x, y, tl);
+}
+} // namespace
+
+// x[dims[R]] -> y, whose dimension d is x's dimension perm[d] (f32, or
+// bf16 moved as its bits)
+SHARDC_CUDA_KERNEL(transpose) {
+  int64_t R = i[A::transpose::R];
+  const int64_t *dims = i + A::transpose::kNumInts, *perm = dims + R;
+  cudaStream_t s = streamOf(ctx, stream);
+  if (elementBytesOf(i[A::transpose::dtype], "transpose") == 2)
+    transposeOf(s, static_cast<const uint16_t *>(b[0]),
+                static_cast<uint16_t *>(b[1]), R, dims, perm);
+  else
+    transposeOf(s, static_cast<const float *>(b[0]), static_cast<float *>(b[1]),
+                R, dims, perm);
 }
 
 // x[outer,n,inner] -> y[outer,size,inner] = x[:, start:start+size, :]
@@ -580,7 +615,8 @@ SHARDC_CUDA_KERNEL(slice) {
   namespace K = A::slice;
   int64_t outer = i[K::outer], n = i[K::n], start = i[K::start],
           size = i[K::size], inner = i[K::inner];
-  copyRows(streamOf(ctx, stream), F(b[0]), F(b[1]), outer, size * inner,
+  copyRows(streamOf(ctx, stream), b[0], b[1],
+           elementBytesOf(i[K::dtype], "slice"), outer, size * inner,
            n * inner, start * inner, size * inner, 0);
 }
 
@@ -593,11 +629,18 @@ SHARDC_CUDA_KERNEL(slice_grad) {
   if (outer * row == 0)
     return;
   cudaStream_t s = streamOf(ctx, stream);
-  if ((len | row | off) % 4 == 0 && aligned16(b[0]) && aligned16(b[1])) {
-    SHARDC_LAUNCH(padRowsKernel<float4>, gridFor(outer * row / 4), kThreads, 0,
-                  s, static_cast<const float4 *>(b[0]),
-                  static_cast<float4 *>(b[1]), outer, len / 4, row / 4,
-                  off / 4);
+  int64_t bytes = elementBytesOf(i[K::dtype], "slice_grad"), per = 16 / bytes;
+  if ((len | row | off) % per == 0 && aligned16(b[0]) && aligned16(b[1])) {
+    SHARDC_LAUNCH(padRowsKernel<float4>, gridFor(outer * row / per), kThreads,
+                  0, s, static_cast<const float4 *>(b[0]),
+                  static_cast<float4 *>(b[1]), outer, len / per, row / per,
+                  off / per);
+    return;
+  }
+  if (bytes == 2) { // bf16 bits: +0.0 is all zeros
+    SHARDC_LAUNCH(padRowsKernel<uint16_t>, gridFor(outer * row), kThreads, 0, s,
+                  static_cast<const uint16_t *>(b[0]),
+                  static_cast<uint16_t *>(b[1]), outer, len, row, off);
     return;
   }
   SHARDC_LAUNCH(padRowsKernel<float>, gridFor(outer * row), kThreads, 0, s,
@@ -610,7 +653,8 @@ SHARDC_CUDA_KERNEL(concat_part) {
   namespace K = A::concat_part;
   int64_t outer = i[K::outer], nx = i[K::n_x], ny = i[K::n_y],
           start = i[K::start], inner = i[K::inner];
-  copyRows(streamOf(ctx, stream), F(b[0]), F(b[1]), outer, nx * inner,
+  copyRows(streamOf(ctx, stream), b[0], b[1],
+           elementBytesOf(i[K::dtype], "concat_part"), outer, nx * inner,
            nx * inner, 0, ny * inner, start * inner);
 }
 

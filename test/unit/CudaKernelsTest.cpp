@@ -1103,5 +1103,63 @@ TEST_F(CudaKernels, Bf16Elementwise) {
           {}, tol);
 }
 
+// The layout kernels on bf16 move its bits: exactly the CPU's, through the
+// 128-bit path (rows of 8k values) and the element path (odd rows), and
+// transposes both tiled and gathered.
+TEST_F(CudaKernels, Bf16Layout) {
+  for (int64_t inner : {8, 3}) {
+    int64_t outer = 5, n = 7, start = 2, size = 3;
+    compare(Id::slice, shardc_k_slice,
+            {bf16s(randomVec(outer * n * inner, 51)),
+             outBf16(outer * size * inner)},
+            packInts(Id::slice, {{A::slice::outer, outer}, {A::slice::n, n},
+                                 {A::slice::start, start},
+                                 {A::slice::size, size},
+                                 {A::slice::inner, inner},
+                                 {A::slice::dtype, A::kBF16}}),
+            {}, 0.0);
+    compare(Id::slice_grad, shardc_k_slice_grad,
+            {bf16s(randomVec(outer * size * inner, 52)),
+             outBf16(outer * n * inner)},
+            packInts(Id::slice_grad,
+                     {{A::slice_grad::outer, outer}, {A::slice_grad::n, n},
+                      {A::slice_grad::start, start},
+                      {A::slice_grad::size, size},
+                      {A::slice_grad::inner, inner},
+                      {A::slice_grad::dtype, A::kBF16}}),
+            {}, 0.0);
+  }
+  // [2, 33, 40] -> [2, 40, 33] (tiled) and [33, 2, 40] (gathered rows).
+  for (std::vector<int64_t> perm : {std::vector<int64_t>{0, 2, 1},
+                                    std::vector<int64_t>{1, 0, 2}}) {
+    std::vector<int64_t> tail = {2, 33, 40};
+    tail.insert(tail.end(), perm.begin(), perm.end());
+    compare(Id::transpose, shardc_k_transpose,
+            {bf16s(randomVec(2 * 33 * 40, 55)), outBf16(2 * 33 * 40)},
+            packInts(Id::transpose, {{A::transpose::R, 3},
+                                     {A::transpose::dtype, A::kBF16}},
+                     tail),
+            {}, 0.0);
+  }
+}
+
+// concat_part on bf16 writes its slot, bit for bit, and nothing else.
+TEST_F(CudaPartialWrites, Bf16ConcatPart) {
+  for (int64_t inner : {8, 3}) {
+    int64_t outer = 5, n = 7, start = 2, size = 3;
+    Buffer y = bf16s(randomVec(outer * n * inner, 53));
+    y.output = true;
+    comparePrefilled(Id::concat_part, shardc_k_concat_part,
+                     {bf16s(randomVec(outer * size * inner, 54)), y},
+                     packInts(Id::concat_part,
+                              {{A::concat_part::outer, outer},
+                               {A::concat_part::n_x, size},
+                               {A::concat_part::n_y, n},
+                               {A::concat_part::start, start},
+                               {A::concat_part::inner, inner},
+                               {A::concat_part::dtype, A::kBF16}}));
+  }
+}
+
 } // namespace
 } // namespace shardc::test
