@@ -171,6 +171,9 @@ inline bool computesBf16(abi::KernelId id) {
   case abi::KernelId::slice_grad:
   case abi::KernelId::concat_part:
   case abi::KernelId::transpose:
+  case abi::KernelId::add:
+  case abi::KernelId::mul:
+  case abi::KernelId::embedding:
     return true;
   default:
     return false;

@@ -185,9 +185,11 @@ void launchMap(void *ctx, int64_t stream, int64_t dtype, const char *kernel,
           kernel, (long long)dtype);
 }
 
-// y[N,C] = table[ids[N], :]; an id outside [0, V) sets *bad to V
-__global__ void embeddingKernel(const int32_t *ids, const float *table,
-                                float *y, int64_t N, int64_t V, int64_t C,
+// y[N,C] = table[ids[N], :] (elements of T: f32, or bf16 bits); an id
+// outside [0, V) sets *bad to V
+template <typename T>
+__global__ void embeddingKernel(const int32_t *ids, const T *table, T *y,
+                                int64_t N, int64_t V, int64_t C,
                                 int64_t *bad) {
   FOR_EACH(k, N * C) {
     int64_t n = k / C, c = k % C;
@@ -538,14 +540,14 @@ __device__ void offsetsOf(const Broadcast<N> &bc, int64_t e, int64_t *off) {
 
 enum class BinaryOp { Add, Mul, Sub, Div, Pow };
 
-// y[dims] = a[broadcast] op b[broadcast]
-template <BinaryOp Op>
-__global__ void binaryKernel(const float *a, const float *b, float *y,
-                             Broadcast<2> bc) {
+// y[dims] = a[broadcast] op b[broadcast], in f32 on elements of T (f32, or
+// bf16 for the typed add and mul)
+template <BinaryOp Op, typename T>
+__global__ void binaryKernel(const T *a, const T *b, T *y, Broadcast<2> bc) {
   FOR_EACH(e, bc.numel) {
     int64_t off[2];
     offsetsOf(bc, e, off);
-    float x = a[off[0]], z = b[off[1]];
+    float x = toFloat(a[off[0]]), z = toFloat(b[off[1]]);
     float r;
     if (Op == BinaryOp::Add)
       r = x + z;
@@ -557,7 +559,7 @@ __global__ void binaryKernel(const float *a, const float *b, float *y,
       r = x / z;
     else // x^2 exact, as the CPU kernel (and PyTorch) does
       r = z == 2.0f ? x * x : float(pow(double(x), double(z)));
-    y[e] = r;
+    y[e] = fromFloat<T>(r);
   }
 }
 
@@ -676,7 +678,22 @@ SHARDC_CUDA_KERNEL(embedding) {
           C = i[A::embedding::C];
   auto &c = *static_cast<cuda::Context *>(ctx);
   // A bad id is reported after the run (Context::checkErrors).
-  SHARDC_LAUNCH(embeddingKernel, gridFor(N * C), kThreads, 0, c.stream(stream), static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C, c.errors + int64_t(A::KernelId::embedding));
+  int64_t *bad = c.errors + int64_t(A::KernelId::embedding);
+  const int32_t *ids = static_cast<const int32_t *>(b[0]);
+  int64_t dtype = i[A::embedding::dtype];
+  if (dtype == A::kBF16) {
+    auto *kernel = &embeddingKernel<uint16_t>;
+    SHARDC_LAUNCH(kernel, gridFor(N * C), kThreads, 0, c.stream(stream), ids,
+                  static_cast<const uint16_t *>(b[1]),
+                  static_cast<uint16_t *>(b[2]), N, V, C, bad);
+  } else if (dtype == A::kF32) {
+    auto *kernel = &embeddingKernel<float>;
+    SHARDC_LAUNCH(kernel, gridFor(N * C), kThreads, 0, c.stream(stream), ids,
+                  F(b[1]), F(b[2]), N, V, C, bad);
+  } else {
+    fatal("embedding: the CUDA backend computes on f32 or bf16, not dtype "
+          "code %lld", (long long)dtype);
+  }
 }
 
 // x[n] -> y[] = sum x^2: a multi-block reduction (blocks by n alone, at
@@ -876,18 +893,36 @@ SHARDC_CUDA_KERNEL(sgd) {
   SHARDC_LAUNCH(sgdKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), F(b[3]), F(b[4]), F(b[5]), F(b[6]), n, is1D);
 }
 
+template <BinaryOp Op, typename T>
+void binaryOf(cudaStream_t s, void **b, const Broadcast<2> &bc) {
+  auto *kernel = &binaryKernel<Op, T>;
+  SHARDC_LAUNCH(kernel, gridFor(bc.numel), kThreads, 0, s,
+                static_cast<const T *>(b[0]), static_cast<const T *>(b[1]),
+                static_cast<T *>(b[2]), bc);
+}
+
+/// A broadcasting binary kernel: add and mul are typed (f32 or bf16, their
+/// dtype integer `dtype`), sub, div and pow f32.
 template <BinaryOp Op>
 void binary(A::KernelId id, void *ctx, void **b, const int64_t *i,
-            int64_t stream) {
-  Broadcast<2> bc = broadcastOf<2>(id, i, A::kernelInfo(id).name);
-  SHARDC_LAUNCH(binaryKernel<Op>, gridFor(bc.numel), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), bc);
+            int64_t stream, int64_t dtype = A::kF32) {
+  const char *name = A::kernelInfo(id).name;
+  Broadcast<2> bc = broadcastOf<2>(id, i, name);
+  cudaStream_t s = streamOf(ctx, stream);
+  if (dtype == A::kBF16)
+    binaryOf<Op, __nv_bfloat16>(s, b, bc);
+  else if (dtype == A::kF32)
+    binaryOf<Op, float>(s, b, bc);
+  else
+    fatal("%s: the CUDA backend computes on f32 or bf16, not dtype code %lld",
+          name, (long long)dtype);
 }
 
 SHARDC_CUDA_KERNEL(add) {
-  binary<BinaryOp::Add>(A::KernelId::add, ctx, b, i, stream);
+  binary<BinaryOp::Add>(A::KernelId::add, ctx, b, i, stream, i[A::add::dtype]);
 }
 SHARDC_CUDA_KERNEL(mul) {
-  binary<BinaryOp::Mul>(A::KernelId::mul, ctx, b, i, stream);
+  binary<BinaryOp::Mul>(A::KernelId::mul, ctx, b, i, stream, i[A::mul::dtype]);
 }
 SHARDC_CUDA_KERNEL(sub) {
   binary<BinaryOp::Sub>(A::KernelId::sub, ctx, b, i, stream);

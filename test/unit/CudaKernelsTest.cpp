@@ -1143,6 +1143,25 @@ TEST_F(CudaKernels, Bf16Layout) {
   }
 }
 
+// add and mul on bf16 (broadcast: [2,3,4] with [3,1], f32 math, one
+// rounding) and the embedding's bf16 rows, against the CPU's.
+TEST_F(CudaKernels, Bf16BroadcastAndEmbedding) {
+  // ints: R, dtype, dims, a's strides, b's strides.
+  std::vector<int64_t> tail = {2, 3, 4, 12, 4, 1, 0, 1, 0};
+  for (Id id : {Id::add, Id::mul})
+    compare(id, id == Id::add ? shardc_k_add : shardc_k_mul,
+            {bf16s(randomVec(24, 61)), bf16s(randomVec(3, 62)), outBf16(24)},
+            packInts(id, {{0, 3}, {1, A::kBF16}}, tail), {}, 8e-3);
+  int64_t N = 9, V = 11, C = 24;
+  std::vector<int32_t> ids = {0, 3, 10, 3, 7, 1, 1, 5, 2};
+  compare(Id::embedding, shardc_k_embedding,
+          {ints32(ids), bf16s(randomVec(V * C, 63)), outBf16(N * C)},
+          packInts(Id::embedding, {{A::embedding::N, N}, {A::embedding::V, V},
+                                   {A::embedding::C, C},
+                                   {A::embedding::dtype, A::kBF16}}),
+          {}, 0.0);
+}
+
 // concat_part on bf16 writes its slot, bit for bit, and nothing else.
 TEST_F(CudaPartialWrites, Bf16ConcatPart) {
   for (int64_t inner : {8, 3}) {
