@@ -174,6 +174,12 @@ inline bool computesBf16(abi::KernelId id) {
   case abi::KernelId::add:
   case abi::KernelId::mul:
   case abi::KernelId::embedding:
+  // The collectives move f32 or bf16 (their dtype is what they move).
+  case abi::KernelId::all_gather:
+  case abi::KernelId::all_gather_group:
+  case abi::KernelId::all_gather_subgroup:
+  case abi::KernelId::reduce_scatter:
+  case abi::KernelId::all_reduce:
     return true;
   default:
     return false;
