@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """CPU training throughput: shardc against PyTorch eager, torch.compile and FSDP2.
 
-Trains one GPT-2 config (AdamW, f32, the same batch and sequence length)
-five ways in one run and prints tokens/s with the ratios:
+Trains one GPT-2 config (AdamW, the same batch and sequence length) five
+ways in one run and prints tokens/s with the ratios:
 
   - the shardc executable in one process (--threads threads);
   - PyTorch eager and torch.compile in one process, same threads (a module
@@ -16,8 +16,28 @@ steps exclude warm-up steps (and torch.compile's compilation). PyTorch 2.x
 is needed for torch.compile and FSDP2 (PyPI's, in a virtual environment:
 --python); Debian's 1.13 runs eager only and the rest print "n/a".
 
+--dtype f32 (the default): everything in f32. --dtype bf16: mixed precision
+with f32 master weights and f32 AdamW on every side:
+  - shardc compiled with --param-dtype bf16 (reduce dtype f32: FSDP2's
+    MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=f32)), on one rank
+    and on --mesh 2;
+  - PyTorch eager and torch.compile as users run bf16 on the CPU: the
+    module's parameters stay f32 and the forward (loss included) runs under
+    torch.autocast("cpu", dtype=torch.bfloat16), so GEMMs and attention
+    take bf16 copies of their inputs while the embeddings, the residual
+    stream and the norms stay f32 (autocast's CPU op lists); the backward
+    runs outside autocast, as autocast's documentation says;
+  - FSDP2 with fully_shard(..., mp_policy=MixedPrecisionPolicy(
+    param_dtype=torch.bfloat16, reduce_dtype=torch.float32)) on each block
+    and the root: bf16 parameters and activations throughout, gradients
+    reduce-scattered in f32.
+The logits are upcast to f32 for the loss on every side. The output says
+whether the cores have bf16 instructions (avx512_bf16, amx_bf16 in
+/proc/cpuinfo's flags): without them bf16 GEMMs convert their operands to
+f32 to multiply, and bf16 saves memory traffic only.
+
     python3 tools/bench/bench_cpu.py --python /work/venv-torch/bin/python \\
-        --model gpt2-6l-384 --seq-len 256
+        --model gpt2-6l-384 --seq-len 256 [--dtype bf16]
 """
 import argparse
 import json
@@ -46,15 +66,17 @@ MODELS = {
 
 # The PyTorch side, run by --python in its own process: prints one JSON line
 # {"tok_s": ..., "torch": version}. argv: config.json mode B T steps warmup
-# threads, mode one of eager, compile, fsdp2.
+# threads dtype, mode one of eager, compile, fsdp2; dtype f32 or bf16 (the
+# module docstring says how each mode runs bf16).
 TORCH_SIDE = r'''
-import json, os, sys, time
+import contextlib, json, os, sys, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 cfg, mode = json.load(open(sys.argv[1])), sys.argv[2]
 B, T, steps, warmup, threads = map(int, sys.argv[3:8])
+bf16 = sys.argv[8] == "bf16"
 torch.set_num_threads(threads)
 C, H, V, L = cfg["n_embd"], cfg["n_head"], cfg["vocab_size"], cfg["n_layer"]
 
@@ -86,7 +108,8 @@ class GPT(nn.Module):
         for block in self.h:
             h = block(h)
         logits = self.ln_f(h) @ self.wte.weight.t()  # tied head
-        return F.cross_entropy(logits.view(-1, V), y.view(-1))
+        # The loss in f32 (a no-op under f32).
+        return F.cross_entropy(logits.float().view(-1, V), y.view(-1))
 
 
 rank, world = 0, 1
@@ -94,15 +117,22 @@ torch.manual_seed(0)
 model = GPT()
 if mode == "fsdp2":
     import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    mp = {}
+    if bf16:
+        mp["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                               reduce_dtype=torch.float32)
     for block in model.h:
-        fully_shard(block)
-    fully_shard(model)
+        fully_shard(block, **mp)
+    fully_shard(model, **mp)
 step_fn = model
 if mode == "compile":
     step_fn = torch.compile(model)
+# eager and compile under bf16: autocast around the forward only.
+autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) \
+    if bf16 and mode != "fsdp2" else contextlib.nullcontext
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 g = torch.Generator().manual_seed(rank)
 times = []
@@ -111,7 +141,9 @@ for s in range(warmup + steps):
     y = torch.randint(0, V, (B, T), generator=g)
     t0 = time.perf_counter()
     opt.zero_grad()
-    step_fn(x, y).backward()
+    with autocast():
+        loss = step_fn(x, y)
+    loss.backward()
     opt.step()
     times.append(time.perf_counter() - t0)
 if rank == 0:
@@ -120,6 +152,7 @@ if rank == 0:
                       torch.backends.cpu.get_cpu_capability()
                       if hasattr(torch.backends, "cpu") else torch.__version__}))
 if mode == "fsdp2":
+    dist.barrier()  # both ranks tear gloo down together
     dist.destroy_process_group()
 '''
 
@@ -127,6 +160,8 @@ if mode == "fsdp2":
 def shardc_tokens_per_s(args, cfg, B, T, work, ranks):
     exe = os.path.join(work, f"train{ranks}")
     flags = ["--mesh", str(ranks)] if ranks > 1 else []
+    if args.dtype == "bf16":
+        flags += ["--param-dtype", "bf16"]
     subprocess.run([args.shardc, cfg, "--micro-batch", str(B), "--seq-len", str(T),
                     "-o", exe] + flags, check=True, capture_output=True)
     log = os.path.join(work, f"log{ranks}.jsonl")
@@ -154,13 +189,23 @@ def cpu_model():
             f"model {info.get('model', '?')}), {os.cpu_count()} cores")
 
 
+def bf16_instructions():
+    """The cores' bf16 instruction sets among /proc/cpuinfo's flags."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = line.partition(":")[2].split()
+                return [x for x in ("avx512_bf16", "amx_bf16") if x in flags]
+    return []
+
+
 def torch_tokens_per_s(args, cfg, B, T, work, mode):
     script = os.path.join(work, "torch_side.py")
     with open(script, "w") as f:
         f.write(TORCH_SIDE)
     threads = 1 if mode == "fsdp2" else args.threads
     cmd = [args.python, script, cfg, mode, str(B), str(T), str(args.steps),
-           str(args.warmup + (2 if mode == "compile" else 0)), str(threads)]
+           str(args.warmup + (2 if mode == "compile" else 0)), str(threads), args.dtype]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     if mode == "fsdp2":
         env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
@@ -193,6 +238,9 @@ def main():
     ap.add_argument("--python", default=sys.executable,
                     help="the Python whose PyTorch is measured (2.x for compile, FSDP2)")
     ap.add_argument("--skip-mesh", action="store_true", help="one process only")
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                    help="f32, or bf16 mixed precision with f32 masters and AdamW "
+                         "(shardc --param-dtype bf16, autocast, FSDP2's MixedPrecisionPolicy)")
     args = ap.parse_args()
     c = dict(MODELS[args.model], n_positions=max(MODELS[args.model]["n_positions"],
                                                   args.seq_len))
@@ -211,10 +259,16 @@ def main():
             rows.append(("shardc --mesh 2", tok, f"GEMMs: {gemms}"))
             tok, info = torch_tokens_per_s(args, cfg, B, T, work, "fsdp2")
             rows.append(("FSDP2 gloo 2 ranks", tok, info))
-    print(f"model {args.model}: micro-batch {B} x {T}, AdamW f32; one process "
+    precision = ("AdamW f32" if args.dtype == "f32" else
+                 "bf16 compute, f32 masters and AdamW (shardc --param-dtype bf16; "
+                 "torch autocast; FSDP2 MixedPrecisionPolicy bf16/f32)")
+    print(f"model {args.model}: micro-batch {B} x {T}, {precision}; one process "
           f"{args.threads} threads, two ranks 1 thread each; {args.steps} timed steps")
     print(f"cores: {cpu_model()}" + "".join(
         f"; {v}={os.environ[v]}" for v in ("OPENBLAS_CORETYPE",) if v in os.environ))
+    isa = bf16_instructions()
+    print("bf16 instructions: " + (", ".join(isa) if isa else
+                                    "none (the cores lack bf16 instructions)"))
     by = {name: tok for name, tok, _ in rows}
     for name, tok, info in rows:
         what = info if isinstance(info, str) else "; ".join(info)
