@@ -155,6 +155,17 @@ void hostStagedCollective(Context &c, int64_t id, void **b, const int64_t *i,
 void gemmRowMajor(Context &c, int64_t stream, int64_t M, int64_t N, int64_t K,
                   bool transA, bool transB, const float *a, const float *b,
                   float *y, float beta);
+/// Whether a typed kernel's dtype code is bf16 (false: f32); any other code
+/// is fatal, naming `kernel`. The one dtype check of the CUDA kernels.
+inline bool isBf16(int64_t dtype, const char *kernel) {
+  if (dtype == abi::kBF16)
+    return true;
+  if (dtype != abi::kF32)
+    fatal("%s: the CUDA backend computes on f32 or bf16, not dtype code %lld",
+          kernel, (long long)dtype);
+  return false;
+}
+
 /// Whether the CUDA kernel `id` computes on bf16 as well as f32 (typed
 /// kernels done so far: the GEMMs, gemm.cu; the element-wise maps,
 /// kernels.cu; the layout kernels, tensor_kernels.cu).

@@ -256,12 +256,7 @@ float *F(void *p) { return static_cast<float *>(p); }
 
 /// The cuBLASLt type of a typed kernel's dtype code: f32 or bf16.
 cudaDataType_t typeOf(int64_t dtype, const char *kernel) {
-  if (dtype == A::kF32)
-    return CUDA_R_32F;
-  if (dtype == A::kBF16)
-    return CUDA_R_16BF;
-  fatal("%s: the CUDA backend computes on f32 or bf16, not dtype code %lld",
-        kernel, (long long)dtype);
+  return cuda::isBf16(dtype, kernel) ? CUDA_R_16BF : CUDA_R_32F;
 }
 
 } // namespace

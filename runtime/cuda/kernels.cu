@@ -176,13 +176,10 @@ template <typename Op, typename... P>
 void launchMap(void *ctx, int64_t stream, int64_t dtype, const char *kernel,
                Op op, int64_t n, void *y, P... x) {
   cudaStream_t s = streamOf(ctx, stream);
-  if (dtype == A::kF32)
-    launchMapOf<float>(s, op, n, y, x...);
-  else if (dtype == A::kBF16)
+  if (isBf16(dtype, kernel))
     launchMapOf<__nv_bfloat16>(s, op, n, y, x...);
   else
-    fatal("%s: the CUDA backend computes on f32 or bf16, not dtype code %lld",
-          kernel, (long long)dtype);
+    launchMapOf<float>(s, op, n, y, x...);
 }
 
 // y[N,C] = table[ids[N], :] (elements of T: f32, or bf16 bits); an id
@@ -680,19 +677,15 @@ SHARDC_CUDA_KERNEL(embedding) {
   // A bad id is reported after the run (Context::checkErrors).
   int64_t *bad = c.errors + int64_t(A::KernelId::embedding);
   const int32_t *ids = static_cast<const int32_t *>(b[0]);
-  int64_t dtype = i[A::embedding::dtype];
-  if (dtype == A::kBF16) {
+  if (isBf16(i[A::embedding::dtype], "embedding")) {
     auto *kernel = &embeddingKernel<uint16_t>;
     SHARDC_LAUNCH(kernel, gridFor(N * C), kThreads, 0, c.stream(stream), ids,
                   static_cast<const uint16_t *>(b[1]),
                   static_cast<uint16_t *>(b[2]), N, V, C, bad);
-  } else if (dtype == A::kF32) {
+  } else {
     auto *kernel = &embeddingKernel<float>;
     SHARDC_LAUNCH(kernel, gridFor(N * C), kThreads, 0, c.stream(stream), ids,
                   F(b[1]), F(b[2]), N, V, C, bad);
-  } else {
-    fatal("embedding: the CUDA backend computes on f32 or bf16, not dtype "
-          "code %lld", (long long)dtype);
   }
 }
 
@@ -909,13 +902,10 @@ void binary(A::KernelId id, void *ctx, void **b, const int64_t *i,
   const char *name = A::kernelInfo(id).name;
   Broadcast<2> bc = broadcastOf<2>(id, i, name);
   cudaStream_t s = streamOf(ctx, stream);
-  if (dtype == A::kBF16)
+  if (isBf16(dtype, name))
     binaryOf<Op, __nv_bfloat16>(s, b, bc);
-  else if (dtype == A::kF32)
-    binaryOf<Op, float>(s, b, bc);
   else
-    fatal("%s: the CUDA backend computes on f32 or bf16, not dtype code %lld",
-          name, (long long)dtype);
+    binaryOf<Op, float>(s, b, bc);
 }
 
 SHARDC_CUDA_KERNEL(add) {

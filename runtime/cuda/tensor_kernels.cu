@@ -260,10 +260,7 @@ void copyRows(cudaStream_t s, const void *src, void *dst, int64_t elementBytes,
 
 /// Bytes of an element of a layout kernel's dtype: 4 (f32) or 2 (bf16).
 int64_t elementBytesOf(int64_t dtype, const char *kernel) {
-  if (dtype == A::kF32 || dtype == A::kBF16)
-    return A::dtypeBytes(dtype);
-  fatal("%s: the CUDA backend moves f32 or bf16, not dtype code %lld", kernel,
-        (long long)dtype);
+  return isBf16(dtype, kernel) ? 2 : 4;
 }
 
 //===----------------------------------------------------------------------===//
