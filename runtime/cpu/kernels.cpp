@@ -49,13 +49,17 @@ void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,
 
 /// y[M,N] = x[M,K] @ op(w) + bias[N] (bias may be null): the linear
 /// kernel's work, without counting a launch (the fused kernels call it).
+/// y[M,N]'s rows = bias[N]: where a GEMM with beta 1 adds the bias.
+void biasRows(const float *bias, float *y, int64_t M, int64_t N) {
+#pragma omp parallel for schedule(static) if (M * N >= kParallelMin)
+  for (int64_t m = 0; m < M; ++m)
+    std::memcpy(y + m * N, bias, N * sizeof(float));
+}
+
 void linearInto(const float *x, const float *w, const float *bias, float *y,
                 int64_t M, int64_t K, int64_t N, bool inOut) {
-  if (bias) {
-#pragma omp parallel for schedule(static) if (M * N >= kParallelMin)
-    for (int64_t m = 0; m < M; ++m)
-      std::memcpy(y + m * N, bias, N * sizeof(float));
-  }
+  if (bias)
+    biasRows(bias, y, M, N);
   gemm(x, w, y, M, K, N, inOut, bias ? 1.0f : 0.0f);
 }
 
@@ -142,8 +146,7 @@ SHARDC_KERNEL(linear) {
     bool inOut = i[K::in_out];
     float *y = F(t.buffers()[out]);
     if (hasBias)
-      for (int64_t m = 0; m < M; ++m)
-        std::memcpy(y + m * N, t.buffers()[2], N * sizeof(float));
+      biasRows(F(t.buffers()[2]), y, M, N);
     gemmBf16(false, !inOut, M, N, Kd, 1.0f, BF16(b[0]), Kd, BF16(b[1]),
              inOut ? N : Kd, hasBias ? 1.0f : 0.0f, y, N);
   } else {
