@@ -154,6 +154,12 @@ void DriverOptions::bindOptions() {
   bind(training.outputDtype, "output-dtype",
        cl::desc("Mixed precision: the dtype of the model's output, the loss "
                 "(f32)"));
+  bind(training.allowTf32, "allow-tf32",
+       cl::desc("--target cuda: the f32 GEMMs run on TF32 tensor cores "
+                "(cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32: operands rounded "
+                "to 10 mantissa bits, f32 sums), as PyTorch's "
+                "torch.backends.cuda.matmul.allow_tf32; off by default, as "
+                "there. bf16 GEMMs are unaffected"));
   bind(training.gradSync, "grad-sync",
        cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces "
                 "its gradients, or only the 'last' one (unsharded gradients "
@@ -239,6 +245,10 @@ Error DriverOptions::validate() {
       training.optimizer != abi::kOptimizerSGD)
     return fail("--optimizer must be 'adamw' or 'sgd', got '" +
                 training.optimizer + "'");
+  if (training.allowTf32 && !output.targetDesc->tf32)
+    return fail("--allow-tf32 lets f32 GEMMs run on TF32 tensor cores: "
+                "--target " + output.target + " has none (--target cuda "
+                "has)");
   std::string error;
   if (!parseMesh(training.mesh, training.meshShape, error))
     return fail(error);
@@ -360,6 +370,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.lossChunkRows = training.lossChunkRows;
   p.target = output.target;
   p.offload = training.offload;
+  p.allowTf32 = training.allowTf32;
   p.predict = predict.machine;
   p.gpusPerNode = predict.gpusPerNode;
   return p;

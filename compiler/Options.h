@@ -63,6 +63,8 @@ struct TrainingOptions {
   /// --offload: abi::kOffloadNone or abi::kOffloadCpu (FSDP2's
   /// CPUOffloadPolicy, --target cuda).
   std::string offload = abi::kOffloadNone;
+  /// --allow-tf32: the f32 GEMMs on TF32 tensor cores (--target cuda).
+  bool allowTf32 = false;
 };
 
 enum class Emit { MLIR, Train, Rt, LLVM, Obj, Exe };

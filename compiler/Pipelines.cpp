@@ -57,6 +57,7 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
                                  const PipelineOptions &options) {
   ConvertNNToRtOptions lower;
   lower.target = options.target;
+  lower.allowTf32 = options.allowTf32;
   pm.addPass(createConvertNNToRt(lower));
   RtFuseEpiloguesOptions epilogues;
   epilogues.target = options.target;

@@ -38,6 +38,8 @@ struct PipelineOptions {
   /// abi::kOffloadNone, or abi::kOffloadCpu: the optimizer step on the
   /// host, host copies around the device's reads of the host regions.
   std::string offload = abi::kOffloadNone;
+  /// --allow-tf32: f32 GEMMs on TF32 tensor cores (a target with tf32).
+  bool allowTf32 = false;
   /// Rows of logits per chunk of the LM head's loss (rt-chunk-loss-head;
   /// 0: as many as fit 64 MiB).
   int64_t lossChunkRows = 0;

@@ -150,6 +150,8 @@ struct ConvertNNToRtPass
     manifest.set("param_bytes", b.getI64IntegerAttr(params.size()));
     manifest.set("state_bytes", b.getI64IntegerAttr(state.size()));
     manifest.set("io_bytes", b.getI64IntegerAttr(io.size()));
+    if (allowTf32)
+      manifest.set(abi::kManifestAllowTf32, b.getBoolAttr(true));
     module->setAttr(attrs::kManifest, manifest.getDictionary(&getContext()));
   }
 

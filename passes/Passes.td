@@ -259,6 +259,9 @@ def ConvertNNToRt : Pass<"convert-nn-to-rt", "mlir::ModuleOp"> {
   let options = [
     Option<"target", "target", "std::string", "\"cpu\"",
            "The target whose element types the kernels compute in">,
+    Option<"allowTf32", "allow-tf32", "bool", "false",
+           "Record in the manifest (abi::kManifestAllowTf32) that the f32 "
+           "GEMMs may run on TF32 tensor cores">,
   ];
 }
 

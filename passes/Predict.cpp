@@ -66,6 +66,9 @@ struct Player {
   const Machine &m;
   std::string dtype; ///< what the program's GEMMs compute in, for MFU
   int64_t replicas = 1, shards = 1;
+  /// --allow-tf32 (the manifest's abi::kManifestAllowTf32): f32 GEMMs at
+  /// the TF32 peak.
+  bool tf32 = false;
   std::array<Slots, abi::kNumRegions> slots;
 
   double memorySeconds(double bytes) const {
@@ -80,12 +83,14 @@ struct Player {
       if (seen.insert(b).second)
         bytes += double(bufferBytes(b, slots));
     double work = 0;
-    // Each kernel at the peak of what it computes in (its typed dtype).
+    // Each kernel at the peak of what it computes in (its typed dtype);
+    // under --allow-tf32 an f32 GEMM's is TF32's.
     std::string dtype = k.getComputeType().isBF16() ? "bf16" : "f32";
+    std::string gemmDtype = dtype == "f32" && tf32 ? "tf32" : dtype;
     const abi::KernelInfo *info = abi::lookupKernel(k.getName());
     ArrayRef<int64_t> i = k.getInts();
     if (std::optional<GemmShape> g = gemmShape(k)) {
-      work = double(g->batch) * m.gemmSeconds(g->m, g->n, g->k, dtype);
+      work = double(g->batch) * m.gemmSeconds(g->m, g->n, g->k, gemmDtype);
     } else if (info) {
       switch (abi::kernelId(*info)) {
       case abi::KernelId::linear_cross_entropy: {
@@ -95,9 +100,9 @@ struct Player {
         double chunks = double(N) / double(R);
         // Per chunk: logits, dh and dw GEMMs; the loss reads the logits
         // twice and writes them once.
-        work = chunks * (m.gemmSeconds(R, V, C, dtype) +
-                         m.gemmSeconds(R, C, V, dtype) +
-                         m.gemmSeconds(V, C, R, dtype)) +
+        work = chunks * (m.gemmSeconds(R, V, C, gemmDtype) +
+                         m.gemmSeconds(R, C, V, gemmDtype) +
+                         m.gemmSeconds(V, C, R, gemmDtype)) +
                memorySeconds(12.0 * double(N) * double(V));
         break;
       }
@@ -228,6 +233,8 @@ struct RtPredictPass : public shardc::impl::RtPredictBase<RtPredictPass> {
       machine.gpusPerNode = gpusPerNode;
     Player player{machine, "f32"};
     if (auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest)) {
+      if (auto tf32 = manifest.getAs<BoolAttr>(abi::kManifestAllowTf32))
+        player.tf32 = tf32.getValue();
       if (auto mesh = manifest.getAs<DenseI64ArrayAttr>("mesh"))
         if (mesh.size() == 2) {
           player.replicas = mesh[0];
@@ -249,7 +256,7 @@ struct RtPredictPass : public shardc::impl::RtPredictBase<RtPredictPass> {
     }
     // The program's peak, for MFU: bf16 where its kernels compute in bf16
     // (FSDP2's mixed precision on a target with bf16 kernels).
-    player.dtype = "f32";
+    player.dtype = player.tf32 ? "tf32" : "f32";
     module.walk([&](rt::KernelOp k) {
       if (k.getComputeType().isBF16())
         player.dtype = "bf16";

@@ -11,6 +11,13 @@
 
 using namespace shardc::runtime;
 
+void Backend::setAllowTf32(bool on) {
+  if (on)
+    throw std::runtime_error(std::string("the program allows TF32 GEMMs "
+                                         "(--allow-tf32), which the ") +
+                             name() + " backend does not have");
+}
+
 std::unique_ptr<Backend> shardc::runtime::makeBackend(const std::string &target,
                                                       const Mesh *mesh,
                                                       int64_t constantsBytes) {

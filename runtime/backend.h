@@ -65,6 +65,9 @@ public:
   /// Whether the runs of an entry point after its first are captured once
   /// and replayed (CUDA graphs); a backend without graphs ignores it.
   virtual void setGraphs(bool on) {}
+  /// Whether f32 GEMMs may run on TF32 tensor cores (the program's
+  /// --allow-tf32); a backend without TF32 refuses `on`, naming itself.
+  virtual void setAllowTf32(bool on);
 };
 
 /// The CPU backend: host memory, oneDNN GEMMs and OpenMP kernels, MPI

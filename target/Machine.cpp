@@ -42,13 +42,14 @@ Machine gpu(const std::string &name, const std::string &summary) {
 
 std::vector<Machine> makeBundled() {
   std::vector<Machine> all;
-  // NVIDIA H100 SXM5 80 GB (HGX H100): 989 TFLOP/s dense bf16, 67 f32;
-  // HBM3 3.35 TB/s; NVLink 4 900 GB/s per GPU (450 each way); 8 x 400 Gb/s
+  // NVIDIA H100 SXM5 80 GB (HGX H100): 989 TFLOP/s dense bf16, 495 TF32,
+  // 67 f32; HBM3 3.35 TB/s; NVLink 4 900 GB/s per GPU (450 each way); 8 x 400 Gb/s
   // ConnectX-7 a node.
   Machine h100 = gpu("h100-sxm", "NVIDIA H100 SXM5 80 GB, 8 a node (HGX "
                                  "H100), NVIDIA's published figures");
   h100.peakBf16 = 989e12;
   h100.peakF32 = 67e12;
+  h100.peakTf32 = 494.7e12;
   h100.memoryBytes = 80 * 1e9;
   h100.memoryBandwidth = 3.35e12;
   h100.intraNodeBandwidth = 450e9;
@@ -62,24 +63,26 @@ std::vector<Machine> makeBundled() {
   h200.memoryBytes = 141 * 1e9;
   h200.memoryBandwidth = 4.8e12;
   all.push_back(h200);
-  // NVIDIA A100 SXM4 80 GB: 312 TFLOP/s dense bf16, 19.5 f32; HBM2e 2.04
-  // TB/s; NVLink 3 600 GB/s (300 each way); 8 x 200 Gb/s HDR a node.
+  // NVIDIA A100 SXM4 80 GB: 312 TFLOP/s dense bf16, 156 TF32, 19.5 f32;
+  // HBM2e 2.04 TB/s; NVLink 3 600 GB/s (300 each way); 8 x 200 Gb/s HDR a node.
   Machine a100 = gpu("a100-sxm-80", "NVIDIA A100 SXM4 80 GB, 8 a node (HGX "
                                     "A100), NVIDIA's published figures");
   a100.peakBf16 = 312e12;
   a100.peakF32 = 19.5e12;
+  a100.peakTf32 = 156e12;
   a100.memoryBytes = 80 * 1e9;
   a100.memoryBandwidth = 2.039e12;
   a100.intraNodeBandwidth = 300e9;
   a100.interNodeBandwidth = 200e9;
   all.push_back(a100);
-  // NVIDIA B200 (HGX B200): 2.25 PFLOP/s dense bf16, 75 TFLOP/s f32; 180
-  // GB HBM3e at 7.7 TB/s; NVLink 5 1.8 TB/s (900 GB/s each way); 8 x 400
+  // NVIDIA B200 (HGX B200): 2.25 PFLOP/s dense bf16, 1.1 TF32, 75 TFLOP/s
+  // f32; 180 GB HBM3e at 7.7 TB/s; NVLink 5 1.8 TB/s (900 GB/s each way); 8 x 400
   // Gb/s a node.
   Machine b200 = gpu("b200", "NVIDIA B200 180 GB, 8 a node (HGX B200), "
                              "NVIDIA's published figures");
   b200.peakBf16 = 2250e12;
   b200.peakF32 = 75e12;
+  b200.peakTf32 = 1100e12;
   b200.memoryBytes = 180 * 1e9;
   b200.memoryBandwidth = 7.7e12;
   b200.intraNodeBandwidth = 900e9;
@@ -146,6 +149,8 @@ double Machine::peak(const std::string &dtype) const {
       best = std::max(best, g.flopsPerS);
     return best;
   }
+  if (dtype == "tf32")
+    return peakTf32 > 0 ? peakTf32 : peakF32;
   return dtype == "bf16" ? peakBf16 : peakF32;
 }
 

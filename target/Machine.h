@@ -30,6 +30,8 @@ struct Machine {
   // Compute, per device (GPU or process).
   /// Peak dense FLOP/s: f32 (no TF32) and bf16 (tensor cores).
   double peakF32 = 0, peakBf16 = 0;
+  /// Dense TF32 tensor-core peak (f32 GEMMs under --allow-tf32).
+  double peakTf32 = 0;
   /// The fraction of peak a large GEMM attains (bundled machines; a
   /// calibration measures GEMMs by shape instead), and attention's.
   double gemmEfficiency = 0, attentionEfficiency = 0;

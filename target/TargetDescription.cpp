@@ -60,13 +60,14 @@ const std::vector<TargetDescription> &targets() {
     cpu.linkFlags.push_back("--undefined=shardc_make_cpu_backend");
     std::vector<TargetDescription> all = {cpu};
     // The CUDA target: one NVIDIA GPU (sm_80, sm_90), cuBLASLt GEMMs, CUDA
-    // kernels. It computes in f32 until the bf16 kernels land. One GPU
-    // needs no MPI.
+    // kernels; bf16 stored, f32 math (cuBLASLt's bf16 GEMMs accumulate in
+    // f32). One GPU needs no MPI.
     cuda.name = "cuda";
-    cuda.computeTypes = {abi::kF32};
+    cuda.computeTypes = {abi::kF32, abi::kBF16};
     cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
     cuda.collectivesOnOneRank = false;
     cuda.gemmEpilogues = true;
+    cuda.tf32 = true; // CUBLAS_COMPUTE_32F_FAST_TF32 (--allow-tf32)
     cuda.gemmAuxLdMultiple = 8; // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
     cuda.groupedKernels = true;
     cuda.fusedResidualNorm = true;

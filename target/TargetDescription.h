@@ -46,6 +46,8 @@ struct TargetDescription {
   /// Its GEMMs apply GELU, its gradient and the bias gradient as epilogues
   /// (linear_gelu, linear_dgelu: rt-fuse-epilogues).
   bool gemmEpilogues = false;
+  /// Its f32 GEMMs may run on TF32 tensor cores (--allow-tf32).
+  bool tf32 = false;
   /// The leading dimension, in elements, of a GELU epilogue's aux matrix
   /// (the pre-activation, N wide) must be a multiple of this (cuBLASLt: 8);
   /// rt-fuse-epilogues keeps other widths unfused.

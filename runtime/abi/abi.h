@@ -344,6 +344,10 @@ enum Region : int64_t {
 /// host with the CPU backend's kernels, over those regions and a host arena.
 inline constexpr const char *kOffloadNone = "none";
 inline constexpr const char *kOffloadCpu = "cpu";
+/// The manifest's key, true when `--allow-tf32` let the program's f32 GEMMs
+/// run on TF32 tensor cores (the CUDA target's cuBLASLt
+/// CUBLAS_COMPUTE_32F_FAST_TF32; absent: full f32).
+inline constexpr const char *kManifestAllowTf32 = "allow_tf32";
 constexpr bool hostRegionUnderOffload(int64_t region) {
   return region == kRegionParams || region == kRegionState ||
          region == kRegionIo;

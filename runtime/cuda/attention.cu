@@ -97,11 +97,13 @@ __host__ __device__ inline int gradQSharedFloats(int rows, int cols, int D) {
 /// dst[r, d] (row stride ld) = src[row0 + r, d] for r < rows, d < D; rows
 /// at or past `limit` are zero (so a masked probability of 0 never meets a
 /// stale NaN). Coalesced: consecutive threads read consecutive elements.
-__device__ inline void loadRows(float *dst, int ld, const float *src, int row0,
+template <typename E>
+__device__ inline void loadRows(float *dst, int ld, const E *src, int row0,
                                 int rows, int limit, int D) {
   for (int e = threadIdx.x; e < rows * D; e += kAttnThreads) {
     int r = e / D, d = e - r * D;
-    dst[r * ld + d] = row0 + r < limit ? src[int64_t(row0 + r) * D + d] : 0.0f;
+    dst[r * ld + d] =
+        row0 + r < limit ? toFloat(src[int64_t(row0 + r) * D + d]) : 0.0f;
   }
 }
 
@@ -219,10 +221,10 @@ __device__ inline int keysSeen(int r0, int rows, int T, int S, bool causal) {
 // dsum[B,H,T] = rowsum(dO * o).
 // Grid (query tiles, H, B); block kAttnThreads; shared memory
 // forwardSharedFloats(16 RPT, 16 CPT, D) floats.
-template <int DMAX, int RPT, int CPT, bool kStats>
+template <int DMAX, int RPT, int CPT, bool kStats, typename E>
 __global__ void __launch_bounds__(kAttnThreads)
-    attentionForwardKernel(const float *q, const float *k, const float *v,
-                           const float *dOut, float *o, float *lse, float *dsum,
+    attentionForwardKernel(const E *q, const E *k, const E *v, const E *dOut,
+                           E *o, float *lse, float *dsum,
                            int H, int G, int T, int S, int D, bool causal,
                            float scaleLog2) {
   constexpr int BR = kLanes * RPT, BC = kLanes * CPT, DJ = DMAX / kLanes;
@@ -302,7 +304,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         for (int j = 0; j < DJ; ++j) {
           int d = tx + kLanes * j;
           if (d < D)
-            o[qOff + int64_t(t) * D + d] = acc[r][j] * inv;
+            o[qOff + int64_t(t) * D + d] = fromFloat<E>(acc[r][j] * inv);
         }
     } else {
       float dot = 0.0f;
@@ -311,7 +313,8 @@ __global__ void __launch_bounds__(kAttnThreads)
         for (int j = 0; j < DJ; ++j) {
           int d = tx + kLanes * j;
           if (d < D)
-            dot += dOut[qOff + int64_t(t) * D + d] * (acc[r][j] * inv);
+            dot += toFloat(dOut[qOff + int64_t(t) * D + d]) *
+                   (acc[r][j] * inv);
         }
       dot = rowSum16(dot);
       if (tx == 0 && t < T) {
@@ -329,11 +332,11 @@ __global__ void __launch_bounds__(kAttnThreads)
 //   dS = P (dO v^T - dsum).
 // Grid (key tiles, G, B); block kAttnThreads; shared memory
 // gradKVSharedFloats(16 RPT, 16 CPT, D) floats.
-template <int DMAX, int RPT, int CPT>
+template <int DMAX, int RPT, int CPT, typename E>
 __global__ void __launch_bounds__(kAttnThreads)
-    attentionGradKVKernel(const float *q, const float *k, const float *v,
-                          const float *dOut, const float *lse,
-                          const float *dsum, float *dk, float *dv, int H, int G,
+    attentionGradKVKernel(const E *q, const E *k, const E *v, const E *dOut,
+                          const float *lse, const float *dsum, E *dk, E *dv,
+                          int H, int G,
                           int T, int S, int D, bool causal, float scaleLog2,
                           float scale) {
   constexpr int BK = kLanes * RPT, BQ = kLanes * CPT, DJ = DMAX / kLanes;
@@ -395,8 +398,8 @@ __global__ void __launch_bounds__(kAttnThreads)
       for (int j = 0; j < DJ; ++j) {
         int d = tx + kLanes * j;
         if (d < D) {
-          dk[kvOff + int64_t(key) * D + d] = aK[r][j] * scale;
-          dv[kvOff + int64_t(key) * D + d] = aV[r][j];
+          dk[kvOff + int64_t(key) * D + d] = fromFloat<E>(aK[r][j] * scale);
+          dv[kvOff + int64_t(key) * D + d] = fromFloat<E>(aV[r][j]);
         }
       }
   }
@@ -406,11 +409,10 @@ __global__ void __launch_bounds__(kAttnThreads)
 // dsum[B,H,T] -> dq[B,H,T,D] = scale dS k, dS as in attentionGradKVKernel.
 // Grid (query tiles, H, B); block kAttnThreads; shared memory
 // gradQSharedFloats(16 RPT, 16 CPT, D) floats.
-template <int DMAX, int RPT, int CPT>
+template <int DMAX, int RPT, int CPT, typename E>
 __global__ void __launch_bounds__(kAttnThreads)
-    attentionGradQKernel(const float *q, const float *k, const float *v,
-                         const float *dOut, const float *lse, const float *dsum,
-                         float *dq, int H, int G, int T, int S, int D,
+    attentionGradQKernel(const E *q, const E *k, const E *v, const E *dOut,
+                         const float *lse, const float *dsum, E *dq, int H, int G, int T, int S, int D,
                          bool causal, float scaleLog2, float scale) {
   constexpr int BQ = kLanes * RPT, BK = kLanes * CPT, DJ = DMAX / kLanes;
   const int ld = tileStride(D), ldp = BK + 1;
@@ -465,7 +467,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       for (int j = 0; j < DJ; ++j) {
         int d = tx + kLanes * j;
         if (d < D)
-          dq[qOff + int64_t(t) * D + d] = acc[r][j] * scale;
+          dq[qOff + int64_t(t) * D + d] = fromFloat<E>(acc[r][j] * scale);
       }
   }
 }
@@ -553,12 +555,12 @@ void allowSharedMemory(const char *name, size_t maxBytes) {
 unsigned tilesOf(int n, int tile) { return unsigned((n + tile - 1) / tile); }
 
 /// The forward kernel (kStats: attention_grad's lse/dsum pass) for T > 0.
-template <int DMAX, bool kStats>
-void launchForward(const char *name, const Shape &s, const float *q,
-                   const float *k, const float *v, const float *dOut, float *o,
-                   float *lse, float *dsum, cudaStream_t stream) {
+template <int DMAX, bool kStats, typename T>
+void launchForward(const char *name, const Shape &s, const T *q, const T *k,
+                   const T *v, const T *dOut, T *o, float *lse, float *dsum,
+                   cudaStream_t stream) {
   constexpr int RPT = Tiles<DMAX>::kFwdRpt, CPT = Tiles<DMAX>::kFwdCpt;
-  constexpr auto kernel = &attentionForwardKernel<DMAX, RPT, CPT, kStats>;
+  constexpr auto kernel = &attentionForwardKernel<DMAX, RPT, CPT, kStats, T>;
   allowSharedMemory<kernel>(
       name,
       sizeof(float) * forwardSharedFloats(kLanes * RPT, kLanes * CPT, DMAX));
@@ -573,7 +575,8 @@ void launchForward(const char *name, const Shape &s, const float *q,
 
 } // namespace
 
-// q[B,H,T,D], k[B,G,S,D], v[B,G,S,D] -> o[B,H,T,D]
+// q[B,H,T,D], k[B,G,S,D], v[B,G,S,D] -> o[B,H,T,D] (f32, or bf16 read and
+// written with f32 math)
 SHARDC_CUDA_KERNEL(attention) {
   namespace K = A::attention;
   Shape s = shapeOf(
@@ -582,34 +585,36 @@ SHARDC_CUDA_KERNEL(attention) {
   if (int64_t(s.B) * s.H * s.T == 0)
     return; // o is empty
   cudaStream_t st = streamOf(ctx, stream);
-  withHeadDim(s.D, [&](auto dmax) {
-    launchForward<decltype(dmax)::value, false>("attention", s, F(b[0]),
-                                                F(b[1]), F(b[2]), nullptr,
-                                                F(b[3]), nullptr, nullptr, st);
+  withDtype(i[K::dtype], "attention", [&](auto t) {
+    using T = decltype(t);
+    auto in = [&](int k) { return static_cast<const T *>(b[k]); };
+    withHeadDim(s.D, [&](auto dmax) {
+      launchForward<decltype(dmax)::value, false, T>(
+          "attention", s, in(0), in(1), in(2), nullptr, static_cast<T *>(b[3]),
+          nullptr, nullptr, st);
+    });
   });
 }
 
-// q[B,H,T,D], k[B,G,S,D], v[B,G,S,D], dO[B,H,T,D] -> dq[B,H,T,D],
-// dk[B,G,S,D], dv[B,G,S,D]; scratch: lse[B,H,T], dsum[B,H,T]
-SHARDC_CUDA_KERNEL(attention_grad) {
-  namespace K = A::attention_grad;
-  Shape s = shapeOf(
-      "attention_grad",
-      {K::B, K::H, K::G, K::T, K::S, K::D, K::causal, K::f::scale}, i, f);
-  auto &c = *static_cast<cuda::Context *>(ctx);
-  cudaStream_t st = c.stream(stream);
-  const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]), *dOut = F(b[3]);
-  float *dq = F(b[4]), *dk = F(b[5]), *dv = F(b[6]);
+namespace {
+/// attention_grad on elements of T: the lse/dsum pass, dK and dV, dQ.
+template <typename T>
+void attentionGrad(cuda::Context &c, cudaStream_t st, const Shape &s,
+                   void **b) {
+  auto in = [&](int k) { return static_cast<const T *>(b[k]); };
+  auto out = [&](int k) { return static_cast<T *>(b[k]); };
+  const T *q = in(0), *k = in(1), *v = in(2), *dOut = in(3);
+  T *dq = out(4), *dk = out(5), *dv = out(6);
   int64_t rows = int64_t(s.B) * s.H * s.T;
   if (s.B == 0)
     return; // every output is empty
   if (rows == 0 || s.S == 0) {
     // No query or no key: every gradient is zero, as the CPU's.
     CUDA_CHECK(cudaMemsetAsync(
-        dk, 0, sizeof(float) * size_t(s.B) * s.G * s.S * s.D, st));
+        dk, 0, sizeof(T) * size_t(s.B) * s.G * s.S * s.D, st));
     CUDA_CHECK(cudaMemsetAsync(
-        dv, 0, sizeof(float) * size_t(s.B) * s.G * s.S * s.D, st));
-    CUDA_CHECK(cudaMemsetAsync(dq, 0, sizeof(float) * size_t(rows) * s.D, st));
+        dv, 0, sizeof(T) * size_t(s.B) * s.G * s.S * s.D, st));
+    CUDA_CHECK(cudaMemsetAsync(dq, 0, sizeof(T) * size_t(rows) * s.D, st));
     return;
   }
   auto *lse = static_cast<float *>(c.scratch(2 * sizeof(float) * rows));
@@ -617,12 +622,12 @@ SHARDC_CUDA_KERNEL(attention_grad) {
   withHeadDim(s.D, [&](auto dmax) {
     constexpr int DMAX = decltype(dmax)::value;
     using Cfg = Tiles<DMAX>;
-    launchForward<DMAX, true>("attention_grad", s, q, k, v, dOut, nullptr, lse,
-                              dsum, st);
+    launchForward<DMAX, true, T>("attention_grad", s, q, k, v, dOut, nullptr,
+                                 lse, dsum, st);
 
     constexpr int kvR = Cfg::kKvRpt * kLanes, kvC = Cfg::kKvCpt * kLanes;
     constexpr auto kvKernel =
-        &attentionGradKVKernel<DMAX, Cfg::kKvRpt, Cfg::kKvCpt>;
+        &attentionGradKVKernel<DMAX, Cfg::kKvRpt, Cfg::kKvCpt, T>;
     allowSharedMemory<kvKernel>(
         "attention_grad", sizeof(float) * gradKVSharedFloats(kvR, kvC, DMAX));
     auto *attentionGradKV = kvKernel;
@@ -634,7 +639,7 @@ SHARDC_CUDA_KERNEL(attention_grad) {
 
     constexpr int qR = Cfg::kQRpt * kLanes, qC = Cfg::kQCpt * kLanes;
     constexpr auto qKernel =
-        &attentionGradQKernel<DMAX, Cfg::kQRpt, Cfg::kQCpt>;
+        &attentionGradQKernel<DMAX, Cfg::kQRpt, Cfg::kQCpt, T>;
     allowSharedMemory<qKernel>("attention_grad",
                                sizeof(float) * gradQSharedFloats(qR, qC, DMAX));
     auto *attentionGradQ = qKernel;
@@ -643,6 +648,21 @@ SHARDC_CUDA_KERNEL(attention_grad) {
                   kAttnThreads, sizeof(float) * gradQSharedFloats(qR, qC, s.D),
                   st, q, k, v, dOut, lse, dsum, dq, s.H, s.G, s.T, s.S, s.D,
                   s.causal, s.scaleLog2, s.scale);
+  });
+}
+} // namespace
+
+// q[B,H,T,D], k[B,G,S,D], v[B,G,S,D], dO[B,H,T,D] -> dq[B,H,T,D],
+// dk[B,G,S,D], dv[B,G,S,D] (f32, or bf16 with f32 math); scratch: lse[B,H,T],
+// dsum[B,H,T]
+SHARDC_CUDA_KERNEL(attention_grad) {
+  namespace K = A::attention_grad;
+  Shape s = shapeOf(
+      "attention_grad",
+      {K::B, K::H, K::G, K::T, K::S, K::D, K::causal, K::f::scale}, i, f);
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  withDtype(i[K::dtype], "attention_grad", [&](auto t) {
+    attentionGrad<decltype(t)>(c, c.stream(stream), s, b);
   });
 }
 

@@ -502,6 +502,7 @@ public:
   }
 
   void setGraphs(bool on) override { graphsOn = on; }
+  void setAllowTf32(bool on) override { ctx.allowTf32 = on; }
 
   void setProfiling(bool) override {}
   /// With --trace (a trace that keeps its launches), each run is launched

@@ -23,6 +23,9 @@ struct Context {
   cudaStream_t streams[abi::kNumStreams] = {};
   std::vector<cudaEvent_t> events;
   cublasLtHandle_t lt = nullptr;
+  /// The program's --allow-tf32: f32 GEMMs with
+  /// CUBLAS_COMPUTE_32F_FAST_TF32 (gemm.cu).
+  bool allowTf32 = false;
   void *workspace = nullptr; ///< cuBLASLt workspace
   size_t workspaceBytes = 0;
   const Mesh *mesh = nullptr;
@@ -155,6 +158,21 @@ void hostStagedCollective(Context &c, int64_t id, void **b, const int64_t *i,
 void gemmRowMajor(Context &c, int64_t stream, int64_t M, int64_t N, int64_t K,
                   bool transA, bool transB, const float *a, const float *b,
                   float *y, float beta);
+/// A row-major GEMM y[M,N] = op(a) op(b) + beta y: a is [M,K] (or [K,M]
+/// with ta), b [K,N] (or [N,K] with tb); lda and ldb their row strides in
+/// elements (0: dense), y dense. f32, or bf16 operands with f32
+/// accumulation and y bf16 (or f32 with f32Out).
+struct RowGemm {
+  int64_t M, N, K;
+  bool ta, tb;
+  const void *a, *b;
+  void *y;
+  float beta = 0.0f;
+  int64_t lda = 0, ldb = 0;
+  bool bf16 = false, f32Out = false;
+};
+/// gemm.cu: `g` through cuBLASLt on `stream`.
+void gemmRows(Context &c, int64_t stream, const RowGemm &g);
 /// Whether a typed kernel's dtype code is bf16 (false: f32); any other code
 /// is fatal, naming `kernel`. The one dtype check of the CUDA kernels.
 inline bool isBf16(int64_t dtype, const char *kernel) {
@@ -166,25 +184,40 @@ inline bool isBf16(int64_t dtype, const char *kernel) {
   return false;
 }
 
-/// Whether the CUDA kernel `id` computes on bf16 as well as f32 (typed
-/// kernels done so far: the GEMMs, gemm.cu; the element-wise maps,
-/// kernels.cu; the layout kernels, tensor_kernels.cu).
+/// Whether the CUDA kernel `id` computes on bf16 as well as f32: every
+/// typed kernel of the ABI (gemm.cu, kernels.cu, train_kernels.cu,
+/// tensor_kernels.cu, attention.cu). The backend refuses a bf16 launch of
+/// any other, so a typed kernel added to kernels.def is refused by name
+/// until its CUDA kernel takes bf16.
 inline bool computesBf16(abi::KernelId id) {
   switch (id) {
+  case abi::KernelId::embedding:
   case abi::KernelId::linear:
-  case abi::KernelId::matmul:
-  case abi::KernelId::fill:
-  case abi::KernelId::gelu:
-  case abi::KernelId::gelu_grad:
-  case abi::KernelId::silu:
-  case abi::KernelId::silu_grad:
-  case abi::KernelId::slice:
-  case abi::KernelId::slice_grad:
-  case abi::KernelId::concat_part:
-  case abi::KernelId::transpose:
   case abi::KernelId::add:
   case abi::KernelId::mul:
-  case abi::KernelId::embedding:
+  case abi::KernelId::layer_norm:
+  case abi::KernelId::rms_norm:
+  case abi::KernelId::gelu:
+  case abi::KernelId::silu:
+  case abi::KernelId::rotary:
+  case abi::KernelId::rotary_table:
+  case abi::KernelId::attention:
+  case abi::KernelId::softmax:
+  case abi::KernelId::transpose:
+  case abi::KernelId::slice:
+  case abi::KernelId::fill:
+  case abi::KernelId::matmul:
+  case abi::KernelId::sum_to:
+  case abi::KernelId::embedding_grad:
+  case abi::KernelId::layer_norm_grad:
+  case abi::KernelId::rms_norm_grad:
+  case abi::KernelId::gelu_grad:
+  case abi::KernelId::silu_grad:
+  case abi::KernelId::softmax_grad:
+  case abi::KernelId::attention_grad:
+  case abi::KernelId::slice_grad:
+  case abi::KernelId::concat_part:
+  case abi::KernelId::linear_cross_entropy:
   // The collectives move f32 or bf16 (their dtype is what they move).
   case abi::KernelId::all_gather:
   case abi::KernelId::all_gather_group:

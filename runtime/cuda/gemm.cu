@@ -4,12 +4,15 @@
 // column-major Y^T[N,M], so Y = op(A) op(B) is computed as
 // Y^T = op(B)^T op(A)^T with the operands swapped. f32 in, f32 out, f32
 // compute without TF32 (CUBLAS_COMPUTE_32F), so curves compare with the
-// CPU's; or, for the typed linear and matmul on bf16, bf16 A, B, bias and
-// D (CUDA_R_16BF) with f32 accumulation (still CUBLAS_COMPUTE_32F: the
-// tensor cores' bf16 MMA), D rounded once. The bias of `linear` is cuBLASLt's BIAS epilogue. The algorithm is
-// chosen by cuBLASLt's heuristic once per shape and alignment class of the
-// pointers (arena views are 4-, 16- or 64-byte aligned, not the 256 bytes
-// cuBLASLt's heuristic assumes by default), and kept.
+// CPU's; with the program's --allow-tf32 (Context::allowTf32), f32 GEMMs
+// on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32). For the typed
+// kernels on bf16: bf16 A, B, bias and D (CUDA_R_16BF) with f32
+// accumulation (CUBLAS_COMPUTE_32F: the tensor cores' bf16 MMA), D rounded
+// once, or D in f32 (RowGemm::f32Out). The bias of `linear` is cuBLASLt's
+// BIAS epilogue. The algorithm is chosen by cuBLASLt's heuristic once per
+// shape and alignment class of the pointers (arena views are 4-, 16- or
+// 64-byte aligned, not the 256 bytes cuBLASLt's heuristic assumes by
+// default), and kept.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/context.h"
@@ -32,9 +35,14 @@ struct Shape {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   /// A, B, C/D and the bias: CUDA_R_32F or CUDA_R_16BF.
   cudaDataType_t type = CUDA_R_32F;
+  /// C and D in f32 whatever `type` (bf16 operands, an f32 product).
+  bool f32Out = false;
+  /// f32 operands on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32).
+  bool tf32 = false;
+  cudaDataType_t outType() const { return f32Out ? CUDA_R_32F : type; }
   auto key() const {
     return std::make_tuple(m, n, k, lda, ldb, ldc, transA, transB, bias,
-                           int(epilogue), int(type));
+                           int(epilogue), int(type), f32Out, tf32);
   }
   cublasLtEpilogue_t effectiveEpilogue() const {
     return epilogue == CUBLASLT_EPILOGUE_DEFAULT && bias
@@ -180,8 +188,9 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
               const void *bias, const void *aux) {
   const Shape &s = bs.s;
   Plan p;
-  CUBLAS_CHECK(
-      cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasComputeType_t compute =
+      s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
   cublasOperation_t ta = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
@@ -206,7 +215,8 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
       &p.a, s.type, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
       &p.b, s.type, s.transB ? s.n : s.k, s.transB ? s.k : s.n, s.ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, s.type, s.m, s.n, s.ldc));
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&p.c, s.outType(), s.m, s.n, s.ldc));
   if (bs.count > 1) {
     int32_t count = int32_t(bs.count);
     std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
@@ -227,10 +237,11 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
 /// shape's epilogue: `aux` its aux matrix, `bias` its bias (BIAS) or bias
 /// gradient (BGRAD). One cublasLtMatmul, with the plan of the shape and the
 /// pointers' alignment classes (a map lookup once made).
-void gemm(cuda::Context &ctx, int64_t stream, const BatchedShape &bs,
-          const void *a, const void *b, const void *bias, void *c,
-          const void *aux = nullptr, float beta = 0.0f) {
+void gemm(cuda::Context &ctx, int64_t stream, BatchedShape bs, const void *a,
+          const void *b, const void *bias, void *c, const void *aux = nullptr,
+          float beta = 0.0f) {
   static std::map<PlanKey, Plan> plans;
+  bs.s.tf32 = ctx.allowTf32 && bs.s.type == CUDA_R_32F;
   Alignments al{alignmentOf(a), alignmentOf(b), alignmentOf(c),
                 alignmentOf(bias), alignmentOf(aux)};
   PlanKey key = planKey(bs, al);
@@ -304,15 +315,26 @@ SHARDC_CUDA_KERNEL(linear_dgelu) {
        F(b[3]), F(b[2]));
 }
 
+void cuda::gemmRows(cuda::Context &c, int64_t stream, const RowGemm &g) {
+  // Y^T = op(b)^T op(a)^T: b's rows are the first operand's columns.
+  int64_t M = g.M, N = g.N, K = g.K;
+  Shape s{N, M, K, g.ldb ? g.ldb : (g.tb ? K : N),
+          g.lda ? g.lda : (g.ta ? M : K), N, g.tb, g.ta, false};
+  s.type = g.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  s.f32Out = g.f32Out;
+  gemm(&c, stream, s, g.b, g.a, nullptr, g.y, nullptr, g.beta);
+}
+
 namespace {
-/// y[M,N] = op(a) op(b) (+ beta y), row-major, of cuBLASLt type `type`.
+/// y[M,N] = op(a) op(b) (+ beta y), row-major and dense, of cuBLASLt type
+/// `type`.
 void gemmRowMajorOf(cuda::Context &c, int64_t stream, int64_t M, int64_t N,
                     int64_t K, bool ta, bool tb, const void *a, const void *b,
                     void *y, float beta, cudaDataType_t type) {
-  // Y^T = op(b)^T op(a)^T.
-  Shape s{N, M, K, tb ? K : N, ta ? M : K, N, tb, ta, false};
-  s.type = type;
-  gemm(&c, stream, s, b, a, nullptr, y, nullptr, beta);
+  cuda::RowGemm g{M, N, K, ta, tb, a, b, y};
+  g.beta = beta;
+  g.bf16 = type == CUDA_R_16BF;
+  cuda::gemmRows(c, stream, g);
 }
 } // namespace
 

@@ -10,6 +10,8 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/launch.h"
 
+#include <cuda_bf16.h>
+
 #include <cmath>
 #include <cstdint>
 
@@ -20,6 +22,94 @@ inline cudaStream_t streamOf(void *ctx, int64_t stream) {
 }
 
 inline float *F(void *p) { return static_cast<float *>(p); }
+
+/// f32 math on an element of storage type T (f32 or bf16).
+__device__ inline float toFloat(float x) { return x; }
+__device__ inline float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ T fromFloat(float v);
+template <> __device__ inline float fromFloat<float>(float v) { return v; }
+template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v); // round to nearest even, once
+}
+
+/// 128 bits of T: 4 f32 or 8 bf16, as f32 values.
+template <typename T> struct Pack {
+  static constexpr int kN = 16 / sizeof(T);
+  float v[kN];
+  __device__ void load(const T *p, int64_t k) {
+    uint4 raw = reinterpret_cast<const uint4 *>(p)[k];
+    const T *e = reinterpret_cast<const T *>(&raw);
+    for (int j = 0; j < kN; ++j)
+      v[j] = toFloat(e[j]);
+  }
+  __device__ void store(T *p, int64_t k) const {
+    uint4 raw;
+    T *e = reinterpret_cast<T *>(&raw);
+    for (int j = 0; j < kN; ++j)
+      e[j] = fromFloat<T>(v[j]);
+    reinterpret_cast<uint4 *>(p)[k] = raw;
+  }
+};
+
+/// fn(T()) with T the storage type of a typed kernel's dtype code (float
+/// or __nv_bfloat16; isBf16 refuses any other, naming `kernel`).
+template <typename Fn> void withDtype(int64_t dtype, const char *kernel, Fn fn) {
+  if (isBf16(dtype, kernel))
+    fn(__nv_bfloat16());
+  else
+    fn(float());
+}
+
+/// Whether rows of C elements of T starting at every pointer allow Pack<T>
+/// accesses: C a multiple of Pack<T>::kN, each pointer 16-byte aligned
+/// (nulls allowed). Decided on the host, uniform over a launch.
+template <typename T, typename... P> bool packedRows(int64_t C, const P *...p) {
+  return C % Pack<T>::kN == 0 &&
+         ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+
+/// The columns of a row of C that the calling thread owns, block-strided:
+/// fn(c0, n) for n = Pack<T>::kN columns from c0 when `vec` (packedRows),
+/// for one column at a time (n = 1) otherwise.
+template <typename T, typename Fn>
+__device__ inline void forRowPacks(int64_t C, bool vec, Fn fn) {
+  constexpr int kN = Pack<T>::kN;
+  if (vec) {
+    for (int64_t j = threadIdx.x; j < C / kN; j += blockDim.x)
+      fn(j * kN, kN);
+    return;
+  }
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    fn(c, 1);
+}
+
+/// v[0, n) = row[c0, c0 + n) as f32: one 128-bit load when n is a pack.
+template <typename T>
+__device__ inline void loadCols(const T *row, int64_t c0, int n,
+                                float (&v)[Pack<T>::kN]) {
+  if (n == Pack<T>::kN) {
+    Pack<T> q;
+    q.load(row + c0, 0);
+    for (int e = 0; e < Pack<T>::kN; ++e)
+      v[e] = q.v[e];
+  } else {
+    v[0] = toFloat(row[c0]);
+  }
+}
+
+/// row[c0, c0 + n) = v[0, n), each rounded to T once.
+template <typename T>
+__device__ inline void storeCols(T *row, int64_t c0, int n,
+                                 const float (&v)[Pack<T>::kN]) {
+  if (n == Pack<T>::kN) {
+    Pack<T> q;
+    for (int e = 0; e < Pack<T>::kN; ++e)
+      q.v[e] = v[e];
+    q.store(row + c0, 0);
+  } else {
+    row[c0] = fromFloat<T>(v[0]);
+  }
+}
 
 /// Grid-stride loop over [0, n).
 #define FOR_EACH(k, n)                                                         \

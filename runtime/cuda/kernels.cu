@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 namespace A = shardc::abi;
@@ -56,34 +57,6 @@ struct AccumulateOp { // (acc, g) -> keep ? acc + scale g : scale g
   const float *ctl;
   __device__ float operator()(float acc, float g) const {
     return ctl[0] != 0.0f ? acc + ctl[1] * g : ctl[1] * g;
-  }
-};
-
-/// f32 math on an element of storage type T (f32 or bf16).
-__device__ inline float toFloat(float x) { return x; }
-__device__ inline float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ T fromFloat(float v);
-template <> __device__ inline float fromFloat<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v); // round to nearest even, once
-}
-
-/// 128 bits of T: 4 f32 or 8 bf16, as f32 values.
-template <typename T> struct Pack {
-  static constexpr int kN = 16 / sizeof(T);
-  float v[kN];
-  __device__ void load(const T *p, int64_t k) {
-    uint4 raw = reinterpret_cast<const uint4 *>(p)[k];
-    const T *e = reinterpret_cast<const T *>(&raw);
-    for (int j = 0; j < kN; ++j)
-      v[j] = toFloat(e[j]);
-  }
-  __device__ void store(T *p, int64_t k) const {
-    uint4 raw;
-    T *e = reinterpret_cast<T *>(&raw);
-    for (int j = 0; j < kN; ++j)
-      e[j] = fromFloat<T>(v[j]);
-    reinterpret_cast<uint4 *>(p)[k] = raw;
   }
 };
 
@@ -329,88 +302,177 @@ __global__ void adamwKernel(const float *p, const float *g, const float *m,
 }
 
 /// The row of a norm's input: x's, or (residual fused, x null) the sum
-/// ra + rb written to s by this block first. Each thread later reads only
-/// what it wrote itself (same index walk), so no barrier is needed.
-__device__ inline const float *normRow(const float *x, const float *ra,
-                                       const float *rb, float *s, int64_t C) {
+/// ra + rb written to s (rounded to T) by this block first. Each thread
+/// later reads only what it wrote itself (the same forRowPacks walk), so no
+/// barrier is needed.
+template <typename T>
+__device__ inline const T *normRow(const T *x, const T *ra, const T *rb, T *s,
+                                   int64_t C, bool vec) {
   int64_t base = blockIdx.x * C;
   if (x)
     return x + base;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    s[base + c] = ra[base + c] + rb[base + c];
+  forRowPacks<T>(C, vec, [&](int64_t c0, int n) {
+    float a[Pack<T>::kN], v[Pack<T>::kN];
+    loadCols(ra + base, c0, n, a);
+    loadCols(rb + base, c0, n, v);
+    for (int e = 0; e < Pack<T>::kN; ++e)
+      v[e] += a[e];
+    storeCols(s + base, c0, n, v);
+  });
   return s + base;
 }
 
-// x[M,C] -> y[M,C]: layer norm of each row (one block a row, double
-// statistics), times w[C], plus b[C] if given; with x null, of the residual
-// sum s[M,C] = ra[M,C] + rb[M,C], written too
-__global__ void layerNormKernel(const float *x, const float *w,
-                                const float *bias, float *y, int64_t C,
-                                float eps, const float *ra, const float *rb,
-                                float *rs) {
-  const float *row = normRow(x, ra, rb, rs, C);
+/// The statistics of a norm's row, as the CPU kernels take them (double
+/// sums of the f32 values): the mean (layer norm; 0 for rms) and 1/std.
+template <typename T>
+__device__ inline void normStats(const T *row, int64_t C, bool vec, bool layer,
+                                 double eps, double &mean, float &rstd) {
+  constexpr int kN = Pack<T>::kN;
+  __shared__ double sMean, sRstd;
   double s = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    s += row[c];
-  __shared__ double mean, rstd;
-  s = blockSum(s);
-  if (threadIdx.x == 0)
-    mean = s / C;
-  __syncthreads();
+  if (layer) {
+    forRowPacks<T>(C, vec, [&](int64_t c0, int n) {
+      float v[kN];
+      loadCols(row, c0, n, v);
+      for (int e = 0; e < kN; ++e)
+        if (e < n)
+          s += v[e];
+    });
+    s = blockSum(s);
+    if (threadIdx.x == 0)
+      sMean = s / C;
+    __syncthreads();
+  }
+  double m = layer ? sMean : 0.0;
   double q = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    q += (row[c] - mean) * (row[c] - mean);
+  forRowPacks<T>(C, vec, [&](int64_t c0, int n) {
+    float v[kN];
+    loadCols(row, c0, n, v);
+    for (int e = 0; e < kN; ++e)
+      if (e < n)
+        q += layer ? (v[e] - m) * (v[e] - m) : double(v[e]) * v[e];
+  });
   q = blockSum(q);
   if (threadIdx.x == 0)
-    rstd = 1.0 / sqrt(q / C + eps);
+    sRstd = 1.0 / sqrt(q / C + eps);
   __syncthreads();
-  float r = float(rstd);
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    float v = float(row[c] - mean) * r * w[c];
-    y[blockIdx.x * C + c] = bias ? v + bias[c] : v;
-  }
+  mean = m;
+  rstd = float(sRstd);
 }
 
-// x[M,C] -> y[M,C] = w[C] * x / rms(x) (one block a row); with x null, of
-// the residual sum s[M,C] = ra + rb, written too
-__global__ void rmsNormKernel(const float *x, const float *w, float *y,
-                              int64_t C, float eps, const float *ra,
-                              const float *rb, float *rs) {
-  const float *row = normRow(x, ra, rb, rs, C);
-  double ss = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    ss += double(row[c]) * row[c];
-  ss = blockSum(ss);
-  __shared__ float rstd;
-  if (threadIdx.x == 0)
-    rstd = float(1.0 / sqrt(ss / C + eps));
-  __syncthreads();
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    y[blockIdx.x * C + c] = w[c] * (row[c] * rstd);
+// x[M,C] -> y[M,C] (elements of T, f32 math, y rounded once): layer norm of
+// each row (one block a row, double statistics), times w[C], plus b[C] if
+// given; with x null, of the residual sum s[M,C] = ra[M,C] + rb[M,C],
+// written too. `vec`: 128-bit accesses (packedRows).
+template <typename T>
+__global__ void layerNormKernel(const T *x, const T *w, const T *bias, T *y,
+                                int64_t C, float eps, const T *ra, const T *rb,
+                                T *rs, bool vec) {
+  constexpr int kN = Pack<T>::kN;
+  const T *row = normRow(x, ra, rb, rs, C, vec);
+  double mean;
+  float r;
+  normStats(row, C, vec, true, eps, mean, r);
+  T *out = y + blockIdx.x * C;
+  forRowPacks<T>(C, vec, [&](int64_t c0, int n) {
+    float v[kN], wv[kN], bv[kN] = {};
+    loadCols(row, c0, n, v);
+    loadCols(w, c0, n, wv);
+    if (bias)
+      loadCols(bias, c0, n, bv);
+    for (int e = 0; e < kN; ++e) {
+      v[e] = float(v[e] - mean) * r * wv[e];
+      if (bias)
+        v[e] += bv[e];
+    }
+    storeCols(out, c0, n, v);
+  });
+}
+
+// x[M,C] -> y[M,C] = w[C] * x / rms(x) (elements of T; one block a row);
+// with x null, of the residual sum s[M,C] = ra + rb, written too
+template <typename T>
+__global__ void rmsNormKernel(const T *x, const T *w, T *y, int64_t C,
+                              float eps, const T *ra, const T *rb, T *rs,
+                              bool vec) {
+  constexpr int kN = Pack<T>::kN;
+  const T *row = normRow(x, ra, rb, rs, C, vec);
+  double unused;
+  float rstd;
+  normStats(row, C, vec, false, eps, unused, rstd);
+  T *out = y + blockIdx.x * C;
+  forRowPacks<T>(C, vec, [&](int64_t c0, int n) {
+    float v[kN], wv[kN];
+    loadCols(row, c0, n, v);
+    loadCols(w, c0, n, wv);
+    for (int e = 0; e < kN; ++e)
+      v[e] = wv[e] * (v[e] * rstd);
+    storeCols(out, c0, n, v);
+  });
+}
+
+/// Softmax of one column of T (stride `inner`), as runtime/math.h's
+/// softmaxColumn computes it (max, a double sum of fastExp, then the
+/// scale), with each exp recomputed rather than kept in y, so that y is
+/// rounded once.
+template <typename T>
+__device__ inline void softmaxColumnOf(const T *xs, T *ys, int64_t n,
+                                       int64_t inner) {
+  float mx = toFloat(xs[0]);
+  for (int64_t k = 1; k < n; ++k)
+    mx = fmaxf(mx, toFloat(xs[k * inner]));
+  double sum = 0;
+  for (int64_t k = 0; k < n; ++k)
+    sum += fastExp(toFloat(xs[k * inner]) - mx);
+  float inv = float(1.0 / sum);
+  for (int64_t k = 0; k < n; ++k)
+    ys[k * inner] = fromFloat<T>(fastExp(toFloat(xs[k * inner]) - mx) * inv);
+}
+
+/// The softmax gradient of one column of T: dx = y (dy - sum y dy).
+template <typename T>
+__device__ inline void softmaxGradColumnOf(const T *y, const T *dy, T *dx,
+                                           int64_t n, int64_t inner) {
+  double dot = 0;
+  for (int64_t k = 0; k < n; ++k)
+    dot += double(toFloat(y[k * inner])) * toFloat(dy[k * inner]);
+  for (int64_t k = 0; k < n; ++k)
+    dx[k * inner] = fromFloat<T>(
+        float(toFloat(y[k * inner]) * (toFloat(dy[k * inner]) - dot)));
 }
 
 // y[outer,n,inner] = softmax over n of x (one thread per (outer, inner)
 // column; max, then exp and a double sum, then the scale, as the CPU does)
-__global__ void softmaxKernel(const float *x, float *y, int64_t outer,
-                              int64_t n, int64_t inner) {
+template <typename T>
+__global__ void softmaxKernel(const T *x, T *y, int64_t outer, int64_t n,
+                              int64_t inner) {
   FOR_EACH(col, outer * inner) {
     int64_t base = (col / inner) * n * inner + col % inner;
-    softmaxColumn(x + base, y + base, n, inner);
+    softmaxColumnOf(x + base, y + base, n, inner);
   }
 }
 
 // dx = y (dy - sum_n y dy) over n of [outer,n,inner]
-__global__ void softmaxGradKernel(const float *y, const float *dy, float *dx,
+template <typename T>
+__global__ void softmaxGradKernel(const T *y, const T *dy, T *dx,
                                   int64_t outer, int64_t n, int64_t inner) {
   FOR_EACH(col, outer * inner) {
     int64_t base = (col / inner) * n * inner + col % inner;
-    softmaxGradColumn(y + base, dy + base, dx + base, n, inner);
+    softmaxGradColumnOf(y + base, dy + base, dx + base, n, inner);
   }
+}
+
+/// A logit as the loss reads it: as stored, or (a bf16 head's output, kept
+/// in f32) rounded to bf16 first.
+template <bool RoundBf16> __device__ inline float logitOf(float x) {
+  return RoundBf16 ? __bfloat162float(__float2bfloat16(x)) : x;
 }
 
 // logits[N,V], t[N] -> dl[N,V] = scale (softmax - onehot(t)) (zero for
 // ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a row; a
-// target outside [0, V) sets *bad to V
+// target outside [0, V) sets *bad to V. RoundBf16: each logit rounded to
+// bf16 as it is read.
+template <bool RoundBf16>
 __global__ void crossEntropyRowsKernel(const float *logits,
                                        const int32_t *targets, int64_t V,
                                        int64_t ignore, const float *scalePtr,
@@ -432,14 +494,14 @@ __global__ void crossEntropyRowsKernel(const float *logits,
   }
   // The target's logit, read before any thread writes: dl may alias logits
   // (the gradient in place of the logits it consumes).
-  float target = threadIdx.x == 0 ? row[t] : 0.0f;
+  float target = threadIdx.x == 0 ? logitOf<RoundBf16>(row[t]) : 0.0f;
   float mx = -INFINITY;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    mx = fmaxf(mx, row[v]);
+    mx = fmaxf(mx, logitOf<RoundBf16>(row[v]));
   mx = blockMax(mx);
   double sum = 0;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-    float e = fastExp(row[v] - mx);
+    float e = fastExp(logitOf<RoundBf16>(row[v]) - mx);
     out[v] = e;
     sum += e;
   }
@@ -458,6 +520,23 @@ __global__ void crossEntropyRowsKernel(const float *logits,
   }
 }
 
+// rows[R, V] f32 -> the same rows as bf16, each at the start of its own f32
+// row (bf16 [R, V] with a row stride of 2V): one block a row, in chunks of
+// blockDim columns, each chunk read whole before any of it is written (a
+// bf16 element v overwrites f32 element v / 2, already read)
+__global__ void rowsToBf16InPlaceKernel(float *rows, int64_t V) {
+  float *row = rows + blockIdx.x * V;
+  auto *out = reinterpret_cast<__nv_bfloat16 *>(row);
+  for (int64_t v0 = 0; v0 < V; v0 += blockDim.x) {
+    int64_t v = v0 + threadIdx.x;
+    float x = v < V ? row[v] : 0.0f;
+    __syncthreads();
+    if (v < V)
+      out[v] = __float2bfloat16(x);
+    __syncthreads();
+  }
+}
+
 // loss[] = mean of rowLoss over the rows not ignored, summed in row order
 __global__ void meanLossKernel(const double *rowLoss, const int32_t *targets,
                                int64_t N, int64_t ignore, float *loss) {
@@ -471,16 +550,21 @@ __global__ void meanLossKernel(const double *rowLoss, const int32_t *targets,
   loss[0] = count ? float(total / count) : NAN;
 }
 
-// dtable[V,C] = sum over n of dy[n,:] into row ids[n] (one thread per
-// column c, rows in order: deterministic, as the CPU kernel)
-__global__ void embeddingGradKernel(const int32_t *ids, const float *dy,
-                                    float *dt, int64_t N, int64_t V,
+// dtable[V,C] = sum over n of dy[n,:] into row ids[n] (elements of T),
+// summed in f32 in acc[V,C] (dtable itself on f32) and rounded once; one
+// thread per column c, rows in order: deterministic, as the CPU kernel
+template <typename T>
+__global__ void embeddingGradKernel(const int32_t *ids, const T *dy,
+                                    float *acc, T *dt, int64_t N, int64_t V,
                                     int64_t C) {
   FOR_EACH(c, C) {
     for (int64_t v = 0; v < V; ++v)
-      dt[v * C + c] = 0.0f;
+      acc[v * C + c] = 0.0f;
     for (int64_t n = 0; n < N; ++n)
-      dt[int64_t(ids[n]) * C + c] += dy[n * C + c];
+      acc[int64_t(ids[n]) * C + c] += toFloat(dy[n * C + c]);
+    if (static_cast<void *>(acc) != static_cast<void *>(dt))
+      for (int64_t v = 0; v < V; ++v)
+        dt[v * C + c] = fromFloat<T>(acc[v * C + c]);
   }
 }
 
@@ -772,50 +856,90 @@ SHARDC_CUDA_KERNEL(adamw) {
   SHARDC_LAUNCH(adamwKernel, gridFor(n), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), F(b[3]), F(b[4]), F(b[5]), F(b[6]), F(b[7]), F(b[8]), n, is1D);
 }
 
+/// A norm launch, one block a row, on T: x (null with the residual fused:
+/// ra + rb written to rs), w, bias (null: none) -> y.
+template <typename T>
+void launchNorm(cudaStream_t s, bool layer, int64_t M, int64_t C, double eps,
+                void *x, void *w, void *bias, void *y, void *ra = nullptr,
+                void *rb = nullptr, void *rs = nullptr) {
+  auto p = [](void *q) { return static_cast<T *>(q); };
+  bool vec = packedRows<T>(C, p(x), p(w), p(bias), p(y), p(ra), p(rb), p(rs));
+  if (layer) {
+    auto *kernel = &layerNormKernel<T>;
+    SHARDC_LAUNCH(kernel, unsigned(M), kThreads, 0, s, p(x), p(w), p(bias),
+                  p(y), C, float(eps), p(ra), p(rb), p(rs), vec);
+  } else {
+    auto *kernel = &rmsNormKernel<T>;
+    SHARDC_LAUNCH(kernel, unsigned(M), kThreads, 0, s, p(x), p(w), p(y), C,
+                  float(eps), p(ra), p(rb), p(rs), vec);
+  }
+}
+
+// x[M,C], w[C], b[C]? -> y[M,C] (f32 or bf16)
 SHARDC_CUDA_KERNEL(layer_norm) {
-  int64_t M = i[A::layer_norm::M], C = i[A::layer_norm::C];
-  bool hasBias = i[A::layer_norm::has_bias] != 0;
-  SHARDC_LAUNCH(layerNormKernel, unsigned(M), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), hasBias ? F(b[2]) : nullptr, F(b[hasBias ? 3 : 2]), C, float(f[A::layer_norm::f::eps]), nullptr, nullptr, nullptr);
+  namespace K = A::layer_norm;
+  bool hasBias = i[K::has_bias] != 0;
+  withDtype(i[K::dtype], "layer_norm", [&](auto t) {
+    launchNorm<decltype(t)>(streamOf(ctx, stream), true, i[K::M], i[K::C],
+                            f[K::f::eps], b[0], b[1],
+                            hasBias ? b[2] : nullptr, b[hasBias ? 3 : 2]);
+  });
 }
 
 // a[M,C], b[M,C], w[C], bias[C]? -> s = a + b, y = layer_norm(s): the
 // residual add fused with the norm after it (one read of the sum saved, one
-// launch)
+// launch; f32)
 SHARDC_CUDA_KERNEL(add_layer_norm) {
   namespace K = A::add_layer_norm;
-  int64_t M = i[K::M], C = i[K::C];
   bool hasBias = i[K::has_bias] != 0;
   int out = hasBias ? 4 : 3;
-  SHARDC_LAUNCH(layerNormKernel, unsigned(M), kThreads, 0,
-                streamOf(ctx, stream), nullptr, F(b[2]),
-                hasBias ? F(b[3]) : nullptr, F(b[out + 1]), C,
-                float(f[K::f::eps]), F(b[0]), F(b[1]), F(b[out]));
+  launchNorm<float>(streamOf(ctx, stream), true, i[K::M], i[K::C],
+                    f[K::f::eps], nullptr, b[2], hasBias ? b[3] : nullptr,
+                    b[out + 1], b[0], b[1], b[out]);
 }
 
+// x[M,C], w[C] -> y[M,C] (f32 or bf16)
 SHARDC_CUDA_KERNEL(rms_norm) {
-  int64_t M = i[A::rms_norm::M], C = i[A::rms_norm::C];
-  SHARDC_LAUNCH(rmsNormKernel, unsigned(M), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), C, float(f[A::rms_norm::f::eps]), nullptr, nullptr, nullptr);
+  namespace K = A::rms_norm;
+  withDtype(i[K::dtype], "rms_norm", [&](auto t) {
+    launchNorm<decltype(t)>(streamOf(ctx, stream), false, i[K::M], i[K::C],
+                            f[K::f::eps], b[0], b[1], nullptr, b[2]);
+  });
 }
 
-// a[M,C], b[M,C], w[C] -> s = a + b, y = rms_norm(s)
+// a[M,C], b[M,C], w[C] -> s = a + b, y = rms_norm(s) (f32)
 SHARDC_CUDA_KERNEL(add_rms_norm) {
   namespace K = A::add_rms_norm;
-  int64_t M = i[K::M], C = i[K::C];
-  SHARDC_LAUNCH(rmsNormKernel, unsigned(M), kThreads, 0,
-                streamOf(ctx, stream), nullptr, F(b[2]), F(b[4]), C,
-                float(f[K::f::eps]), F(b[0]), F(b[1]), F(b[3]));
+  launchNorm<float>(streamOf(ctx, stream), false, i[K::M], i[K::C],
+                    f[K::f::eps], nullptr, b[2], nullptr, b[4], b[0], b[1],
+                    b[3]);
 }
 
+// x[outer,n,inner] -> y: softmax over n (f32 or bf16)
 SHARDC_CUDA_KERNEL(softmax) {
-  int64_t outer = i[A::softmax::outer], n = i[A::softmax::n],
-          inner = i[A::softmax::inner];
-  SHARDC_LAUNCH(softmaxKernel, gridFor(outer * inner), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), outer, n, inner);
+  namespace K = A::softmax;
+  int64_t outer = i[K::outer], n = i[K::n], inner = i[K::inner];
+  withDtype(i[K::dtype], "softmax", [&](auto t) {
+    using T = decltype(t);
+    auto *kernel = &softmaxKernel<T>;
+    SHARDC_LAUNCH(kernel, gridFor(outer * inner), kThreads, 0,
+                  streamOf(ctx, stream), static_cast<const T *>(b[0]),
+                  static_cast<T *>(b[1]), outer, n, inner);
+  });
 }
 
+// y, dy [outer,n,inner] -> dx (f32 or bf16)
 SHARDC_CUDA_KERNEL(softmax_grad) {
-  int64_t outer = i[A::softmax_grad::outer], n = i[A::softmax_grad::n],
-          inner = i[A::softmax_grad::inner];
-  SHARDC_LAUNCH(softmaxGradKernel, gridFor(outer * inner), kThreads, 0, streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), outer, n, inner);
+  namespace K = A::softmax_grad;
+  int64_t outer = i[K::outer], n = i[K::n], inner = i[K::inner];
+  withDtype(i[K::dtype], "softmax_grad", [&](auto t) {
+    using T = decltype(t);
+    auto *kernel = &softmaxGradKernel<T>;
+    SHARDC_LAUNCH(kernel, gridFor(outer * inner), kThreads, 0,
+                  streamOf(ctx, stream), static_cast<const T *>(b[0]),
+                  static_cast<const T *>(b[1]), static_cast<T *>(b[2]), outer,
+                  n, inner);
+  });
 }
 
 SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
@@ -830,7 +954,9 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
   SHARDC_LAUNCH(lossScaleKernel, 1, kOneBlockThreads, 0, s, targets, N, ignore,
                 static_cast<const float *>(nullptr), scale);
   // A bad target is reported after the run (Context::checkErrors).
-  SHARDC_LAUNCH(crossEntropyRowsKernel, unsigned(N), kThreads, 0, s, F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss, c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
+  SHARDC_LAUNCH(crossEntropyRowsKernel<false>, unsigned(N), kThreads, 0, s,
+                F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss,
+                c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
   SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore, F(b[2]));
 }
 
@@ -840,6 +966,13 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
 // dh[r0:] = dlogits w and dw (+)= dlogits^T h[r0:] (cuBLASLt, beta 1 from
 // the second chunk); the mean loss as cross_entropy_with_grad's. The [N,V]
 // logits are never whole.
+//
+// On bf16 (h, w, dh, dw): the logits are an f32 product of the bf16
+// operands, rounded to bf16 as the loss reads them (a bf16 head's output);
+// their gradient is rounded to bf16 in place (rowsToBf16InPlaceKernel) and
+// is the bf16 operand of the two backward GEMMs. dh is written once per
+// chunk; dw, summed over several chunks, is summed in f32 in the context's
+// scratch ([V,C], outside the memory plan) and rounded once.
 SHARDC_CUDA_KERNEL(linear_cross_entropy) {
   namespace L = A::linear_cross_entropy;
   int64_t N = i[L::N], C = i[L::C], V = i[L::V], R = i[L::R],
@@ -848,36 +981,74 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
     fatal("linear_cross_entropy: chunks of %lld rows", (long long)R);
   auto &c = *static_cast<cuda::Context *>(ctx);
   cudaStream_t s = c.stream(stream);
-  const float *h = F(b[0]), *w = F(b[1]);
+  bool bf16 = isBf16(i[L::dtype], "linear_cross_entropy");
+  int64_t elem = bf16 ? 2 : 4;
+  const char *h = static_cast<const char *>(b[0]);
   const int32_t *targets = static_cast<const int32_t *>(b[2]);
-  float *dh = F(b[4]), *dw = F(b[5]), *logits = F(b[6]);
-  auto *rowLoss = static_cast<double *>(c.scratch(N * sizeof(double) + 8));
+  char *dh = static_cast<char *>(b[4]);
+  float *logits = F(b[6]);
+  bool accumulate = bf16 && N > R; // dw over several chunks, in f32
+  size_t lossBytes = (size_t(N) * sizeof(double) + 8 + 255) / 256 * 256;
+  char *scratch = static_cast<char *>(
+      c.scratch(lossBytes + (accumulate ? size_t(V * C) * 4 : 0)));
+  auto *rowLoss = reinterpret_cast<double *>(scratch);
   auto *scale = reinterpret_cast<float *>(rowLoss + N);
+  void *dw = accumulate ? scratch + lossBytes : b[5];
   SHARDC_LAUNCH(lossScaleKernel, 1, kOneBlockThreads, 0, s, targets, N, ignore,
                 static_cast<const float *>(nullptr), scale);
+  int64_t *bad = c.errors + int64_t(A::KernelId::linear_cross_entropy);
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     int64_t rows = std::min(R, N - r0);
-    // logits[rows,V] = h[r0:r0+rows, C] w[V,C]^T
-    gemmRowMajor(c, stream, rows, V, C, false, true, h + r0 * C, w, logits,
-                 0.0f);
-    SHARDC_LAUNCH(crossEntropyRowsKernel, unsigned(rows), kThreads, 0, s,
-                  logits, targets + r0, V, ignore, scale, logits, rowLoss + r0,
-                  c.errors + int64_t(A::KernelId::linear_cross_entropy));
+    // logits[rows,V] (f32) = h[r0:r0+rows, C] w[V,C]^T
+    RowGemm fwd{rows, V, C, false, true, h + r0 * C * elem, b[1], logits};
+    fwd.bf16 = fwd.f32Out = bf16;
+    gemmRows(c, stream, fwd);
+    auto *rowsKernel = bf16 ? &crossEntropyRowsKernel<true>
+                            : &crossEntropyRowsKernel<false>;
+    SHARDC_LAUNCH(rowsKernel, unsigned(rows), kThreads, 0, s, logits,
+                  targets + r0, V, ignore, scale, logits, rowLoss + r0, bad);
+    if (bf16) // dlogits as bf16 [rows, V], row stride 2V
+      SHARDC_LAUNCH(rowsToBf16InPlaceKernel, unsigned(rows), kThreads, 0, s,
+                    logits, V);
+    int64_t ld = bf16 ? 2 * V : 0;
     // dh[r0:, C] = dlogits[rows,V] w[V,C]
-    gemmRowMajor(c, stream, rows, C, V, false, false, logits, w, dh + r0 * C,
-                 0.0f);
+    RowGemm dx{rows, C, V, false, false, logits, b[1], dh + r0 * C * elem};
+    dx.lda = ld;
+    dx.bf16 = bf16;
+    gemmRows(c, stream, dx);
     // dw[V,C] (+)= dlogits[rows,V]^T h[r0:, C]
-    gemmRowMajor(c, stream, V, C, rows, true, false, logits, h + r0 * C, dw,
-                 r0 ? 1.0f : 0.0f);
+    RowGemm dW{V, C, rows, true, false, logits, h + r0 * C * elem, dw};
+    dW.lda = ld;
+    dW.beta = r0 ? 1.0f : 0.0f;
+    dW.bf16 = bf16;
+    dW.f32Out = accumulate;
+    gemmRows(c, stream, dW);
   }
+  if (accumulate) // dw rounded to bf16 once
+    SHARDC_LAUNCH(castKernel, gridFor(V * C), kThreads, 0, s, dw, b[5], V * C,
+                  int64_t(A::kF32), int64_t(A::kBF16));
   SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore,
                 F(b[3]));
 }
 
+// ids[N], dy[N,C] -> dtable[V,C] (f32 or bf16). On bf16 the sums are
+// f32 in the context's scratch ([V,C] f32, outside the memory plan), then
+// rounded once.
 SHARDC_CUDA_KERNEL(embedding_grad) {
-  int64_t N = i[A::embedding_grad::N], V = i[A::embedding_grad::V],
-          C = i[A::embedding_grad::C];
-  SHARDC_LAUNCH(embeddingGradKernel, gridFor(C), kThreads, 0, streamOf(ctx, stream), static_cast<const int32_t *>(b[0]), F(b[1]), F(b[2]), N, V, C);
+  namespace K = A::embedding_grad;
+  int64_t N = i[K::N], V = i[K::V], C = i[K::C];
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  withDtype(i[K::dtype], "embedding_grad", [&](auto t) {
+    using T = decltype(t);
+    float *acc = std::is_same_v<T, float>
+                     ? F(b[2])
+                     : static_cast<float *>(c.scratch(size_t(V * C) * 4));
+    auto *kernel = &embeddingGradKernel<T>;
+    SHARDC_LAUNCH(kernel, gridFor(C), kThreads, 0, c.stream(stream),
+                  static_cast<const int32_t *>(b[0]),
+                  static_cast<const T *>(b[1]), acc, static_cast<T *>(b[2]),
+                  N, V, C);
+  });
 }
 
 SHARDC_CUDA_KERNEL(sgd) {

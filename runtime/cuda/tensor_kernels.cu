@@ -429,13 +429,14 @@ __device__ inline int64_t summandOffset(const SumShape &s, int64_t r) {
 // x -> y[outN] (or partial[chunk, outN]): a thread an output (coalesced when
 // the kept dimensions are innermost), summands [chunk * len, +len) of it in
 // x's order, in double
-__global__ void sumToThreadsKernel(const float *x, float *y, double *partial,
+template <typename T>
+__global__ void sumToThreadsKernel(const T *x, T *y, double *partial,
                                    SumShape s, int64_t len) {
   int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (k >= s.outN)
     return;
   int64_t r0 = blockIdx.y * len, r1 = r0 + len < s.redN ? r0 + len : s.redN;
-  const float *base = x + keptOffset(s, k);
+  const T *base = x + keptOffset(s, k);
   // An odometer over the summed dimensions, from r0.
   int64_t idx[kMaxRank], off = 0, rest = r0;
   for (int d = s.redRank - 1; d >= 0; --d) {
@@ -445,7 +446,7 @@ __global__ void sumToThreadsKernel(const float *x, float *y, double *partial,
   }
   double acc = 0;
   for (int64_t r = r0; r < r1; ++r) {
-    acc += base[off];
+    acc += toFloat(base[off]);
     for (int d = s.redRank - 1; d >= 0; --d) {
       off += s.redX[d];
       if (++idx[d] < s.redDims[d])
@@ -457,58 +458,61 @@ __global__ void sumToThreadsKernel(const float *x, float *y, double *partial,
   if (partial)
     partial[blockIdx.y * s.outN + k] = acc;
   else
-    y[k] = float(acc);
+    y[k] = fromFloat<T>(float(acc));
 }
 
 // x -> y[outN]: a warp an output (grid-stride over outputs by warp), its
 // lanes striding over the summands, in double; for short sums over the
 // innermost dimensions
-__global__ void sumToWarpsKernel(const float *x, float *y, SumShape s) {
+template <typename T>
+__global__ void sumToWarpsKernel(const T *x, T *y, SumShape s) {
   int lane = threadIdx.x % 32;
   int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
   for (int64_t k = warp; k < s.outN; k += warps) { // warp-uniform
-    const float *base = x + keptOffset(s, k);
+    const T *base = x + keptOffset(s, k);
     double acc = 0;
     for (int64_t r = lane; r < s.redN; r += 32)
-      acc += base[summandOffset(s, r)];
+      acc += toFloat(base[summandOffset(s, r)]);
     for (int o = 16; o > 0; o /= 2)
       acc += __shfl_down_sync(0xffffffffu, acc, o);
     if (lane == 0)
-      y[k] = float(acc);
+      y[k] = fromFloat<T>(float(acc));
   }
 }
 
 // x -> y[outN] (or partial[chunk, outN]): a block an (output, chunk) pair
 // (grid-stride), its threads striding over summands [chunk * len, +len), in
 // double; for long sums over the innermost dimensions
-__global__ void sumToBlocksKernel(const float *x, float *y, double *partial,
+template <typename T>
+__global__ void sumToBlocksKernel(const T *x, T *y, double *partial,
                                   SumShape s, int64_t chunks, int64_t len) {
   for (int64_t at = blockIdx.x; at < s.outN * chunks; at += gridDim.x) {
     int64_t k = at % s.outN, chunk = at / s.outN; // block-uniform
     int64_t r0 = chunk * len, r1 = r0 + len < s.redN ? r0 + len : s.redN;
-    const float *base = x + keptOffset(s, k);
+    const T *base = x + keptOffset(s, k);
     double acc = 0;
     for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
-      acc += base[summandOffset(s, r)];
+      acc += toFloat(base[summandOffset(s, r)]);
     acc = blockSum(acc);
     if (threadIdx.x == 0) {
       if (partial)
         partial[chunk * s.outN + k] = acc;
       else
-        y[k] = float(acc);
+        y[k] = fromFloat<T>(float(acc));
     }
   }
 }
 
 // partial[chunks, n] -> y[n] = the chunks summed in order
-__global__ void sumPartialsKernel(const double *partial, float *y,
+template <typename T>
+__global__ void sumPartialsKernel(const double *partial, T *y,
                                   int64_t chunks, int64_t n) {
   FOR_EACH(k, n) {
     double acc = 0;
     for (int64_t c = 0; c < chunks; ++c)
       acc += partial[c * n + k];
-    y[k] = float(acc);
+    y[k] = fromFloat<T>(float(acc));
   }
 }
 
@@ -520,13 +524,14 @@ struct SumToGeneral {
 };
 
 // x[dims] -> y[outN] as the CPU kernel walks it (a single thread)
-__global__ void sumToSerialKernel(const float *x, float *y, double *acc,
+template <typename T>
+__global__ void sumToSerialKernel(const T *x, T *y, double *acc,
                                   SumToGeneral g) {
   for (int64_t k = 0; k < g.outN; ++k)
     acc[k] = 0;
   int64_t idx[kMaxRank] = {}, off = 0;
   for (int64_t n = 0; n < g.total; ++n) {
-    acc[off] += x[n];
+    acc[off] += toFloat(x[n]);
     for (int64_t d = g.rank - 1; d >= 0; --d) {
       ++idx[d];
       off += g.ystr[d];
@@ -537,7 +542,7 @@ __global__ void sumToSerialKernel(const float *x, float *y, double *acc,
     }
   }
   for (int64_t k = 0; k < g.outN; ++k)
-    y[k] = float(acc[k]);
+    y[k] = fromFloat<T>(float(acc[k]));
 }
 
 } // namespace
@@ -656,14 +661,14 @@ SHARDC_CUDA_KERNEL(concat_part) {
 }
 
 // x[dims[R]] -> y[out_n], summed over the dimensions where ystr is 0
-SHARDC_CUDA_KERNEL(sum_to) {
+/// sum_to on elements of T (sums in double, y rounded once).
+template <typename T>
+void sumTo(cuda::Context &c, int64_t stream, const T *x, T *y,
+           const int64_t *i) {
   namespace K = A::sum_to;
   int64_t R = i[K::R], outN = i[K::out_n];
   const int64_t *dims = i + K::kNumInts, *ystr = dims + R;
-  auto &c = *static_cast<cuda::Context *>(ctx);
   cudaStream_t st = c.stream(stream);
-  const float *x = F(b[0]);
-  float *y = F(b[1]);
   if (outN == 0)
     return;
   // Kept (ystr != 0) and summed dimensions, size 1 dropped, neighbours of
@@ -713,7 +718,7 @@ SHARDC_CUDA_KERNEL(sum_to) {
       g.total *= dims[d];
     }
     auto *acc = static_cast<double *>(c.scratch(size_t(outN) * 8));
-    SHARDC_LAUNCH(sumToSerialKernel, 1, 1, 0, st, x, y, acc, g);
+    SHARDC_LAUNCH(sumToSerialKernel<T>, 1, 1, 0, st, x, y, acc, g);
     return;
   }
   // Built innermost first: reverse to x's order.
@@ -739,10 +744,10 @@ SHARDC_CUDA_KERNEL(sum_to) {
         chunks > 1 ? static_cast<double *>(c.scratch(size_t(chunks * outN) * 8))
                    : nullptr;
     dim3 grid{unsigned(colBlocks), unsigned(chunks)};
-    SHARDC_LAUNCH(sumToThreadsKernel, grid, kThreads, 0, st, x, y, partial, s,
+    SHARDC_LAUNCH(sumToThreadsKernel<T>, grid, kThreads, 0, st, x, y, partial, s,
                   len);
     if (partial)
-      SHARDC_LAUNCH(sumPartialsKernel, gridFor(outN), kThreads, 0, st, partial,
+      SHARDC_LAUNCH(sumPartialsKernel<T>, gridFor(outN), kThreads, 0, st, partial,
                     y, chunks, outN);
     return;
   }
@@ -750,7 +755,7 @@ SHARDC_CUDA_KERNEL(sum_to) {
     // A warp an output.
     unsigned grid =
         unsigned(std::min<int64_t>(blocksFor(outN * 32, kThreads), cap));
-    SHARDC_LAUNCH(sumToWarpsKernel, grid, kThreads, 0, st, x, y, s);
+    SHARDC_LAUNCH(sumToWarpsKernel<T>, grid, kThreads, 0, st, x, y, s);
     return;
   }
   // A block an output, long sums split into chunks of at least 4096
@@ -763,11 +768,20 @@ SHARDC_CUDA_KERNEL(sum_to) {
       chunks > 1 ? static_cast<double *>(c.scratch(size_t(chunks * outN) * 8))
                  : nullptr;
   unsigned grid = unsigned(std::min<int64_t>(outN * chunks, cap));
-  SHARDC_LAUNCH(sumToBlocksKernel, grid, kThreads, 0, st, x, y, partial, s,
+  SHARDC_LAUNCH(sumToBlocksKernel<T>, grid, kThreads, 0, st, x, y, partial, s,
                 chunks, len);
   if (partial)
-    SHARDC_LAUNCH(sumPartialsKernel, gridFor(outN), kThreads, 0, st, partial, y,
+    SHARDC_LAUNCH(sumPartialsKernel<T>, gridFor(outN), kThreads, 0, st, partial, y,
                   chunks, outN);
+}
+
+SHARDC_CUDA_KERNEL(sum_to) {
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  withDtype(i[A::sum_to::dtype], "sum_to", [&](auto t) {
+    using T = decltype(t);
+    sumTo<T>(c, stream, static_cast<const T *>(b[0]), static_cast<T *>(b[1]),
+             i);
+  });
 }
 
 // c (one byte per bool), a, b broadcast to y[dims] -> y = c ? a : b

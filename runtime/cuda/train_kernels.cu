@@ -58,13 +58,20 @@ RowChunks rowChunks(int64_t M, int64_t C) {
   return {std::max<int64_t>(1, (M + rows - 1) / rows), rows};
 }
 
+/// Elements of T read as f32 by index (the norm gradients' rows).
+template <typename T> struct Elems {
+  const T *p;
+  __device__ float operator[](int64_t k) const { return toFloat(p[k]); }
+};
+
 // x[M,C], w[C], dy[M,C] -> dx[M,C], stats[M,2] = (mean, rstd) of each row
 // (one block a row, double statistics, as the CPU kernel)
-__global__ void layerNormGradRowsKernel(const float *x, const float *w,
-                                        const float *dy, float *dx,
-                                        double *stats, int64_t C, double eps) {
-  const float *xr = x + blockIdx.x * C, *dyr = dy + blockIdx.x * C;
-  float *dxr = dx + blockIdx.x * C;
+template <typename T>
+__global__ void layerNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
+                                        T *dx, double *stats, int64_t C,
+                                        double eps) {
+  Elems<T> xr{xp + blockIdx.x * C}, w{wp}, dyr{dyp + blockIdx.x * C};
+  T *dxr = dx + blockIdx.x * C;
   __shared__ double sMean, sRstd, sMeanG, sMeanGX;
   double s = 0;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
@@ -100,17 +107,18 @@ __global__ void layerNormGradRowsKernel(const float *x, const float *w,
   double meanG = sMeanG, meanGX = sMeanGX;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     double xhat = (xr[c] - mean) * rstd, g = double(dyr[c]) * w[c];
-    dxr[c] = float(rstd * (g - meanG - xhat * meanGX));
+    dxr[c] = fromFloat<T>(float(rstd * (g - meanG - xhat * meanGX)));
   }
 }
 
 // x[M,C], w[C], dy[M,C] -> dx[M,C], stats[M] = 1 / rms of each row (one
 // block a row, double sums, as the CPU kernel)
-__global__ void rmsNormGradRowsKernel(const float *x, const float *w,
-                                      const float *dy, float *dx, double *stats,
-                                      int64_t C, double eps) {
-  const float *xr = x + blockIdx.x * C, *dyr = dy + blockIdx.x * C;
-  float *dxr = dx + blockIdx.x * C;
+template <typename T>
+__global__ void rmsNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
+                                      T *dx, double *stats, int64_t C,
+                                      double eps) {
+  Elems<T> xr{xp + blockIdx.x * C}, w{wp}, dyr{dyp + blockIdx.x * C};
+  T *dxr = dx + blockIdx.x * C;
   __shared__ double sR, sGx;
   double ss = 0, gx = 0;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
@@ -128,14 +136,15 @@ __global__ void rmsNormGradRowsKernel(const float *x, const float *w,
   double r = sR;
   gx = sGx;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    dxr[c] = float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C);
+    dxr[c] = fromFloat<T>(
+        float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C));
 }
 
 // x[M,C], dy[M,C], stats of the rows -> partial column sums over chunk
 // blockIdx.y of `rows` rows: pw[chunks,C] (dw), pb[chunks,C] (db, layer
 // norm only). A thread a column, rows in order.
-template <bool Layer>
-__global__ void normColumnPartialsKernel(const float *x, const float *dy,
+template <bool Layer, typename T>
+__global__ void normColumnPartialsKernel(const T *x, const T *dy,
                                          const double *stats, double *pw,
                                          double *pb, int64_t M, int64_t C,
                                          int64_t rows) {
@@ -145,7 +154,7 @@ __global__ void normColumnPartialsKernel(const float *x, const float *dy,
   int64_t m0 = blockIdx.y * rows, m1 = m0 + rows < M ? m0 + rows : M;
   double sw = 0, sb = 0;
   for (int64_t m = m0; m < m1; ++m) {
-    float xv = x[m * C + c], g = dy[m * C + c];
+    float xv = toFloat(x[m * C + c]), g = toFloat(dy[m * C + c]);
     if (Layer) {
       double xhat = (xv - stats[2 * m]) * stats[2 * m + 1];
       sw += double(g) * xhat;
@@ -160,8 +169,9 @@ __global__ void normColumnPartialsKernel(const float *x, const float *dy,
 }
 
 // pw[chunks,C] (and pb) -> dw[C] (and db) = the chunks summed in order
-__global__ void sumChunksKernel(const double *pw, const double *pb, float *dw,
-                                float *db, int64_t chunks, int64_t C) {
+template <typename T>
+__global__ void sumChunksKernel(const double *pw, const double *pb, T *dw,
+                                T *db, int64_t chunks, int64_t C) {
   FOR_EACH(c, C) {
     double sw = 0, sb = 0;
     for (int64_t k = 0; k < chunks; ++k) {
@@ -169,20 +179,23 @@ __global__ void sumChunksKernel(const double *pw, const double *pb, float *dw,
       if (pb)
         sb += pb[k * C + c];
     }
-    dw[c] = float(sw);
+    dw[c] = fromFloat<T>(float(sw));
     if (db)
-      db[c] = float(sb);
+      db[c] = fromFloat<T>(float(sb));
   }
 }
 
 /// The norm gradients: rows, then the parameter gradients' column sums.
 /// Scratch: the row statistics, then the partial sums.
+template <typename T>
 void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
               int64_t C, double eps) {
   auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
   cudaStream_t s = ctx.stream(stream);
-  const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
-  float *dx = F(b[3]), *dw = F(b[4]), *db = layer ? F(b[5]) : nullptr;
+  auto in = [&](int k) { return static_cast<const T *>(b[k]); };
+  auto out = [&](int k) { return static_cast<T *>(b[k]); };
+  const T *x = in(0), *w = in(1), *dy = in(2);
+  T *dx = out(3), *dw = out(4), *db = layer ? out(5) : nullptr;
   if (C == 0)
     return;
   RowChunks rc = rowChunks(M, C);
@@ -192,22 +205,17 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
       size_t(statWords + (layer ? 2 : 1) * partials) * sizeof(double)));
   double *pw = stats + statWords, *pb = layer ? pw + partials : nullptr;
   if (M > 0) {
-    if (layer)
-      SHARDC_LAUNCH(layerNormGradRowsKernel, unsigned(M), kThreads, 0, s, x, w,
-                    dy, dx, stats, C, eps);
-    else
-      SHARDC_LAUNCH(rmsNormGradRowsKernel, unsigned(M), kThreads, 0, s, x, w,
-                    dy, dx, stats, C, eps);
+    auto *rows = layer ? &layerNormGradRowsKernel<T> : &rmsNormGradRowsKernel<T>;
+    SHARDC_LAUNCH(rows, unsigned(M), kThreads, 0, s, x, w, dy, dx, stats, C,
+                  eps);
   }
   dim3 grid(blocksFor(C, kThreads), unsigned(rc.chunks));
-  if (layer)
-    SHARDC_LAUNCH(normColumnPartialsKernel<true>, grid, kThreads, 0, s, x, dy,
-                  stats, pw, pb, M, C, rc.rows);
-  else
-    SHARDC_LAUNCH(normColumnPartialsKernel<false>, grid, kThreads, 0, s, x, dy,
-                  stats, pw, pb, M, C, rc.rows);
-  SHARDC_LAUNCH(sumChunksKernel, gridFor(C), kThreads, 0, s, pw, pb, dw, db,
-                rc.chunks, C);
+  auto *columns = layer ? &normColumnPartialsKernel<true, T>
+                        : &normColumnPartialsKernel<false, T>;
+  SHARDC_LAUNCH(columns, grid, kThreads, 0, s, x, dy, stats, pw, pb, M, C,
+                rc.rows);
+  auto *sum = &sumChunksKernel<T>;
+  SHARDC_LAUNCH(sum, gridFor(C), kThreads, 0, s, pw, pb, dw, db, rc.chunks, C);
 }
 
 /// fn(v, row[v]) for the elements of row[0, V) the calling thread owns in a
@@ -349,31 +357,44 @@ __global__ void rotaryTableKernel(float *cosT, float *sinT, int64_t T,
 // x[BH,T,D], cos[T,D/2], sin[T,D/2] -> y[BH,T,D]: each pair (k, k + D/2)
 // rotated (sin negated with negateSin); a thread a pair, consecutive
 // threads consecutive k (coalesced)
-__global__ void rotateKernel(const float *x, const float *cosT,
-                             const float *sinT, float *y, int64_t rows,
-                             int64_t T, int64_t D, bool negateSin) {
+template <typename X, typename Tab>
+__global__ void rotateKernel(const X *x, const Tab *cosT, const Tab *sinT,
+                             X *y, int64_t rows, int64_t T, int64_t D,
+                             bool negateSin) {
   int64_t half = D / 2;
   FOR_EACH(e, rows * half) {
     int64_t row = e / half, k = e % half, at = (row % T) * half + k;
-    float c = cosT[at], s = negateSin ? -sinT[at] : sinT[at];
-    const float *xr = x + row * D;
-    float *yr = y + row * D;
-    rotatePair(xr[k], xr[k + half], c, s, yr[k], yr[k + half]);
+    float c = toFloat(cosT[at]), s = toFloat(sinT[at]);
+    if (negateSin)
+      s = -s;
+    const X *xr = x + row * D;
+    X *yr = y + row * D;
+    float lo, hi;
+    rotatePair(toFloat(xr[k]), toFloat(xr[k + half]), c, s, lo, hi);
+    yr[k] = fromFloat<X>(lo);
+    yr[k + half] = fromFloat<X>(hi);
   }
 }
 
 } // namespace
 
-// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C], db[C] of layer_norm
+// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C], db[C] of layer_norm (f32 or
+// bf16)
 SHARDC_CUDA_KERNEL(layer_norm_grad) {
   namespace K = A::layer_norm_grad;
-  normGrad(ctx, stream, /*layer=*/true, b, i[K::M], i[K::C], f[K::f::eps]);
+  withDtype(i[K::dtype], "layer_norm_grad", [&](auto t) {
+    normGrad<decltype(t)>(ctx, stream, /*layer=*/true, b, i[K::M], i[K::C],
+                          f[K::f::eps]);
+  });
 }
 
-// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C] of rms_norm
+// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C] of rms_norm (f32 or bf16)
 SHARDC_CUDA_KERNEL(rms_norm_grad) {
   namespace K = A::rms_norm_grad;
-  normGrad(ctx, stream, /*layer=*/false, b, i[K::M], i[K::C], f[K::f::eps]);
+  withDtype(i[K::dtype], "rms_norm_grad", [&](auto t) {
+    normGrad<decltype(t)>(ctx, stream, /*layer=*/false, b, i[K::M], i[K::C],
+                          f[K::f::eps]);
+  });
 }
 
 // logits[N,V], t[N] (int32) -> loss[] = mean over rows with t != ignore of
@@ -432,8 +453,13 @@ SHARDC_CUDA_KERNEL(rotary) {
   float *sinT = cosT + T * half;
   SHARDC_LAUNCH(rotaryTableKernel, gridFor(T * half), kThreads, 0, s, cosT,
                 sinT, T, D, f[K::f::theta], i[K::inverse] != 0);
-  SHARDC_LAUNCH(rotateKernel, gridFor(rows * half), kThreads, 0, s, F(b[0]),
-                cosT, sinT, F(b[1]), rows, T, D, false);
+  withDtype(i[K::dtype], "rotary", [&](auto t) {
+    using X = decltype(t);
+    auto *kernel = &rotateKernel<X, float>;
+    SHARDC_LAUNCH(kernel, gridFor(rows * half), kThreads, 0, s,
+                  static_cast<const X *>(b[0]), cosT, sinT,
+                  static_cast<X *>(b[1]), rows, T, D, false);
+  });
 }
 
 // x[B,H,T,D], cos[T,D/2], sin[T,D/2] -> y[B,H,T,D]: the halves of D rotated
@@ -444,9 +470,14 @@ SHARDC_CUDA_KERNEL(rotary_table) {
   int64_t rows = B * H * T;
   if (rows * (D / 2) == 0)
     return;
-  SHARDC_LAUNCH(rotateKernel, gridFor(rows * (D / 2)), kThreads, 0,
-                streamOf(ctx, stream), F(b[0]), F(b[1]), F(b[2]), F(b[3]), rows,
-                T, D, i[K::inverse] != 0);
+  withDtype(i[K::dtype], "rotary_table", [&](auto t) {
+    using X = decltype(t);
+    auto *kernel = &rotateKernel<X, X>;
+    auto in = [&](int k) { return static_cast<const X *>(b[k]); };
+    SHARDC_LAUNCH(kernel, gridFor(rows * (D / 2)), kThreads, 0,
+                  streamOf(ctx, stream), in(0), in(1), in(2),
+                  static_cast<X *>(b[3]), rows, T, D, i[K::inverse] != 0);
+  });
 }
 
 void shardc::runtime::cuda::addTrainKernels(KernelFn *table) {

@@ -32,7 +32,8 @@
 //   BGRADB    bias[n] = sum over k of op(B)     (columns of D)
 //
 // Data types f32 and bf16 (D, C, aux and bias as described); compute type
-// CUBLAS_COMPUTE_32F (also _FAST_TF32 and _FAST_16BF, computed in f32).
+// CUBLAS_COMPUTE_32F (also _FAST_16BF, computed in f32), and _FAST_TF32,
+// whose f32 operands are rounded to TF32 first (roundToTf32).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/gemm.h"
@@ -175,6 +176,23 @@ float geluGrad(float x) {
   return 0.5f * (1.0f + t) +
          0.5f * x * (1.0f - t * t) * 0.7978845608f *
              (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/// f32 operands of a CUBLAS_COMPUTE_32F_FAST_TF32 matmul as the tensor
+/// cores take them: TF32, 10 mantissa bits, rounded to nearest with ties
+/// away from zero (PTX cvt.rna.tf32.f32); the products then accumulate in
+/// f32. Other operand types are left as they are.
+void roundToTf32(std::vector<float> &v, cudaDataType_t type) {
+  if (type != CUDA_R_32F)
+    return;
+  for (float &x : v) {
+    if (!std::isfinite(x))
+      continue;
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    bits = (bits + 0x1000u) & ~0x1fffu;
+    std::memcpy(&x, &bits, 4);
+  }
 }
 
 /// A stored matrix widened to f32, column-major, leading dim = rows.
@@ -366,6 +384,10 @@ struct Matmul {
     for (int64_t batch = 0; batch < dl.batch; ++batch) {
       std::vector<float> fa = widen(A, a, a.batch > 1 ? batch : 0);
       std::vector<float> fb = widen(B, b, b.batch > 1 ? batch : 0);
+      if (d.compute == CUBLAS_COMPUTE_32F_FAST_TF32) {
+        roundToTf32(fa, a.type);
+        roundToTf32(fb, b.type);
+      }
       std::vector<float> acc(size_t(m * n), 0.0f);
       if (beta != 0.0f) {
         std::vector<float> fc = widen(C, c, c.batch > 1 ? batch : 0);

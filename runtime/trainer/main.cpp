@@ -419,6 +419,7 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
   bool profiling = profileEnv && *profileEnv && std::string(profileEnv) != "0";
   backend->setProfiling(profiling);
   backend->setGraphs(o.cudaGraphs);
+  backend->setAllowTf32(m.allowTf32);
   // Every launch is timed for the exposed-communication line (and kept for
   // --trace); a backend that cannot time them records none.
   Trace trace;

@@ -70,6 +70,7 @@ Manifest Manifest::parse(const char *text) {
     m.optimizer = model.value("optimizer", std::string());
     m.target = j.value("target", std::string("cpu"));
     m.offload = j.value("offload", std::string(shardc::abi::kOffloadNone));
+    m.allowTf32 = j.value(shardc::abi::kManifestAllowTf32, false);
     if (m.offload != shardc::abi::kOffloadNone &&
         m.offload != shardc::abi::kOffloadCpu)
       throw std::runtime_error("the manifest's offload '" + m.offload +

@@ -73,6 +73,8 @@ struct Manifest {
   std::vector<std::string> hostEntries;
   int64_t hostArenaBytes = 0;
   bool offloaded() const { return offload == abi::kOffloadCpu; }
+  /// --allow-tf32 (abi::kManifestAllowTf32): f32 GEMMs on TF32 tensor cores.
+  bool allowTf32 = false;
   bool runsOnHost(const std::string &entry) const;
   /// Per entry point, the FLOPs of one run of it (its GEMMs and attention,
   /// counted by the compiler; per rank).

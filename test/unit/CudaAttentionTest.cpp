@@ -128,6 +128,37 @@ TEST_F(CudaAttention, HeadDims) {
   both({1, 2, 2, 70, 70, 128, false});
 }
 
+// On bf16: q, k, v, dO read as bf16, f32 math, o, dq, dk and dv rounded
+// once, against the CPU's (which computes on f32 copies and rounds once):
+// causal and not, grouped-query heads, several tiles, an odd head dim.
+TEST_F(CudaAttention, Bf16) {
+  const double tol = 8e-3;
+  for (Case c : {Case{2, 4, 4, 37, 37, 16, false},
+                 Case{1, 6, 2, 100, 100, 64, true},
+                 Case{1, 2, 1, 21, 21, 65, true}}) {
+    SCOPED_TRACE("bf16 " + describe(c));
+    Inputs in(c, 21);
+    size_t qn = size_t(c.B * c.H * c.T * c.D),
+           kn = size_t(c.B * c.G * c.S * c.D);
+    std::vector<int64_t> fwd = ATTENTION_INTS(attention, c);
+    fwd[A::attention::dtype] = A::kBF16;
+    compare(Id::attention, shardc_k_attention,
+            {bf16s(in.q), bf16s(in.k), bf16s(in.v), outBf16(qn)}, fwd,
+            packFloats(Id::attention,
+                       {{A::attention::f::scale, 1.0 / std::sqrt(c.D)}}),
+            tol);
+    std::vector<int64_t> bwd = ATTENTION_INTS(attention_grad, c);
+    bwd[A::attention_grad::dtype] = A::kBF16;
+    compare(Id::attention_grad, shardc_k_attention_grad,
+            {bf16s(in.q), bf16s(in.k), bf16s(in.v), bf16s(in.dO), outBf16(qn),
+             outBf16(kn), outBf16(kn)},
+            bwd,
+            packFloats(Id::attention_grad,
+                       {{A::attention_grad::f::scale, 1.0 / std::sqrt(c.D)}}),
+            tol);
+  }
+}
+
 // A head dimension beyond the kernels' tiles is a clear error naming the
 // kernel, never a wrong result.
 using CudaAttentionDeathTest = CudaAttention;

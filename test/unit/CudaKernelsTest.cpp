@@ -1162,6 +1162,135 @@ TEST_F(CudaKernels, Bf16BroadcastAndEmbedding) {
           {}, 0.0);
 }
 
+// The norms on bf16 (128-bit loads of 8 values when C is a multiple of 8,
+// one at a time otherwise; double statistics, one rounding) and their
+// gradients (dx, and dw, db summed over rows in double), against the CPU's.
+TEST_F(CudaKernels, Bf16NormsAndGrads) {
+  namespace LN = A::layer_norm;
+  namespace RN = A::rms_norm;
+  namespace LG = A::layer_norm_grad;
+  namespace RG = A::rms_norm_grad;
+  const double tol = 8e-3;
+  for (auto [M, C] : {std::pair<int64_t, int64_t>{37, 296}, {203, 45}}) {
+    SCOPED_TRACE("M " + std::to_string(M) + " C " + std::to_string(C));
+    auto x = randomVec(M * C, 71, 2.0f), w = randomVec(C, 72),
+         b = randomVec(C, 73), dy = randomVec(M * C, 74);
+    for (float &v : x)
+      v += 0.5f; // a mean away from 0
+    for (int64_t bias : {0, 1}) {
+      std::vector<Buffer> bufs = {bf16s(x), bf16s(w)};
+      if (bias)
+        bufs.push_back(bf16s(b));
+      bufs.push_back(outBf16(M * C));
+      compare(Id::layer_norm, shardc_k_layer_norm, bufs,
+              packInts(Id::layer_norm, {{LN::M, M}, {LN::C, C},
+                                        {LN::has_bias, bias},
+                                        {LN::dtype, A::kBF16}}),
+              packFloats(Id::layer_norm, {{LN::f::eps, 1e-5}}), tol);
+    }
+    compare(Id::rms_norm, shardc_k_rms_norm,
+            {bf16s(x), bf16s(w), outBf16(M * C)},
+            packInts(Id::rms_norm,
+                     {{RN::M, M}, {RN::C, C}, {RN::dtype, A::kBF16}}),
+            packFloats(Id::rms_norm, {{RN::f::eps, 1e-6}}), tol);
+    compare(Id::layer_norm_grad, shardc_k_layer_norm_grad,
+            {bf16s(x), bf16s(w), bf16s(dy), outBf16(M * C), outBf16(C),
+             outBf16(C)},
+            packInts(Id::layer_norm_grad,
+                     {{LG::M, M}, {LG::C, C}, {LG::dtype, A::kBF16}}),
+            packFloats(Id::layer_norm_grad, {{LG::f::eps, 1e-5}}), tol);
+    compare(Id::rms_norm_grad, shardc_k_rms_norm_grad,
+            {bf16s(x), bf16s(w), bf16s(dy), outBf16(M * C), outBf16(C)},
+            packInts(Id::rms_norm_grad,
+                     {{RG::M, M}, {RG::C, C}, {RG::dtype, A::kBF16}}),
+            packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-6}}), tol);
+  }
+}
+
+// softmax, its gradient, both rotaries, sum_to and the embedding's
+// gradient (f32 sums of repeated ids, one rounding) on bf16, against the
+// CPU's.
+TEST_F(CudaKernels, Bf16SoftmaxRotaryAndSums) {
+  const double tol = 8e-3;
+  const int64_t outer = 6, n = 77, inner = 5, len = outer * n * inner;
+  auto x = randomVec(len, 81), dy = randomVec(len, 82);
+  compare(Id::softmax, shardc_k_softmax, {bf16s(x), outBf16(len)},
+          {outer, n, inner, A::kBF16}, {}, tol);
+  compare(Id::softmax_grad, shardc_k_softmax_grad,
+          {bf16s(randomVec(len, 83, 0.1f)), bf16s(dy), outBf16(len)},
+          {outer, n, inner, A::kBF16}, {}, tol);
+  namespace Ro = A::rotary;
+  namespace RT = A::rotary_table;
+  const int64_t B = 2, H = 3, T = 17, D = 64, rn = B * H * T * D;
+  for (int64_t inverse : {0, 1}) {
+    compare(Id::rotary, shardc_k_rotary, {bf16s(randomVec(rn, 84)), outBf16(rn)},
+            packInts(Id::rotary, {{Ro::B, B}, {Ro::H, H}, {Ro::T, T},
+                                  {Ro::D, D}, {Ro::inverse, inverse},
+                                  {Ro::dtype, A::kBF16}}),
+            packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}), tol);
+    compare(Id::rotary_table, shardc_k_rotary_table,
+            {bf16s(randomVec(rn, 85)), bf16s(randomVec(T * D / 2, 86)),
+             bf16s(randomVec(T * D / 2, 87)), outBf16(rn)},
+            packInts(Id::rotary_table, {{RT::B, B}, {RT::H, H}, {RT::T, T},
+                                        {RT::D, D}, {RT::inverse, inverse},
+                                        {RT::dtype, A::kBF16}}),
+            {}, tol);
+  }
+  // [4, 300, 6] summed to [1, 300, 1] (ints: R, out_n, dtype, dims, y's
+  // strides) and to [4, 1, 6].
+  for (std::vector<int64_t> ystr : {std::vector<int64_t>{0, 1, 0},
+                                    std::vector<int64_t>{6, 0, 1}}) {
+    int64_t outN = ystr[1] ? 300 : 24;
+    std::vector<int64_t> tail = {4, 300, 6};
+    tail.insert(tail.end(), ystr.begin(), ystr.end());
+    compare(Id::sum_to, shardc_k_sum_to,
+            {bf16s(randomVec(7200, 88)), outBf16(outN)},
+            packInts(Id::sum_to, {{A::sum_to::R, 3},
+                                  {A::sum_to::out_n, outN},
+                                  {A::sum_to::dtype, A::kBF16}},
+                     tail),
+            {}, tol);
+  }
+  const int64_t N = 60, V = 23, C = 40;
+  std::vector<int32_t> ids(N);
+  std::mt19937 gen(89);
+  for (int32_t &id : ids)
+    id = int32_t(gen() % V); // repeats: rows sum several gradients
+  compare(Id::embedding_grad, shardc_k_embedding_grad,
+          {ints32(ids), bf16s(randomVec(N * C, 90)), outBf16(V * C)},
+          {N, V, C, A::kBF16}, {}, tol);
+}
+
+// The LM head and its loss on bf16: logits an f32 product of bf16 h and w
+// rounded to bf16 as the loss reads them, their gradient rounded to bf16
+// in place and the bf16 operand of dh and dw (dw summed in f32 over
+// several chunks), against the CPU's; one chunk and several, one not
+// dividing the rows.
+TEST_F(CudaKernels, Bf16LinearCrossEntropy) {
+  namespace LC = A::linear_cross_entropy;
+  const int64_t N = 41, C = 64, V = 1000, ignore = -100;
+  std::vector<int32_t> t(N);
+  std::mt19937 gen(91);
+  for (int32_t &v : t)
+    v = int32_t(gen() % V);
+  t[3] = int32_t(ignore);
+  auto h = bf16s(randomVec(N * C, 92)), w = bf16s(randomVec(V * C, 93, 0.3f));
+  for (int64_t R : {41, 10}) {
+    SCOPED_TRACE("R " + std::to_string(R));
+    Buffer scratch = out(R * V);
+    scratch.output = false; // not compared: f32 rows on the CPU, bf16 here
+    compare(Id::linear_cross_entropy, shardc_k_linear_cross_entropy,
+            {h, w, ints32(t), out(1), outBf16(N * C), outBf16(V * C), scratch},
+            packInts(Id::linear_cross_entropy, {{LC::N, N},
+                                                {LC::C, C},
+                                                {LC::V, V},
+                                                {LC::R, R},
+                                                {LC::ignore_index, ignore},
+                                                {LC::dtype, A::kBF16}}),
+            {}, 8e-3);
+  }
+}
+
 // concat_part on bf16 writes its slot, bit for bit, and nothing else.
 TEST_F(CudaPartialWrites, Bf16ConcatPart) {
   for (int64_t inner : {8, 3}) {
