@@ -1291,6 +1291,61 @@ TEST_F(CudaKernels, Bf16LinearCrossEntropy) {
   }
 }
 
+/// x rounded to TF32 (10 mantissa bits), to nearest with ties away from
+/// zero, as PTX's cvt.rna.tf32.f32 defines it.
+float tf32Rna(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits = (bits + 0x1000u) & ~0x1fffu;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+// --allow-tf32: an f32 linear on TF32 tensor cores. Against naive sums in
+// double: within the two operand roundings (2^-10 of the sum of |x w|) of
+// the product of the TF32-rounded operands, whatever the hardware's
+// rounding mode; and measurably off the exact f32 product (more than 1e-5
+// of the sum of |x w| somewhere, where f32 is within 1e-6), so the test
+// tells TF32 from f32.
+TEST_F(CudaKernels, Tf32Linear) {
+  namespace Li = A::linear;
+  const int64_t M = 17, K = 96, N = 24;
+  auto x = randomVec(M * K, 95), w = randomVec(N * K, 96);
+  ctx.allowTf32 = true;
+  std::vector<void *> d(3);
+  std::vector<size_t> bytes = {x.size() * 4, w.size() * 4, size_t(M * N) * 4};
+  for (int k = 0; k < 3; ++k)
+    CUDA_CHECK(cudaMalloc(&d[k], bytes[k]));
+  CUDA_CHECK(cudaMemcpy(d[0], x.data(), bytes[0], cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d[1], w.data(), bytes[1], cudaMemcpyHostToDevice));
+  std::vector<int64_t> ints = packInts(
+      Id::linear, {{Li::M, M}, {Li::K, K}, {Li::N, N}, {Li::in_out, 0},
+                   {Li::has_bias, 0}, {Li::dtype, A::kF32}});
+  cuda::kernelTable()[int64_t(Id::linear)](&ctx, d.data(), ints.data(),
+                                           nullptr, A::kComputeStream);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> y(M * N);
+  CUDA_CHECK(cudaMemcpy(y.data(), d[2], bytes[2], cudaMemcpyDeviceToHost));
+  for (void *p : d)
+    CUDA_CHECK(cudaFree(p));
+  double worstTf32 = 0, offF32 = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double exact = 0, rounded = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        float a = x[m * K + k], b = w[n * K + k];
+        exact += double(a) * b;
+        rounded += double(tf32Rna(a)) * tf32Rna(b);
+        mag += std::fabs(double(a) * b);
+      }
+      double got = y[m * N + n];
+      worstTf32 = std::max(worstTf32, std::fabs(got - rounded) / mag);
+      offF32 = std::max(offF32, std::fabs(got - exact) / mag);
+    }
+  EXPECT_LE(worstTf32, std::ldexp(1.0, -10));
+  EXPECT_GT(offF32, 1e-5) << "the GEMM computed in f32, not TF32";
+}
+
 // concat_part on bf16 writes its slot, bit for bit, and nothing else.
 TEST_F(CudaPartialWrites, Bf16ConcatPart) {
   for (int64_t inner : {8, 3}) {
