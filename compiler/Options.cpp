@@ -160,6 +160,14 @@ void DriverOptions::bindOptions() {
                 "to 10 mantissa bits, f32 sums), as PyTorch's "
                 "torch.backends.cuda.matmul.allow_tf32; off by default, as "
                 "there. bf16 GEMMs are unaffected"));
+  bind(training.fuseEpilogues, "fuse-epilogues",
+       cl::desc("Fuse a linear's tanh GELU, and in backward the GELU's "
+                "gradient and the bias gradient, into the GEMM (cuBLASLt "
+                "epilogues on --target cuda). On bf16 the fused kernel "
+                "rounds its outputs once from the GEMM's f32 result, "
+                "skipping the rounding of the GEMM's own output that "
+                "PyTorch's unfused bf16 step does; =false keeps every "
+                "rounding PyTorch's has"));
   bind(training.gradSync, "grad-sync",
        cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces "
                 "its gradients, or only the 'last' one (unsharded gradients "
@@ -371,6 +379,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.target = output.target;
   p.offload = training.offload;
   p.allowTf32 = training.allowTf32;
+  p.fuseEpilogues = training.fuseEpilogues;
   p.predict = predict.machine;
   p.gpusPerNode = predict.gpusPerNode;
   return p;

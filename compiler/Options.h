@@ -65,6 +65,9 @@ struct TrainingOptions {
   std::string offload = abi::kOffloadNone;
   /// --allow-tf32: the f32 GEMMs on TF32 tensor cores (--target cuda).
   bool allowTf32 = false;
+  /// --fuse-epilogues: rt-fuse-epilogues (GELU and bias gradients as GEMM
+  /// epilogues).
+  bool fuseEpilogues = true;
 };
 
 enum class Emit { MLIR, Train, Rt, LLVM, Obj, Exe };

@@ -59,9 +59,11 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   lower.target = options.target;
   lower.allowTf32 = options.allowTf32;
   pm.addPass(createConvertNNToRt(lower));
-  RtFuseEpiloguesOptions epilogues;
-  epilogues.target = options.target;
-  pm.addNestedPass<func::FuncOp>(createRtFuseEpilogues(epilogues));
+  if (options.fuseEpilogues) {
+    RtFuseEpiloguesOptions epilogues;
+    epilogues.target = options.target;
+    pm.addNestedPass<func::FuncOp>(createRtFuseEpilogues(epilogues));
+  }
   RtFuseResidualNormOptions residual;
   residual.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtFuseResidualNorm(residual));

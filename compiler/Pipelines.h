@@ -40,6 +40,8 @@ struct PipelineOptions {
   std::string offload = abi::kOffloadNone;
   /// --allow-tf32: f32 GEMMs on TF32 tensor cores (a target with tf32).
   bool allowTf32 = false;
+  /// rt-fuse-epilogues (where the target's GEMMs have epilogues).
+  bool fuseEpilogues = true;
   /// Rows of logits per chunk of the LM head's loss (rt-chunk-loss-head;
   /// 0: as many as fit 64 MiB).
   int64_t lossChunkRows = 0;

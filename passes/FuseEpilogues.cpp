@@ -19,6 +19,10 @@
 //    between them touching pre or dpre, and the bias gradient a sum_to of
 //    dpre over every leading dimension into a fresh buffer, with no op
 //    between touching dpre or db.
+// Every kernel of a match computes in one dtype (f32 or bf16), which the
+// fused kernel then computes in: on bf16 it rounds pre and y (dpre and db)
+// once each from the GEMM's f32 result, skipping the rounding between the
+// GEMM and the element-wise op, as a GEMM epilogue does.
 // Runs after convert-nn-to-rt, before memory planning.
 //
 //===----------------------------------------------------------------------===//
@@ -57,6 +61,16 @@ void allocateBefore(Value v, Operation *before) {
 
 bool isFreshAlloc(Value v) { return v.getDefiningOp<rt::AllocOp>() != nullptr; }
 
+/// Whether `op` is an rt.kernel of kernel `id` computing in `type`.
+bool isKernelOn(Operation *op, abi::KernelId id, Type type) {
+  return isKernel(op, id) && cast<rt::KernelOp>(op).getComputeType() == type;
+}
+
+/// The dtype attribute of a kernel computing in `type` (none for f32).
+TypeAttr dtypeAttr(Type type) {
+  return type.isF32() ? TypeAttr() : TypeAttr::get(type);
+}
+
 /// The linear kernel's named ints.
 struct Linear {
   int64_t M, K, N, inOut, hasBias;
@@ -70,8 +84,9 @@ Linear linearInts(rt::KernelOp k) {
 /// The sum_to of [M, N] over its leading dims into [N] reading `x`, after
 /// `after` in its block, or null.
 rt::KernelOp biasGradOf(Value x, Operation *after, int64_t M, int64_t N) {
+  Type type = cast<rt::KernelOp>(after).getComputeType();
   for (Operation *user : x.getUsers()) {
-    if (!isF32Kernel(user, abi::KernelId::sum_to) ||
+    if (!isKernelOn(user, abi::KernelId::sum_to, type) ||
         user->getBlock() != after->getBlock() ||
         !after->isBeforeInBlock(user))
       continue;
@@ -111,9 +126,9 @@ struct RtFuseEpiloguesPass
     auxLdMultiple = t->gemmAuxLdMultiple;
     SmallVector<rt::KernelOp> gelus, grads;
     getOperation().walk([&](rt::KernelOp k) {
-      if (isF32Kernel(k, abi::KernelId::gelu) && k.getInts()[abi::gelu::tanh])
+      if (isKernel(k, abi::KernelId::gelu) && k.getInts()[abi::gelu::tanh])
         gelus.push_back(k);
-      else if (isF32Kernel(k, abi::KernelId::gelu_grad) &&
+      else if (isKernel(k, abi::KernelId::gelu_grad) &&
                k.getInts()[abi::gelu_grad::tanh])
         grads.push_back(k);
     });
@@ -130,7 +145,7 @@ struct RtFuseEpiloguesPass
   bool auxFits(const Linear &L) const { return L.N % auxLdMultiple == 0; }
 
   /// The linear kernel that wrote `v` last before `op` in its block, on
-  /// `op`'s stream, or null.
+  /// `op`'s stream and in its dtype, or null.
   static rt::KernelOp producer(Value v, rt::KernelOp op) {
     for (Operation *p = op->getPrevNode(); p; p = p->getPrevNode()) {
       auto k = dyn_cast<rt::KernelOp>(p);
@@ -138,8 +153,8 @@ struct RtFuseEpiloguesPass
         continue;
       if (!llvm::is_contained(k.getBuffers(), v))
         continue;
-      if (isF32Kernel(k, abi::KernelId::linear) && k.getBuffers().back() == v &&
-          k.getStream() == op.getStream())
+      if (isKernelOn(k, abi::KernelId::linear, op.getComputeType()) &&
+          k.getBuffers().back() == v && k.getStream() == op.getStream())
         return k;
       return nullptr;
     }
@@ -158,11 +173,13 @@ struct RtFuseEpiloguesPass
     SmallVector<Value> bufs(lin.getBuffers().begin(), lin.getBuffers().end());
     bufs.push_back(y);
     OpBuilder b(lin);
+    Type type = gelu.getComputeType();
     rt::KernelOp::create(
         b, gelu.getLoc(), lin.getCtx(),
         abi::kernelInfo(abi::KernelId::linear_gelu).name, bufs,
-        SmallVector<int64_t>{L.M, L.K, L.N, L.inOut, L.hasBias},
-        ArrayRef<double>{}, lin.getStream());
+        SmallVector<int64_t>{L.M, L.K, L.N, L.inOut, L.hasBias,
+                             rt::dtypeCode(type)},
+        ArrayRef<double>{}, lin.getStream(), dtypeAttr(type));
     lin.erase();
     gelu.erase();
   }
@@ -197,11 +214,13 @@ struct RtFuseEpiloguesPass
     if (sum)
       bufs.push_back(db);
     OpBuilder b(lin);
+    Type type = grad.getComputeType();
     rt::KernelOp::create(
         b, grad.getLoc(), lin.getCtx(),
         abi::kernelInfo(abi::KernelId::linear_dgelu).name, bufs,
-        SmallVector<int64_t>{L.M, L.K, L.N, L.inOut, sum ? 1 : 0},
-        ArrayRef<double>{}, lin.getStream());
+        SmallVector<int64_t>{L.M, L.K, L.N, L.inOut, sum ? 1 : 0,
+                             rt::dtypeCode(type)},
+        ArrayRef<double>{}, lin.getStream(), dtypeAttr(type));
     Operation *tAlloc = t.getDefiningOp();
     lin.erase();
     grad.erase();

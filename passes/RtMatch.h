@@ -21,8 +21,9 @@ inline bool isKernel(mlir::Operation *op, abi::KernelId id) {
 }
 
 /// Whether `op` is an rt.kernel of kernel `id` computing in f32: the fused
-/// kernels (GEMM epilogues, residual norms, the chunked loss head) are f32
-/// only, so their passes leave bf16 kernels as they are.
+/// residual norms are f32 only, so their pass leaves bf16 kernels as they
+/// are; the chunked loss head's f32 form matches f32 kernels (its bf16
+/// form is its own); the GEMM epilogues match kernels of either dtype.
 inline bool isF32Kernel(mlir::Operation *op, abi::KernelId id) {
   return isKernel(op, id) &&
          llvm::cast<rt::KernelOp>(op).getComputeType().isF32();

@@ -160,7 +160,7 @@ SHARDC_KERNEL(linear) {
 
 // x[M,K], w, b[N]? -> pre[M,N] = linear(x, w, b), y[M,N] = gelu_tanh(pre):
 // the GEMM, then one vectorized pass over pre
-SHARDC_KERNEL(linear_gelu) {
+static void linearGeluF32(void **b, const int64_t *i) {
   namespace L = A::linear_gelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N], n = M * N;
   bool hasBias = i[L::has_bias];
@@ -171,12 +171,27 @@ SHARDC_KERNEL(linear_gelu) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t k = 0; k < n; ++k)
     y[k] = shardc::runtime::gelu(pre[k], /*tanhForm=*/true);
+}
+
+// On f32 or bf16: pre and y rounded once each, y from the f32 pre, as
+// cuBLASLt's GELU_AUX epilogue computes it.
+SHARDC_KERNEL(linear_gelu) {
+  namespace L = A::linear_gelu;
+  int64_t M = i[L::M], K = i[L::K], N = i[L::N];
+  bool hasBias = i[L::has_bias];
+  int out = hasBias ? 3 : 2;
+  AsF32 t(b, out + 2, i[L::dtype], "linear_gelu");
+  t.in(0, M * K).in(1, N * K).out(out, M * N).out(out + 1, M * N);
+  if (hasBias)
+    t.in(2, N);
+  linearGeluF32(t.buffers(), i);
+  t.finish();
   launched(ctx, stream);
 }
 
 // dy[M,K], w, pre[M,N] -> dx[M,N] = linear(dy, w) gelu_tanh'(pre), db[N]? =
 // the sum of dx's rows (in double, in row order, as sum_to)
-SHARDC_KERNEL(linear_dgelu) {
+static void linearDgeluF32(void **b, const int64_t *i) {
   namespace L = A::linear_dgelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N], n = M * N;
   bool hasBias = i[L::has_bias];
@@ -188,6 +203,20 @@ SHARDC_KERNEL(linear_dgelu) {
     dx[k] = dx[k] * shardc::runtime::geluGrad(pre[k], /*tanhForm=*/true);
   if (hasBias)
     columnSums(dx, M, N, F(b[4]));
+}
+
+// On f32 or bf16: dx and db rounded once, db summed from the f32 dx, as
+// cuBLASLt's DGELU_BGRAD epilogue computes them.
+SHARDC_KERNEL(linear_dgelu) {
+  namespace L = A::linear_dgelu;
+  int64_t M = i[L::M], K = i[L::K], N = i[L::N];
+  bool hasBias = i[L::has_bias];
+  AsF32 t(b, hasBias ? 5 : 4, i[L::dtype], "linear_dgelu");
+  t.in(0, M * K).in(1, N * K).in(2, M * N).out(3, M * N);
+  if (hasBias)
+    t.out(4, N);
+  linearDgeluF32(t.buffers(), i);
+  t.finish();
   launched(ctx, stream);
 }
 

@@ -193,6 +193,8 @@ inline bool computesBf16(abi::KernelId id) {
   switch (id) {
   case abi::KernelId::embedding:
   case abi::KernelId::linear:
+  case abi::KernelId::linear_gelu:
+  case abi::KernelId::linear_dgelu:
   case abi::KernelId::add:
   case abi::KernelId::mul:
   case abi::KernelId::layer_norm:

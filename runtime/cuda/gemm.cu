@@ -288,7 +288,8 @@ SHARDC_CUDA_KERNEL(linear) {
 
 // x[M,K], w[N,K] (or [K,N] when in_out), b[N]? -> pre[M,N] = x w^T + b,
 // y[M,N] = gelu_tanh(pre): one GEMM, cuBLASLt's GELU_AUX(_BIAS) epilogue
-// writing y and, as its aux matrix, pre (kept for the backward pass)
+// writing y and, as its aux matrix, pre (kept for the backward pass); on
+// bf16 both rounded once, y from the unrounded pre
 SHARDC_CUDA_KERNEL(linear_gelu) {
   namespace L = A::linear_gelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N];
@@ -296,9 +297,10 @@ SHARDC_CUDA_KERNEL(linear_gelu) {
   Shape s{N, M, K, inOut ? N : K, K, N, !inOut, false, hasBias};
   s.epilogue = hasBias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                        : CUBLASLT_EPILOGUE_GELU_AUX;
+  s.type = typeOf(i[L::dtype], "linear_gelu"); // y, pre and the bias
   int out = hasBias ? 3 : 2;
-  gemm(ctx, stream, s, F(b[1]), F(b[0]), hasBias ? F(b[2]) : nullptr,
-       F(b[out + 1]), F(b[out]));
+  gemm(ctx, stream, s, b[1], b[0], hasBias ? b[2] : nullptr, b[out + 1],
+       b[out]);
 }
 
 // dy[M,K], w as linear's, pre[M,N] -> dx[M,N] = linear(dy, w) *
@@ -311,8 +313,8 @@ SHARDC_CUDA_KERNEL(linear_dgelu) {
   Shape s{N, M, K, inOut ? N : K, K, N, !inOut, false, false};
   s.epilogue =
       hasBias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
-  gemm(ctx, stream, s, F(b[1]), F(b[0]), hasBias ? F(b[4]) : nullptr,
-       F(b[3]), F(b[2]));
+  s.type = typeOf(i[L::dtype], "linear_dgelu"); // dx, pre and db
+  gemm(ctx, stream, s, b[1], b[0], hasBias ? b[4] : nullptr, b[3], b[2]);
 }
 
 void cuda::gemmRows(cuda::Context &c, int64_t stream, const RowGemm &g) {

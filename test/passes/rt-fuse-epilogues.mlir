@@ -10,7 +10,7 @@
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[PRE:.*]] = rt.alloc 3072
 // CHECK-NEXT: %[[Y:.*]] = rt.alloc 3072
-// CHECK-NEXT: rt.kernel %{{.*}}, "linear_gelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[PRE]], %[[Y]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 1>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "linear_gelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[PRE]], %[[Y]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 1, 0>}
 // CHECK-NOT: "gelu"
 // CHECK: rt.kernel %{{.*}}, "gelu_grad"(%[[PRE]]
 func.func @forward(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.buffer, %d: !rt.buffer) {
@@ -31,7 +31,7 @@ func.func @forward(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.bu
 // CHECK-LABEL: func.func @backward
 // CHECK: %[[DPRE:.*]] = rt.alloc 3072
 // CHECK-NEXT: %[[DB:.*]] = rt.alloc 192
-// CHECK-NEXT: rt.kernel %{{.*}}, "linear_dgelu"(%[[DY:.*]], %[[W:.*]], %[[PRE:.*]], %[[DPRE]], %[[DB]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 1>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "linear_dgelu"(%[[DY:.*]], %[[W:.*]], %[[PRE:.*]], %[[DPRE]], %[[DB]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 1, 0>}
 // CHECK-NEXT: %[[DW:.*]] = rt.alloc
 // CHECK-NEXT: rt.kernel %{{.*}}, "matmul"(%{{.*}}, %[[DY]], %[[DW]])
 // CHECK-NOT: rt.kernel
@@ -78,7 +78,7 @@ func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buf
 // CHECK-LABEL: func.func @across_event
 // CHECK: rt.kernel %{{.*}}, "linear_gelu"
 // CHECK-NEXT: rt.event_record
-// CHECK: rt.kernel %{{.*}}, "linear_dgelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[D:.*]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0>}
+// CHECK: rt.kernel %{{.*}}, "linear_dgelu"(%{{.*}}, %{{.*}}, %{{.*}}, %[[D:.*]]) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0, 0>}
 // CHECK: rt.kernel %{{.*}}, "sum_to"(%[[D]]
 func.func @across_event(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre: !rt.buffer) {
   %c = rt.alloc 3072 : !rt.buffer
@@ -92,5 +92,35 @@ func.func @across_event(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre:
   rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   %db = rt.alloc 768 : !rt.buffer
   rt.kernel %ctx, "sum_to"(%d, %db) {floats = array<f64>, ints = array<i64: 3, 192, 0, 4, 4, 48, 0, 48, 1>}
+  return
+}
+
+// -----
+
+// On bf16 (the kernels' dtype attribute and integer, code 1): the same
+// rewrite, the fused kernels on bf16 (they round pre and y, dpre and db,
+// once from the GEMM's f32 result). A linear and GELU of different dtypes
+// are not fused.
+// CHECK-LABEL: func.func @bf16
+// CHECK: rt.kernel %{{.*}}, "linear_gelu"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 1, 1>}
+// CHECK: rt.kernel %{{.*}}, "linear_dgelu"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 1, 1>}
+// CHECK: rt.kernel %{{.*}}, "linear"(%{{.*}}, %{{.*}}, %[[M:.*]]) {floats
+// CHECK-NEXT: rt.alloc
+// CHECK-NEXT: rt.kernel %{{.*}}, "gelu"(%[[M]]
+func.func @bf16(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.buffer, %dy: !rt.buffer) {
+  %pre = rt.alloc 1536 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %b, %pre) {dtype = bf16, floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 1, 1>}
+  %y = rt.alloc 1536 : !rt.buffer
+  rt.kernel %ctx, "gelu"(%pre, %y) {dtype = bf16, floats = array<f64>, ints = array<i64: 768, 1, 1>}
+  %t = rt.alloc 1536 : !rt.buffer
+  rt.kernel %ctx, "linear"(%dy, %w, %t) {dtype = bf16, floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 0, 1>}
+  %dpre = rt.alloc 1536 : !rt.buffer
+  rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {dtype = bf16, floats = array<f64>, ints = array<i64: 768, 1, 1>}
+  %db = rt.alloc 96 : !rt.buffer
+  rt.kernel %ctx, "sum_to"(%dpre, %db) {dtype = bf16, floats = array<f64>, ints = array<i64: 3, 48, 1, 4, 4, 48, 0, 0, 1>}
+  %m = rt.alloc 3072 : !rt.buffer
+  rt.kernel %ctx, "linear"(%x, %w, %m) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0, 0>}
+  %n = rt.alloc 1536 : !rt.buffer
+  rt.kernel %ctx, "gelu"(%m, %n) {dtype = bf16, floats = array<f64>, ints = array<i64: 768, 1, 1>}
   return
 }

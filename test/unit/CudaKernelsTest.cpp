@@ -1346,6 +1346,47 @@ TEST_F(CudaKernels, Tf32Linear) {
   EXPECT_GT(offF32, 1e-5) << "the GEMM computed in f32, not TF32";
 }
 
+// The GELU epilogues on bf16 (bf16 x, w, bias, pre and y; dpre and db):
+// cuBLASLt's GELU_AUX(_BIAS) and DGELU(_BGRAD) with f32 accumulation, each
+// output rounded once from the unrounded GEMM result, against the CPU's
+// fused kernels (f32 math on the widened operands, one rounding each).
+TEST_F(CudaKernels, Bf16GemmEpilogues) {
+  const int64_t M = 37, K = 72, N = 48;
+  const double tol = 8e-3;
+  auto x = randomVec(M * K, 97), w = randomVec(N * K, 98, 0.2f),
+       b = randomVec(N, 99), pre = randomVec(M * N, 100);
+  for (int64_t inOut : {0, 1})
+    for (int64_t hasBias : {0, 1}) {
+      namespace LG = A::linear_gelu;
+      namespace LD = A::linear_dgelu;
+      std::vector<Buffer> fwd = {bf16s(x), bf16s(w)};
+      if (hasBias)
+        fwd.push_back(bf16s(b));
+      fwd.push_back(outBf16(M * N));
+      fwd.push_back(outBf16(M * N));
+      compare(Id::linear_gelu, shardc_k_linear_gelu, fwd,
+              packInts(Id::linear_gelu, {{LG::M, M},
+                                         {LG::K, K},
+                                         {LG::N, N},
+                                         {LG::in_out, inOut},
+                                         {LG::has_bias, hasBias},
+                                         {LG::dtype, A::kBF16}}),
+              {}, tol);
+      std::vector<Buffer> bwd = {bf16s(x), bf16s(w), bf16s(pre),
+                                 outBf16(M * N)};
+      if (hasBias)
+        bwd.push_back(outBf16(N));
+      compare(Id::linear_dgelu, shardc_k_linear_dgelu, bwd,
+              packInts(Id::linear_dgelu, {{LD::M, M},
+                                          {LD::K, K},
+                                          {LD::N, N},
+                                          {LD::in_out, inOut},
+                                          {LD::has_bias, hasBias},
+                                          {LD::dtype, A::kBF16}}),
+              {}, tol);
+    }
+}
+
 // concat_part on bf16 writes its slot, bit for bit, and nothing else.
 TEST_F(CudaPartialWrites, Bf16ConcatPart) {
   for (int64_t inner : {8, 3}) {
