@@ -152,7 +152,18 @@ struct ConvertNNToRtPass
     manifest.set("io_bytes", b.getI64IntegerAttr(io.size()));
     if (allowTf32)
       manifest.set(abi::kManifestAllowTf32, b.getBoolAttr(true));
+    manifest.set(abi::kManifestComputeDtype,
+                 b.getStringAttr(computeDtypeOf(module)));
     module->setAttr(attrs::kManifest, manifest.getDictionary(&getContext()));
+  }
+
+  /// What the lowered program's GEMMs compute in (abi::kManifestComputeDtype).
+  StringRef computeDtypeOf(ModuleOp module) {
+    bool bf16 = false;
+    module.walk([&](rt::KernelOp k) {
+      bf16 |= k.getComputeType().isBF16();
+    });
+    return bf16 ? "bf16" : allowTf32 ? "tf32" : "f32";
   }
 
   /// Lowers `fn` into `shardc_<name>(ctx, params, state, io, arena)`.

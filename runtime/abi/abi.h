@@ -348,6 +348,10 @@ inline constexpr const char *kOffloadCpu = "cpu";
 /// run on TF32 tensor cores (the CUDA target's cuBLASLt
 /// CUBLAS_COMPUTE_32F_FAST_TF32; absent: full f32).
 inline constexpr const char *kManifestAllowTf32 = "allow_tf32";
+/// The manifest's key naming what the program's GEMMs compute in: "bf16"
+/// (any kernel computes in bf16), "tf32" (f32 under --allow-tf32) or
+/// "f32"; the trainer's mfu is against that peak.
+inline constexpr const char *kManifestComputeDtype = "compute_dtype";
 constexpr bool hostRegionUnderOffload(int64_t region) {
   return region == kRegionParams || region == kRegionState ||
          region == kRegionIo;

@@ -394,8 +394,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
                 double(m.flopsOf("micro_step")) / 1e9);
     std::printf("; GEMMs: %s", backend->gemmLibrary().c_str());
     if (peak)
-      std::printf("; mfu against the %s's f32 peak, %.1f TFLOP/s", peak->model,
-                  peak->f32 / 1e12);
+      std::printf("; mfu against the %s's %s peak, %.1f TFLOP/s", peak->model,
+                  m.computeDtype.c_str(), peak->of(m.computeDtype) / 1e12);
     if (m.offloaded())
       std::printf("; --offload=cpu: %.1f MiB on the device, %.1f MiB of "
                   "pinned host memory",
@@ -534,7 +534,8 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
     // This rank's GEMM and attention work over the step's time.
     double tflops = double(mem.flops) / (ms / 1000.0) / 1e12;
     stepSeconds += ms * 1e-3;
-    double mfu = peak ? tflops * 1e12 / peak->f32 : std::nan("");
+    double mfu =
+        peak ? tflops * 1e12 / peak->of(m.computeDtype) : std::nan("");
     if (leader) {
       std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms | "
                 "%10.0f tok/s | mem %.1f MiB | tflops %.3f",

@@ -71,6 +71,8 @@ Manifest Manifest::parse(const char *text) {
     m.target = j.value("target", std::string("cpu"));
     m.offload = j.value("offload", std::string(shardc::abi::kOffloadNone));
     m.allowTf32 = j.value(shardc::abi::kManifestAllowTf32, false);
+    m.computeDtype =
+        j.value(shardc::abi::kManifestComputeDtype, std::string("f32"));
     if (m.offload != shardc::abi::kOffloadNone &&
         m.offload != shardc::abi::kOffloadCpu)
       throw std::runtime_error("the manifest's offload '" + m.offload +

@@ -75,6 +75,9 @@ struct Manifest {
   bool offloaded() const { return offload == abi::kOffloadCpu; }
   /// --allow-tf32 (abi::kManifestAllowTf32): f32 GEMMs on TF32 tensor cores.
   bool allowTf32 = false;
+  /// What the GEMMs compute in (abi::kManifestComputeDtype): "f32", "tf32"
+  /// or "bf16".
+  std::string computeDtype = "f32";
   bool runsOnHost(const std::string &entry) const;
   /// Per entry point, the FLOPs of one run of it (its GEMMs and attention,
   /// counted by the compiler; per rank).

@@ -7,7 +7,7 @@
 // runtime/kernels.h; the returned loss is written straight into the io
 // region. The module's manifest records the layout.
 
-// CHECK: module attributes {rt.manifest = {entries = ["forward"], format = 7 : i64
+// CHECK: module attributes {rt.manifest = {compute_dtype = "f32", entries = ["forward"], format = 7 : i64
 // CHECK-SAME: io = [{bytes = 32 : i64, dtype = "i32", name = "tokens", offset = 0 : i64, shape = [2, 4]}, {bytes = 32 : i64, dtype = "i32", name = "targets", offset = 64 : i64, shape = [2, 4]}, {bytes = 4 : i64, dtype = "f32", name = "loss", offset = 128 : i64, shape = []}]
 // CHECK-SAME: io_bytes = 192 : i64, mesh = array<i64: 1, 1>, param_bytes = 256 : i64
 // CHECK-SAME: params = [{bytes = 160 : i64, dtype = "f32", init = "normal", name = "wte", offset = 0 : i64, shape = [10, 4], std = 2.000000e-02 : f64}, {bytes = 16 : i64, dtype = "f32", init = "ones", name = "g", offset = 192 : i64, shape = [4]}]
@@ -98,7 +98,9 @@ func.func @forward(%x: tensor<4xf16> {nn.param = "x"}) -> tensor<4xf16> {
 // -----
 
 // A typed kernel computes on its op's element type: bf16 storage (f32 math
-// inside), the dtype integer and attribute saying so.
+// inside), the dtype integer and attribute saying so; the manifest says the
+// program computes in bf16 (the trainer's mfu peak).
+// CHECK: rt.manifest = {compute_dtype = "bf16"
 // CHECK-LABEL: func.func @shardc_typed
 // CHECK: rt.kernel %{{.*}}, "silu"(%{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 8, 1>}
 // CHECK: rt.kernel %{{.*}}, "linear"(%{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 2, 4, 8, 0, 0, 1>}
@@ -131,7 +133,7 @@ module {
 // -----
 
 // Results update arguments in place; two functions share slots by name.
-// CHECK: rt.manifest = {entries = ["a", "b"]
+// CHECK: rt.manifest = {compute_dtype = "f32", entries = ["a", "b"]
 // CHECK-SAME: io = [{bytes = 8 : i64, dtype = "f32", name = "ctl", offset = 0 : i64, shape = [2]}
 // CHECK-SAME: state = [{bytes = 16 : i64, dtype = "f32", name = "acc", offset = 0 : i64, shape = [4]}]
 // CHECK-LABEL: func.func @shardc_a

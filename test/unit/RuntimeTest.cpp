@@ -359,6 +359,10 @@ TEST(DevicePeak, ByName) {
   ASSERT_NE(devicePeak("NVIDIA H100 80GB HBM3"), nullptr);
   EXPECT_STREQ(devicePeak("NVIDIA H100 80GB HBM3")->model, "H100 SXM");
   EXPECT_DOUBLE_EQ(devicePeak("NVIDIA H100 80GB HBM3")->f32, 66.9e12);
+  // mfu's peak is the program's compute dtype's.
+  EXPECT_DOUBLE_EQ(devicePeak("NVIDIA H100 80GB HBM3")->of("bf16"), 989.4e12);
+  EXPECT_DOUBLE_EQ(devicePeak("NVIDIA H100 80GB HBM3")->of("tf32"), 494.7e12);
+  EXPECT_DOUBLE_EQ(devicePeak("NVIDIA H100 80GB HBM3")->of("f32"), 66.9e12);
   EXPECT_STREQ(devicePeak("NVIDIA H100 PCIe")->model, "H100 PCIe");
   EXPECT_STREQ(devicePeak("NVIDIA GH200 480GB")->model, "GH200");
   EXPECT_STREQ(devicePeak("NVIDIA H200")->model, "H200");
