@@ -25,8 +25,9 @@ seed 1, --init-std), the same token file (a successor rule with 20% noise,
 numpy seed 0), the global batch --batch split over the ranks in row order,
 AdamW (betas 0.9/0.999, eps 1e-8, --weight-decay on every parameter,
 constant --lr), shardc compiled for --mesh RANKS --param-dtype bf16 (reduce
-dtype f32, shardc's default) with micro-batch --batch/RANKS and run under
-mpirun. Compared:
+dtype f32, shardc's default) --fuse-epilogues=false (FSDP2 rounds each
+GEMM's output before the GELU; shardc's GELU epilogues do not) with
+micro-batch --batch/RANKS and run under mpirun. Compared:
   * the first step's gradients, shardc's --dump-grads against FSDP2's
     (each sharded .grad gathered with DTensor.full_tensor()), relative L2
     per tensor < --grad-rtol;
@@ -227,7 +228,7 @@ def main():
         exe = os.path.join(work, "train")
         run([args.shardc, args.config, "--micro-batch", str(B // P), "--seq-len", str(T),
              "--optimizer", "adamw", "--recompute", "none", "--mesh", str(P),
-             "--param-dtype", "bf16", "-o", exe])
+             "--param-dtype", "bf16", "--fuse-epilogues=false", "-o", exe])
         launch = MPIRUN + ["-np", str(P)] if P > 1 else []
         flags = ["--init-from", w_path, "--data", tok_path, "--grad-accum", "1",
                  "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
