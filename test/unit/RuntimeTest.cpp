@@ -423,12 +423,17 @@ TEST(Manifest, ParsesAndInitializes) {
     EXPECT_FLOAT_EQ(w[k], float(0.5 * counterNormal(key, k)));
   for (int k = 0; k < 8; ++k)
     EXPECT_EQ(g[k], 1.0f);
-  EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 6}"); })
-                .find("malformed model manifest"),
+  EXPECT_NE(errorOf([] {
+              std::string json = "{\"format\": " +
+                                 std::to_string(shardc::abi::kFormatVersion) +
+                                 "}";
+              Manifest::parse(json.c_str());
+            }).find("malformed model manifest"),
             std::string::npos);
   // A program compiled against another ABI is refused by name.
   EXPECT_NE(errorOf([] { Manifest::parse("{\"format\": 2}"); })
-                .find("has format 2 but this runtime reads format 6"),
+                .find("has format 2 but this runtime reads format " +
+                      std::to_string(shardc::abi::kFormatVersion)),
             std::string::npos);
   // Slots are checked before the runtime multiplies or offsets by them: a
   // size that is not its shape's (here one that wrapped), or a slot past
