@@ -152,12 +152,6 @@ std::vector<CollectiveBuffer> collectiveBuffers(int64_t id, const int64_t *i,
 /// through pinned host memory on `stream` (see Context::hostStaged).
 void hostStagedCollective(Context &c, int64_t id, void **b, const int64_t *i,
                           const double *f, int64_t stream);
-/// gemm.cu: row-major y[M,N] = op(a) op(b) + beta y, f32 through cuBLASLt
-/// on `stream`; a is [M,K] (or [K,M] with transA), b [K,N] (or [N,K] with
-/// transB), every matrix dense.
-void gemmRowMajor(Context &c, int64_t stream, int64_t M, int64_t N, int64_t K,
-                  bool transA, bool transB, const float *a, const float *b,
-                  float *y, float beta);
 /// A row-major GEMM y[M,N] = op(a) op(b) + beta y: a is [M,K] (or [K,M]
 /// with ta), b [K,N] (or [N,K] with tb); lda and ldb their row strides in
 /// elements (0: dense), y dense. f32, or bf16 operands with f32

@@ -340,12 +340,6 @@ void gemmRowMajorOf(cuda::Context &c, int64_t stream, int64_t M, int64_t N,
 }
 } // namespace
 
-void cuda::gemmRowMajor(cuda::Context &c, int64_t stream, int64_t M,
-                        int64_t N, int64_t K, bool ta, bool tb, const float *a,
-                        const float *b, float *y, float beta) {
-  gemmRowMajorOf(c, stream, M, N, K, ta, tb, a, b, y, beta, CUDA_R_32F);
-}
-
 // y[M,N] = op(a) op(b): a[M,K] or [K,M] (trans_a), b[K,N] or [N,K] (trans_b)
 // (f32, or bf16 with f32 accumulation)
 SHARDC_CUDA_KERNEL(matmul) {

@@ -60,12 +60,17 @@ template <typename Fn> void withDtype(int64_t dtype, const char *kernel, Fn fn) 
     fn(float());
 }
 
+/// Whether every pointer allows 128-bit accesses (16-byte aligned; nulls
+/// do).
+template <typename... P> bool aligned16(const P *...p) {
+  return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+
 /// Whether rows of C elements of T starting at every pointer allow Pack<T>
 /// accesses: C a multiple of Pack<T>::kN, each pointer 16-byte aligned
 /// (nulls allowed). Decided on the host, uniform over a launch.
 template <typename T, typename... P> bool packedRows(int64_t C, const P *...p) {
-  return C % Pack<T>::kN == 0 &&
-         ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+  return C % Pack<T>::kN == 0 && aligned16(p...);
 }
 
 /// The columns of a row of C that the calling thread owns, block-strided:
@@ -129,6 +134,9 @@ inline unsigned gridFor(int64_t n) {
   unsigned blocks = blocksFor(n, kThreads);
   return blocks < cap ? (blocks ? blocks : 1u) : cap;
 }
+
+/// Blocks that fill the device (gridFor's cap).
+inline int64_t deviceBlocks() { return int64_t(gridFor(int64_t(1) << 30)); }
 
 /// Sum over the block of a double per thread (blockDim.x a power of two,
 /// at most 1024); the result is valid in thread 0.

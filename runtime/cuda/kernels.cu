@@ -114,11 +114,6 @@ template <typename Op, typename... P>
 void launchMap(void *ctx, int64_t stream, int64_t dtype, const char *kernel,
                Op op, int64_t n, void *y, P... x);
 
-/// Whether every pointer allows 128-bit accesses.
-template <typename... P> bool aligned16(const P *...p) {
-  return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
-}
-
 template <typename Op, typename T>
 void launchMap2(cudaStream_t s, Op op, int64_t n, T *y, const T *x,
                 const T *z) {
@@ -149,13 +144,12 @@ template <typename Op, typename... P>
 void launchMap(void *ctx, int64_t stream, int64_t dtype, const char *kernel,
                Op op, int64_t n, void *y, P... x) {
   cudaStream_t s = streamOf(ctx, stream);
-  if (isBf16(dtype, kernel))
-    launchMapOf<__nv_bfloat16>(s, op, n, y, x...);
-  else
-    launchMapOf<float>(s, op, n, y, x...);
+  withDtype(dtype, kernel, [&](auto t) {
+    launchMapOf<decltype(t)>(s, op, n, y, x...);
+  });
 }
 
-// y[N,C] = table[ids[N], :] (elements of T: f32, or bf16 bits); an id
+// y[N,C] = table[ids[N], :] (elements of T: f32 or bf16, copied); an id
 // outside [0, V) sets *bad to V
 template <typename T>
 __global__ void embeddingKernel(const int32_t *ids, const T *table, T *y,
@@ -761,16 +755,13 @@ SHARDC_CUDA_KERNEL(embedding) {
   // A bad id is reported after the run (Context::checkErrors).
   int64_t *bad = c.errors + int64_t(A::KernelId::embedding);
   const int32_t *ids = static_cast<const int32_t *>(b[0]);
-  if (isBf16(i[A::embedding::dtype], "embedding")) {
-    auto *kernel = &embeddingKernel<uint16_t>;
+  withDtype(i[A::embedding::dtype], "embedding", [&](auto t) {
+    using T = decltype(t);
+    auto *kernel = &embeddingKernel<T>;
     SHARDC_LAUNCH(kernel, gridFor(N * C), kThreads, 0, c.stream(stream), ids,
-                  static_cast<const uint16_t *>(b[1]),
-                  static_cast<uint16_t *>(b[2]), N, V, C, bad);
-  } else {
-    auto *kernel = &embeddingKernel<float>;
-    SHARDC_LAUNCH(kernel, gridFor(N * C), kThreads, 0, c.stream(stream), ids,
-                  F(b[1]), F(b[2]), N, V, C, bad);
-  }
+                  static_cast<const T *>(b[1]), static_cast<T *>(b[2]), N, V,
+                  C, bad);
+  });
 }
 
 // x[n] -> y[] = sum x^2: a multi-block reduction (blocks by n alone, at
@@ -1073,10 +1064,8 @@ void binary(A::KernelId id, void *ctx, void **b, const int64_t *i,
   const char *name = A::kernelInfo(id).name;
   Broadcast<2> bc = broadcastOf<2>(id, i, name);
   cudaStream_t s = streamOf(ctx, stream);
-  if (isBf16(dtype, name))
-    binaryOf<Op, __nv_bfloat16>(s, b, bc);
-  else
-    binaryOf<Op, float>(s, b, bc);
+  withDtype(dtype, name,
+            [&](auto t) { binaryOf<Op, decltype(t)>(s, b, bc); });
 }
 
 SHARDC_CUDA_KERNEL(add) {

@@ -44,12 +44,6 @@ namespace {
 
 constexpr int kMaxRank = 8;
 
-/// Blocks that fill the device (gridFor's cap).
-int64_t deviceBlocks() { return int64_t(gridFor(int64_t(1) << 30)); }
-
-bool aligned16(const void *p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
 
 //===----------------------------------------------------------------------===//
 // Broadcast element-wise kernels: where, equal

@@ -34,12 +34,6 @@ using namespace shardc::runtime::cuda;
 
 namespace {
 
-/// Blocks that fill the device (gridFor's cap).
-int64_t deviceBlocks() { return int64_t(gridFor(int64_t(1) << 30)); }
-
-bool aligned16(const void *p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
 
 /// How the column sums of a [M, C] gradient are split: `chunks` chunks of
 /// `rows` rows each (the last may be shorter), enough blocks of kThreads
