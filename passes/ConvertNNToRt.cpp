@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/RtMatch.h"
 #include "passes/lower/StepBuilder.h"
 
 #include "target/TargetDescription.h"
@@ -153,17 +154,8 @@ struct ConvertNNToRtPass
     if (allowTf32)
       manifest.set(abi::kManifestAllowTf32, b.getBoolAttr(true));
     manifest.set(abi::kManifestComputeDtype,
-                 b.getStringAttr(computeDtypeOf(module)));
+                 b.getStringAttr(programComputeDtype(module, allowTf32)));
     module->setAttr(attrs::kManifest, manifest.getDictionary(&getContext()));
-  }
-
-  /// What the lowered program's GEMMs compute in (abi::kManifestComputeDtype).
-  StringRef computeDtypeOf(ModuleOp module) {
-    bool bf16 = false;
-    module.walk([&](rt::KernelOp k) {
-      bf16 |= k.getComputeType().isBF16();
-    });
-    return bf16 ? "bf16" : allowTf32 ? "tf32" : "f32";
   }
 
   /// Lowers `fn` into `shardc_<name>(ctx, params, state, io, arena)`.

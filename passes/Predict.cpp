@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/RtMatch.h"
 #include "passes/RtFlops.h"
 #include "target/Machine.h"
 
@@ -256,11 +257,7 @@ struct RtPredictPass : public shardc::impl::RtPredictBase<RtPredictPass> {
     }
     // The program's peak, for MFU: bf16 where its kernels compute in bf16
     // (FSDP2's mixed precision on a target with bf16 kernels).
-    player.dtype = player.tf32 ? "tf32" : "f32";
-    module.walk([&](rt::KernelOp k) {
-      if (k.getComputeType().isBF16())
-        player.dtype = "bf16";
-    });
+    player.dtype = programComputeDtype(module, player.tf32).str();
     for (auto fn : module.getOps<func::FuncOp>())
       if (fn.getName().starts_with(attrs::kEntryPrefix))
         fn->setAttr(attrs::kPredict, player.play(fn));

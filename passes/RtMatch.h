@@ -54,6 +54,16 @@ inline const TargetDescription *lookupTargetOf(mlir::Operation *op,
   return t;
 }
 
+/// What the GEMMs of the rt program under `op` compute in (the manifest's
+/// abi::kManifestComputeDtype, the peak of --predict's MFU): "bf16" if any
+/// kernel computes in bf16, else "tf32" under --allow-tf32, else "f32".
+inline llvm::StringRef programComputeDtype(mlir::Operation *op,
+                                           bool allowTf32) {
+  bool bf16 = false;
+  op->walk([&](rt::KernelOp k) { bf16 |= k.getComputeType().isBF16(); });
+  return bf16 ? "bf16" : allowTf32 ? "tf32" : "f32";
+}
+
 } // namespace shardc
 
 #endif // SHARDC_PASSES_RTMATCH_H
