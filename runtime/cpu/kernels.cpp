@@ -47,8 +47,6 @@ void gemm(const float *x, const float *w, float *y, int64_t M, int64_t K,
   sgemm(false, !inOut, M, N, K, 1.0f, x, K, w, inOut ? N : K, beta, y, N);
 }
 
-/// y[M,N] = x[M,K] @ op(w) + bias[N] (bias may be null): the linear
-/// kernel's work, without counting a launch (the fused kernels call it).
 /// y[M,N]'s rows = bias[N]: where a GEMM with beta 1 adds the bias.
 void biasRows(const float *bias, float *y, int64_t M, int64_t N) {
 #pragma omp parallel for schedule(static) if (M * N >= kParallelMin)
@@ -56,6 +54,8 @@ void biasRows(const float *bias, float *y, int64_t M, int64_t N) {
     std::memcpy(y + m * N, bias, N * sizeof(float));
 }
 
+/// y[M,N] = x[M,K] @ op(w) + bias[N] (bias may be null): the linear
+/// kernel's work, without counting a launch (the fused kernels call it).
 void linearInto(const float *x, const float *w, const float *bias, float *y,
                 int64_t M, int64_t K, int64_t N, bool inOut) {
   if (bias)
