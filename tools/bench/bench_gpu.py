@@ -19,10 +19,13 @@ the reference the GPU's is compared with there (manifest.json).
              difference; f32 within 1e-5), and --cuda-graphs=false bit
              for bit against the replayed graphs; the meshes run their
              ranks on the one GPU (host-staged) under mpirun;
+             bf16 curves (bf16 compute on both targets) are held to the
+             CPU's bf16 curve, and the f32 CPU curve's distance is shown;
 - sanitizer: compute-sanitizer memcheck and racecheck over a few steps;
 - speed:     the speed model (default gpt2-124m, micro-batch 4 x 1024)
-             under shardc and under PyTorch (eager and torch.compile; f32
-             without TF32, as shardc computes today, and bf16 autocast):
+             under shardc (f32, f32 with --allow-tf32, bf16) and under
+             PyTorch (eager and torch.compile; f32 without TF32, and bf16
+             autocast):
              the same batch, AdamW, median tok/s over the steps after the
              warm-up, peak memory and MFU side by side;
 - offload:   the speed model with --offload=cpu;
@@ -59,14 +62,38 @@ CURVES = {
     "llama-odd": ("test/e2e/Inputs/llama-odd.json", "--micro-batch 3 --seq-len 13", "", 1),
     "gpt2-odd-chunk5": ("test/e2e/Inputs/gpt2-odd.json",
                         "--micro-batch 3 --seq-len 13 --loss-chunk-rows 5", "", 1),
-    "gpt2-tiny-bf16": ("test/e2e/Inputs/gpt2-tiny.json", "--micro-batch 4 --seq-len 16",
-                       "--param-dtype bf16", 1),
-    "llama-odd-bf16": ("test/e2e/Inputs/llama-odd.json", "--micro-batch 3 --seq-len 13",
-                       "--param-dtype bf16", 1),
     "tiny-mesh2": ("tiny", "--micro-batch 4 --seq-len 64 --mesh 2", "", 2),
     "gpt2-odd-mesh4-raf2": ("test/e2e/Inputs/gpt2-odd.json",
                             "--micro-batch 3 --seq-len 13 --mesh 4 --reshard-after-forward=2",
                             "", 4),
+    # bf16 compute on both targets: the GPU's curve against the CPU's bf16
+    # one (BF16_RTOL), and, for contrast, how far the f32 CPU curve is.
+    "gpt2-tiny-bf16": ("test/e2e/Inputs/gpt2-tiny.json",
+                       "--micro-batch 4 --seq-len 16 --param-dtype bf16", "", 1),
+    "llama-tiny-bf16": ("test/e2e/Inputs/llama-tiny.json",
+                        "--micro-batch 4 --seq-len 16 --param-dtype bf16", "", 1),
+    "llama-odd-bf16": ("test/e2e/Inputs/llama-odd.json",
+                       "--micro-batch 3 --seq-len 13 --param-dtype bf16", "", 1),
+    "gpt2-odd-chunk5-bf16": ("test/e2e/Inputs/gpt2-odd.json",
+                             "--micro-batch 3 --seq-len 13 --loss-chunk-rows 5 "
+                             "--param-dtype bf16", "", 1),
+    "gpt2-tiny-bf16-mesh2": ("test/e2e/Inputs/gpt2-tiny.json",
+                             "--micro-batch 4 --seq-len 16 --param-dtype bf16 --mesh 2", "", 2),
+    # f32 with --allow-tf32 on the GPU only: TF32 against the f32 CPU.
+    "gpt2-tiny-tf32": ("test/e2e/Inputs/gpt2-tiny.json", "--micro-batch 4 --seq-len 16",
+                       "--allow-tf32", 1),
+}
+F32_RTOL = 1e-5
+# bf16 curves part after a few steps wherever one rounding falls the other
+# way (cuBLASLt's GEMMs sum in another order than oneDNN's); the emulated
+# device, which sums as the CPU does, holds them within 2e-4.
+BF16_RTOL = 1e-2
+# The speed model's builds: mode -> (the speed table's name, shardc flags).
+SPEED_MODES = {
+    "speed": ("shardc f32", []),
+    "speed-tf32": ("shardc f32 --allow-tf32", ["--allow-tf32"]),
+    "speed-bf16": ("shardc bf16", ["--param-dtype", "bf16"]),
+    "speed-offload": ("shardc f32 --offload=cpu", ["--offload=cpu"]),
 }
 CURVE_STEPS = 20
 CURVE_TRAIN = ["--seed", "5", "--lr", "3e-3"]
@@ -125,6 +152,16 @@ def compile_model(shardc, model, flags, exe):
     sh([shardc, path, *flags, "-o", exe])
 
 
+def cpu_curve(args, model, flags, ranks, tokens, name):
+    """Trains the CPU build of model on tokens here: its losses."""
+    exe = os.path.join(args.tmp, name)
+    compile_model(args.shardc, model, flags, exe)
+    log = os.path.join(args.tmp, f"{name}.jsonl")
+    sh([*mpirun(ranks), exe, "--data", tokens, "--steps", str(CURVE_STEPS),
+        *CURVE_TRAIN, "--log", log])
+    return [e["loss"] for e in read_log(log)]
+
+
 def build(args):
     out = os.path.abspath(args.out)
     os.makedirs(os.path.join(out, "bin"), exist_ok=True)
@@ -135,27 +172,24 @@ def build(args):
     if not args.dry and os.path.exists(tests):
         pack(tests, out)
         manifest["kernels"] = "shardc-cuda-tests"
-    curves = {k: v for k, v in CURVES.items() if not args.dry or k in ("tiny", "tiny-mesh2")}
+    curves = {k: v for k, v in CURVES.items() if not args.dry or k in ("tiny", "tiny-mesh2", "gpt2-tiny-bf16")}
     for name, (model, shape, cuda_only, ranks) in curves.items():
         tokens = os.path.join(out, "curves", f"{name}.bin")
         write_tokens(tokens, vocab_of(model), 64 * 64 * CURVE_STEPS + 1)
-        cpu_exe = os.path.join(args.tmp, f"cpu-{name}")
-        compile_model(args.shardc, model, shape.split(), cpu_exe)
-        log = os.path.join(args.tmp, f"cpu-{name}.jsonl")
-        sh([*mpirun(ranks), cpu_exe, "--data", tokens, "--steps", str(CURVE_STEPS),
-            *CURVE_TRAIN, "--log", log])
+        entry = {"exe": f"train-{name}", "tokens": f"curves/{name}.bin", "ranks": ranks,
+                 "cpu": cpu_curve(args, model, shape.split(), ranks, tokens, f"cpu-{name}"),
+                 "rtol": F32_RTOL if not cuda_only and "bf16" not in shape else BF16_RTOL}
+        if "bf16" in shape:  # the f32 CPU curve, for contrast
+            f32 = shape.replace("--param-dtype bf16", "").split()
+            entry["cpu_f32"] = cpu_curve(args, model, f32, ranks, tokens, f"cpu-f32-{name}")
         exe = os.path.join(args.tmp, f"train-{name}")
         compile_model(args.shardc, model, shape.split() + cuda + cuda_only.split(), exe)
         pack(exe, out)
-        manifest["curves"][name] = {"exe": f"train-{name}", "tokens": f"curves/{name}.bin",
-                                    "ranks": ranks,
-                                    "cpu": [e["loss"] for e in read_log(log)],
-                                    "rtol": 1e-5 if not cuda_only else 2e-2}
-        print(f"built {name}: CPU curve {manifest['curves'][name]['cpu'][0]:.6f} -> "
-              f"{manifest['curves'][name]['cpu'][-1]:.6f}", flush=True)
+        manifest["curves"][name] = entry
+        print(f"built {name}: CPU curve {entry['cpu'][0]:.6f} -> {entry['cpu'][-1]:.6f}",
+              flush=True)
     speed_model, B, T = args.speed_model, args.batch, args.seq
-    for mode, flags in (("speed", []), ("speed-offload", ["--offload=cpu"]),
-                        ("speed-bf16", ["--param-dtype", "bf16"])):
+    for mode, (_, flags) in SPEED_MODES.items():
         exe = os.path.join(args.tmp, f"train-{mode}")
         compile_model(args.shardc, speed_model,
                       ["--micro-batch", str(B), "--seq-len", str(T), *cuda, *flags], exe)
@@ -229,7 +263,7 @@ def train(args, exe, tokens, steps, extra=(), prefix=(), timeout=900):
 
 def part_curves(args, m):
     print(f"{'model':<20} {'CPU loss':>20} {'GPU loss':>20} {'worst rel':>10} "
-          f"{'rtol':>7} {'no graphs':>10}")
+          f"{'rtol':>7} {'no graphs':>10} {'f32 CPU':>9}")
     failed = 0
     for name, c in m["curves"].items():
         tokens = os.path.join(args.out, c["tokens"])
@@ -250,13 +284,21 @@ def part_curves(args, m):
         same = "same" if [e["loss"] for e in direct] == gpu else (
             f"exit {rc2}" if rc2 else "DIFFER")
         ok = worst <= c["rtol"] and same == "same"
+        contrast = (f"{max(abs(a - b) / abs(a) for a, b in zip(c['cpu_f32'], gpu)):.2e}"
+                    if "cpu_f32" in c else "")
         failed += not ok
         if not ok:
             args.failures.append(f"curves: {name}")
         print(f"{name:<20} {c['cpu'][0]:>9.6f}->{c['cpu'][-1]:<9.6f} "
               f"{gpu[0]:>9.6f}->{gpu[-1]:<9.6f} {worst:>10.2e} {c['rtol']:>7.0e} "
-              f"{same:>10}{'' if ok else '  FAIL'}")
+              f"{same:>10} {contrast:>9}{'' if ok else '  FAIL'}")
     print(f"curves: {len(m['curves']) - failed} of {len(m['curves'])} hold")
+
+
+# cuBLASLt's bf16 GEMMs on Hopper write their output by bulk (TMA) copies,
+# which initcheck does not see without this: it then reports each read of
+# a GEMM's output as uninitialized.
+BULK_COPY = {"initcheck": ["--check-bulk-copy", "yes"], "memcheck": ["--check-bulk-copy", "yes"]}
 
 
 def part_sanitizer(args, m):
@@ -268,14 +310,16 @@ def part_sanitizer(args, m):
         return
     runs = [("tiny", ("memcheck", "racecheck", "synccheck", "initcheck")),
             ("gpt2-odd-chunk5", ("memcheck", "initcheck")),
-            ("llama-odd", ("memcheck", "initcheck"))]
+            ("llama-odd", ("memcheck", "initcheck")),
+            ("llama-odd-bf16", ("memcheck", "racecheck", "initcheck")),
+            ("gpt2-odd-chunk5-bf16", ("memcheck", "initcheck"))]
     for name, checks in runs:
         c = m["curves"].get(name)
         if c is None:
             continue
         for check in checks:
             rc, text, got = train(args, c["exe"], os.path.join(args.out, c["tokens"]), 2,
-                                  CURVE_TRAIN, prefix=[tool, "--tool", check,
+                                  CURVE_TRAIN, prefix=[tool, "--tool", check, *BULK_COPY.get(check, []),
                                                        "--error-exitcode", "9"])
             summary = [l for l in text.splitlines()
                        if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l]
@@ -432,11 +476,10 @@ def part_speed(args, m):
     B, T = s["B"], s["T"]
     steps = args.steps
     rows = []
-    for mode in ("speed", "speed-bf16"):
+    for mode in ("speed", "speed-tf32", "speed-bf16"):
         r = shardc_speed(args, m, mode, steps)
         if r:
-            rows.append((f"shardc {'f32' if mode == 'speed' else 'bf16 params'}",
-                         r["tok_s"], r["ms"], r["peak"], r["loss"]))
+            rows.append((SPEED_MODES[mode][0], r["tok_s"], r["ms"], r["peak"], r["loss"]))
     device = "cpu" if m["emulated"] else "cuda"
     for dtype_mode, compile_ in (("f32", False), ("bf16", False), ("bf16", True)):
         if m["emulated"] and compile_:
@@ -468,7 +511,7 @@ def part_offload(args, m):
 def part_trace(args, m):
     """Where the speed model's step goes, kernel by kernel (--trace)."""
     tokens = speed_tokens(args, m)
-    for mode in ("speed", "speed-bf16"):
+    for mode in ("speed-bf16", "speed"):
         trace = os.path.join(args.log_dir, f"trace-{mode}.json")
         rc, text, got = train(args, m["speed"][mode], tokens, 4, ["--trace", trace])
         if rc != 0:
@@ -482,7 +525,8 @@ def part_trace(args, m):
 def part_rates(args, m):
     """The rates --predict's H100 entry stands on, measured through PyTorch
     on this GPU: f32 (no TF32) and bf16 GEMMs at GPT-2 124M's shapes, and
-    SDPA (cuDNN's and flash) forward and backward at its attention shape."""
+    SDPA (cuDNN's, flash, and f32) forward and backward at its and
+    Llama-3-8B's attention shapes."""
     if m["emulated"]:
         print("rates: skipped (emulated device)")
         return
@@ -512,26 +556,30 @@ def part_rates(args, m):
             ms = median_ms(lambda: x @ w)
             print(f"{f'GEMM {M}x{K}x{N} {str(dt)[6:]}':<44} {ms:>8.3f} "
                   f"{2 * M * K * N / ms / 1e9:>8.1f}")
-    B, H, T, D = 4, 12, 1024, 64
-    flop = 4 * B * H * T * T * D / 2  # causal: half of QK^T and PV
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                          ("flash", SDPBackend.FLASH_ATTENTION),
-                          ("efficient f32", SDPBackend.EFFICIENT_ATTENTION)):
-        dt = torch.float32 if "f32" in name else torch.bfloat16
-        q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dt, requires_grad=True)
-                   for _ in range(3))
-        try:
-            with sdpa_kernel(backend):
-                fwd = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                g = torch.randn_like(o)
-                bwd = median_ms(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
-            print(f"{f'SDPA {name} B{B} H{H} T{T} D{D} fwd':<44} {fwd:>8.3f} {flop / fwd / 1e9:>8.1f}")
-            print(f"{f'SDPA {name} B{B} H{H} T{T} D{D} bwd':<44} {bwd:>8.3f} "
-                  f"{2.5 * flop / bwd / 1e9:>8.1f}")
-        except Exception as e:
-            print(f"SDPA {name}: {str(e)[:100]}")
+    # GPT-2 124M's attention at 4 x 1024, and Llama-3-8B's at seq 8192
+    # (32 heads of 128; its 8 K/V heads repeated, which costs the same).
+    for B, H, T, D in ((4, 12, 1024, 64), (1, 32, 8192, 128)):
+        flop = 4 * B * H * T * T * D / 2  # causal: half of QK^T and PV
+        for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                              ("flash", SDPBackend.FLASH_ATTENTION),
+                              ("efficient f32", SDPBackend.EFFICIENT_ATTENTION)):
+            dt = torch.float32 if "f32" in name else torch.bfloat16
+            q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dt, requires_grad=True)
+                       for _ in range(3))
+            try:
+                with sdpa_kernel(backend):
+                    fwd = median_ms(lambda: F.scaled_dot_product_attention(q, k, v,
+                                                                           is_causal=True))
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    g = torch.randn_like(o)
+                    bwd = median_ms(lambda: torch.autograd.grad(o, (q, k, v), g,
+                                                                retain_graph=True))
+                shape = f"SDPA {name} B{B} H{H} T{T} D{D}"
+                print(f"{shape + ' fwd':<44} {fwd:>8.3f} {flop / fwd / 1e9:>8.1f}")
+                print(f"{shape + ' bwd':<44} {bwd:>8.3f} {2.5 * flop / bwd / 1e9:>8.1f}")
+            except Exception as e:
+                print(f"SDPA {name}: {str(e)[:100]}")
 
 
 PARTS = {"env": part_env, "rates": part_rates, "kernels": part_kernels, "curves": part_curves,
