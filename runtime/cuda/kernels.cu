@@ -544,21 +544,33 @@ __global__ void meanLossKernel(const double *rowLoss, const int32_t *targets,
   loss[0] = count ? float(total / count) : NAN;
 }
 
-// dtable[V,C] = sum over n of dy[n,:] into row ids[n] (elements of T),
-// summed in f32 in acc[V,C] (dtable itself on f32) and rounded once; one
-// thread per column c, rows in order: deterministic, as the CPU kernel
+// acc[V,C] += dy[n,:] into row ids[n] for the ids of this warp's bucket
+// (ids[n] % buckets): warp (bucket, 32 columns) walks every id in order,
+// the block's ids staged in shared memory, so each (row, column) sums its
+// rows in order (deterministic, as the CPU kernel) and each dy element is
+// read by one lane, 32 columns coalesced. grid: [column groups of 32,
+// bucket groups of kEmbWarps], block: kEmbWarps warps. acc zeroed before.
+constexpr int kEmbWarps = 8, kEmbIds = 2048;
 template <typename T>
 __global__ void embeddingGradKernel(const int32_t *ids, const T *dy,
-                                    float *acc, T *dt, int64_t N, int64_t V,
-                                    int64_t C) {
-  FOR_EACH(c, C) {
-    for (int64_t v = 0; v < V; ++v)
-      acc[v * C + c] = 0.0f;
-    for (int64_t n = 0; n < N; ++n)
-      acc[int64_t(ids[n]) * C + c] += toFloat(dy[n * C + c]);
-    if (static_cast<void *>(acc) != static_cast<void *>(dt))
-      for (int64_t v = 0; v < V; ++v)
-        dt[v * C + c] = fromFloat<T>(acc[v * C + c]);
+                                    float *acc, int64_t N, int64_t C,
+                                    int64_t buckets) {
+  __shared__ int32_t tile[kEmbIds], tileBucket[kEmbIds];
+  int64_t c = blockIdx.x * int64_t(32) + threadIdx.x % 32;
+  int bucket = int(blockIdx.y) * kEmbWarps + int(threadIdx.x / 32);
+  for (int64_t n0 = 0; n0 < N; n0 += kEmbIds) {
+    int len = int(N - n0 < kEmbIds ? N - n0 : kEmbIds);
+    __syncthreads();
+    for (int k = threadIdx.x; k < len; k += blockDim.x) {
+      tile[k] = ids[n0 + k];
+      tileBucket[k] = int(tile[k] % buckets);
+    }
+    __syncthreads();
+    if (bucket >= buckets || c >= C)
+      continue;
+    for (int k = 0; k < len; ++k)
+      if (tileBucket[k] == bucket) // warp-uniform
+        acc[int64_t(tile[k]) * C + c] += toFloat(dy[(n0 + k) * C + c]);
   }
 }
 
@@ -1022,24 +1034,33 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
                 F(b[3]));
 }
 
-// ids[N], dy[N,C] -> dtable[V,C] (f32 or bf16). On bf16 the sums are
-// f32 in the context's scratch ([V,C] f32, outside the memory plan), then
-// rounded once.
+// ids[N], dy[N,C] -> dtable[V,C] (f32 or bf16): zeroed, the rows summed
+// in f32 (embeddingGradKernel), on bf16 in the context's scratch ([V,C] f32,
+// outside the memory plan) and then rounded once.
 SHARDC_CUDA_KERNEL(embedding_grad) {
   namespace K = A::embedding_grad;
   int64_t N = i[K::N], V = i[K::V], C = i[K::C];
   auto &c = *static_cast<cuda::Context *>(ctx);
+  cudaStream_t s = c.stream(stream);
+  bool bf16 = isBf16(i[K::dtype], "embedding_grad");
+  float *acc = bf16 ? static_cast<float *>(c.scratch(size_t(V * C) * 4)) : F(b[2]);
+  CUDA_CHECK(cudaMemsetAsync(acc, 0, size_t(V * C) * 4, s));
+  // Buckets for about 16 warps an SM (each warp walks all N ids, so more
+  // buckets cost more than they hide).
+  int64_t groups = (C + 31) / 32;
+  int64_t buckets = std::clamp<int64_t>(deviceBlocks() * 2 / groups, 1,
+                                        std::min<int64_t>(V, 256));
+  dim3 grid{unsigned(groups), unsigned((buckets + kEmbWarps - 1) / kEmbWarps)};
   withDtype(i[K::dtype], "embedding_grad", [&](auto t) {
     using T = decltype(t);
-    float *acc = std::is_same_v<T, float>
-                     ? F(b[2])
-                     : static_cast<float *>(c.scratch(size_t(V * C) * 4));
     auto *kernel = &embeddingGradKernel<T>;
-    SHARDC_LAUNCH(kernel, gridFor(C), kThreads, 0, c.stream(stream),
+    SHARDC_LAUNCH(kernel, grid, 32 * kEmbWarps, 0, s,
                   static_cast<const int32_t *>(b[0]),
-                  static_cast<const T *>(b[1]), acc, static_cast<T *>(b[2]),
-                  N, V, C);
+                  static_cast<const T *>(b[1]), acc, N, C, buckets);
   });
+  if (bf16)
+    SHARDC_LAUNCH(castKernel, gridFor(V * C), kThreads, 0, s, acc, b[2], V * C,
+                  int64_t(A::kF32), int64_t(A::kBF16));
 }
 
 SHARDC_CUDA_KERNEL(sgd) {

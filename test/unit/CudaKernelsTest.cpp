@@ -252,6 +252,15 @@ TEST_F(CudaKernels, EmbeddingGradAndSgd) {
   compare(A::KernelId::embedding_grad, shardc_k_embedding_grad,
           {ints32(ids), floats(randomVec(N * C, 21)), out(V * C)},
           {N, V, C, A::kF32});
+  // Several tiles of ids (2048 a tile) and buckets of rows, a partial
+  // group of 32 columns.
+  const int64_t N2 = 4500, V2 = 300, C2 = 72;
+  std::vector<int32_t> ids2(N2);
+  for (int32_t &id : ids2)
+    id = int32_t(gen() % V2);
+  compare(A::KernelId::embedding_grad, shardc_k_embedding_grad,
+          {ints32(ids2), floats(randomVec(N2 * C2, 25)), out(V2 * C2)},
+          {N2, V2, C2, A::kF32});
   const int64_t n = 3000;
   auto p = randomVec(n, 22), g = randomVec(n, 23), buf = randomVec(n, 24);
   for (float step : {1.0f, 2.0f})
