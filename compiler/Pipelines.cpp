@@ -77,6 +77,8 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   if (options.offload == abi::kOffloadCpu)
     pm.addPass(createRtOffloadToHost());
+  else
+    pm.addPass(createRtWorkingCopy());
   if (!options.predict.empty()) {
     RtPredictOptions predict;
     predict.machine = options.predict;

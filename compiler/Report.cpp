@@ -223,6 +223,8 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   moved("parameters (sharded)     ", params);
   moved("gradients (sharded)      ", grads);
   moved("optimizer state          ", optimizer);
+  if (int64_t work = stateBytes(manifest, {abi::kStateWork}))
+    moved("bf16 working copy        ", work);
   row("peak gathered parameters ", gathered, 0,
       "(in the param dtype, live at once)");
   row("activations              ", microArena - gathered, 0,

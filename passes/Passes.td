@@ -278,6 +278,32 @@ def RtCoalesceCollectives : Pass<"rt-coalesce-collectives", "mlir::func::FuncOp"
   }];
 }
 
+def RtWorkingCopy : Pass<"rt-working-copy", "mlir::ModuleOp"> {
+  let summary = "One rank's bf16 weights as state, written by the optimizer step";
+  let description = [{
+    On a mesh of one rank, a bf16 param dtype gathers each parameter as a
+    cast of its f32 master weights and a one-rank `rt.all_gather` (a copy),
+    before each use in every micro-step. FSDP2 on one rank keeps the bf16
+    parameters between steps instead; so does this pass:
+
+    - in `shardc_micro_step` and `shardc_micro_step_nosync`, an
+      `rt.all_gather` whose every input is an allocation written only by an
+      f32-to-bf16 `cast` of a whole parameter is removed with its casts;
+      its outputs' readers read the parameter's working copy, a new state
+      slot `work.<name>` (bf16, the parameter's shape; abi::kStateWork);
+    - `shardc_opt_step` ends with a cast of each such parameter into its
+      working copy, after the updates;
+    - a new entry, `shardc_refresh`, does those casts alone: the runtime
+      runs it after the parameters are initialized or loaded;
+    - the manifest gains the slots (state_bytes grows) and the entry.
+
+    Checkpoints skip the working copies. Meshes of several ranks gather
+    shards and are left as they are, as is a module with no optimizer step;
+    `--offload=cpu` does not run this pass. Runs after
+    `rt-coalesce-collectives`, before memory planning.
+  }];
+}
+
 def RtFuseEpilogues : Pass<"rt-fuse-epilogues", "mlir::func::FuncOp"> {
   let summary = "GELU and its gradient as GEMM epilogues, where the target has them";
   let description = [{

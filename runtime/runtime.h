@@ -76,6 +76,9 @@ extern const int64_t shardc_program_infer[] __attribute__((weak));
 /// Compiled with --grad-sync=last: a micro-step that accumulates unsharded
 /// gradients and reduces nothing (every micro-batch but the last).
 extern const int64_t shardc_program_micro_step_nosync[] __attribute__((weak));
+/// One rank's bf16 working copies of the parameters, cast from them
+/// (rt-working-copy): run after the parameters are initialized or loaded.
+extern const int64_t shardc_program_refresh[] __attribute__((weak));
 /// The constants region (rt.constant values), if the program has any.
 extern const char shardc_constants[] __attribute__((weak));
 /// The compiled model's manifest: JSON, NUL-terminated.

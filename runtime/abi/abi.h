@@ -304,6 +304,10 @@ inline constexpr const char *kStateGrad = "grad.";
 inline constexpr const char *kStateExpAvg = "exp_avg.";
 inline constexpr const char *kStateExpAvgSq = "exp_avg_sq.";
 inline constexpr const char *kStateMomentum = "momentum.";
+/// One rank's bf16 working copy of a parameter (rt-working-copy): written
+/// by opt_step and the `refresh` entry from the f32 parameter, never
+/// checkpointed.
+inline constexpr const char *kStateWork = "work.";
 
 /// The compiled optimizer, as the manifest's "optimizer" names it.
 inline constexpr const char *kOptimizerAdamW = "adamw";

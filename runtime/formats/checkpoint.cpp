@@ -110,8 +110,10 @@ shardc::runtime::checkpointTensors(const Manifest &m) {
     out.push_back(std::move(t));
   }
   for (const TensorSlot &s : m.state) {
-    // Gradient accumulators are rewritten by the first micro-batch of a step.
-    if (s.name.rfind(abi::kStateGrad, 0) == 0)
+    // Gradient accumulators are rewritten by the first micro-batch of a
+    // step; working copies are the parameters, rounded.
+    if (s.name.rfind(abi::kStateGrad, 0) == 0 ||
+        s.name.rfind(abi::kStateWork, 0) == 0)
       continue;
     CheckpointTensor t;
     t.key = s.name;
@@ -138,7 +140,7 @@ std::string shardc::runtime::programFingerprint(const Manifest &m) {
                                            m.constantsBytes};
   for (const int64_t *program :
        {shardc_program_micro_step, shardc_program_micro_step_nosync,
-        shardc_program_opt_step})
+        shardc_program_opt_step, shardc_program_refresh})
     if (program && validateProgram(program, regionBytes).empty())
       XXH3_64bits_update(state, program,
                          size_t(programWords(program)) * sizeof(int64_t));

@@ -336,6 +336,11 @@ int run(const Manifest &m, const Mesh &mesh, int argc, char **argv) {
           (fromDir ? " (--resume=auto starts fresh when there is none)" : ""));
     }
   }
+  // One rank's bf16 working copies of the parameters (rt-working-copy) are
+  // cast from them here, once they are initialized or loaded; opt_step
+  // keeps them after that.
+  if (shardc_program_refresh)
+    mem.run(shardc_program_refresh, "refresh");
   const int64_t startStep = progress.step;
   doing = o.data.empty() ? std::string("making synthetic tokens")
                          : "reading --data " + o.data;
