@@ -190,9 +190,8 @@ SHARDC_KERNEL(linear_gelu) {
 }
 
 // dy[M,K], w, pre[M,N] -> dx[M,N] = linear(dy, w) gelu_tanh'(pre), db[N]? =
-// the sum of dx's rows (in double, in row order, as sum_to); with roundDx,
-// of dx as rounded to bf16
-static void linearDgeluF32(void **b, const int64_t *i, bool roundDx) {
+// the sum of dx's rows (in double, in row order, as sum_to)
+static void linearDgeluF32(void **b, const int64_t *i) {
   namespace L = A::linear_dgelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N], n = M * N;
   bool hasBias = i[L::has_bias];
@@ -200,18 +199,14 @@ static void linearDgeluF32(void **b, const int64_t *i, bool roundDx) {
   float *dx = F(b[3]);
   linearInto(F(b[0]), F(b[1]), nullptr, dx, M, K, N, i[L::in_out]);
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t k = 0; k < n; ++k) {
-    float g = dx[k] * shardc::runtime::geluGrad(pre[k], /*tanhForm=*/true);
-    dx[k] = roundDx ? shardc::runtime::roundToBf16(g) : g;
-  }
+  for (int64_t k = 0; k < n; ++k)
+    dx[k] = dx[k] * shardc::runtime::geluGrad(pre[k], /*tanhForm=*/true);
   if (hasBias)
     columnSums(dx, M, N, F(b[4]));
 }
 
-// On f32 or bf16: dx rounded once. db is summed from the f32 dx on f32, as
-// cuBLASLt's DGELU_BGRAD epilogue computes it, and from the rounded dx on
-// bf16, as PyTorch's unfused step sums it (the CUDA kernel's own column sum:
-// cuBLASLt's bf16 BGRAD is not f32-accurate).
+// On f32 or bf16: dx and db rounded once, db summed from the f32 dx, as
+// cuBLASLt's DGELU_BGRAD epilogue computes them.
 SHARDC_KERNEL(linear_dgelu) {
   namespace L = A::linear_dgelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N];
@@ -220,7 +215,7 @@ SHARDC_KERNEL(linear_dgelu) {
   t.in(0, M * K).in(1, N * K).in(2, M * N).out(3, M * N);
   if (hasBias)
     t.out(4, N);
-  linearDgeluF32(t.buffers(), i, /*roundDx=*/t.bf16());
+  linearDgeluF32(t.buffers(), i);
   t.finish();
   launched(ctx, stream);
 }

@@ -167,10 +167,6 @@ struct RowGemm {
 };
 /// gemm.cu: `g` through cuBLASLt on `stream`.
 void gemmRows(Context &c, int64_t stream, const RowGemm &g);
-/// tensor_kernels.cu: y[N] = the sum of x[M,N]'s rows on `stream`, in
-/// double (as sum_to), f32 or bf16 (rounded once).
-void sumRows(Context &c, int64_t stream, const void *x, void *y, int64_t M,
-             int64_t N, bool bf16);
 /// Whether a typed kernel's dtype code is bf16 (false: f32); any other code
 /// is fatal, naming `kernel`. The one dtype check of the CUDA kernels.
 inline bool isBf16(int64_t dtype, const char *kernel) {

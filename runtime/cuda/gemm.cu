@@ -304,23 +304,17 @@ SHARDC_CUDA_KERNEL(linear_gelu) {
 }
 
 // dy[M,K], w as linear's, pre[M,N] -> dx[M,N] = linear(dy, w) *
-// gelu_tanh'(pre), db[N]? = sum over rows of dx: one GEMM with cuBLASLt's
-// DGELU epilogue; on f32 its BGRAD computes db, on bf16 a column sum of the
-// rounded dx in double (cuBLASLt's bf16 BGRAD was 1.3e-2 off a 7.9e-2 sum
-// of 37 rows on an H200, an ulp of its partial sums: not f32-accurate)
+// gelu_tanh'(pre), db[N]? = sum over rows of dx: one GEMM, cuBLASLt's
+// DGELU(_BGRAD) epilogue
 SHARDC_CUDA_KERNEL(linear_dgelu) {
   namespace L = A::linear_dgelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N];
   bool inOut = i[L::in_out] != 0, hasBias = i[L::has_bias] != 0;
-  bool bf16 = cuda::isBf16(i[L::dtype], "linear_dgelu");
-  bool bgrad = hasBias && !bf16;
   Shape s{N, M, K, inOut ? N : K, K, N, !inOut, false, false};
-  s.epilogue = bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+  s.epilogue =
+      hasBias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
   s.type = typeOf(i[L::dtype], "linear_dgelu"); // dx, pre and db
-  gemm(ctx, stream, s, b[1], b[0], bgrad ? b[4] : nullptr, b[3], b[2]);
-  if (hasBias && bf16)
-    cuda::sumRows(*static_cast<cuda::Context *>(ctx), stream, b[3], b[4], M,
-                  N, /*bf16=*/true);
+  gemm(ctx, stream, s, b[1], b[0], hasBias ? b[4] : nullptr, b[3], b[2]);
 }
 
 void cuda::gemmRows(cuda::Context &c, int64_t stream, const RowGemm &g) {

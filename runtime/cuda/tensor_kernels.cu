@@ -769,21 +769,6 @@ void sumTo(cuda::Context &c, int64_t stream, const T *x, T *y,
                   chunks, outN);
 }
 
-void cuda::sumRows(cuda::Context &c, int64_t stream, const void *x, void *y,
-                   int64_t M, int64_t N, bool bf16) {
-  namespace K = A::sum_to;
-  int64_t ints[K::kNumInts + 4] = {};
-  ints[K::R] = 2;
-  ints[K::out_n] = N;
-  ints[K::dtype] = bf16 ? A::kBF16 : A::kF32;
-  int64_t *dims = ints + K::kNumInts, *ystr = dims + 2;
-  dims[0] = M, dims[1] = N, ystr[0] = 0, ystr[1] = 1;
-  withDtype(ints[K::dtype], "sum_to", [&](auto t) {
-    using T = decltype(t);
-    sumTo<T>(c, stream, static_cast<const T *>(x), static_cast<T *>(y), ints);
-  });
-}
-
 SHARDC_CUDA_KERNEL(sum_to) {
   auto &c = *static_cast<cuda::Context *>(ctx);
   withDtype(i[A::sum_to::dtype], "sum_to", [&](auto t) {
