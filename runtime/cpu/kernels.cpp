@@ -190,8 +190,9 @@ SHARDC_KERNEL(linear_gelu) {
 }
 
 // dy[M,K], w, pre[M,N] -> dx[M,N] = linear(dy, w) gelu_tanh'(pre), db[N]? =
-// the sum of dx's rows (in double, in row order, as sum_to)
-static void linearDgeluF32(void **b, const int64_t *i) {
+// the sum of dx's rows (in double, in row order, as sum_to); with
+// roundProduct, the product rounded to bf16 before the gelu_tanh'
+static void linearDgeluF32(void **b, const int64_t *i, bool roundProduct) {
   namespace L = A::linear_dgelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N], n = M * N;
   bool hasBias = i[L::has_bias];
@@ -199,14 +200,18 @@ static void linearDgeluF32(void **b, const int64_t *i) {
   float *dx = F(b[3]);
   linearInto(F(b[0]), F(b[1]), nullptr, dx, M, K, N, i[L::in_out]);
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t k = 0; k < n; ++k)
-    dx[k] = dx[k] * shardc::runtime::geluGrad(pre[k], /*tanhForm=*/true);
+  for (int64_t k = 0; k < n; ++k) {
+    float product = roundProduct ? shardc::runtime::roundToBf16(dx[k]) : dx[k];
+    dx[k] = product * shardc::runtime::geluGrad(pre[k], /*tanhForm=*/true);
+  }
   if (hasBias)
     columnSums(dx, M, N, F(b[4]));
 }
 
 // On f32 or bf16: dx and db rounded once, db summed from the f32 dx, as
-// cuBLASLt's DGELU_BGRAD epilogue computes them.
+// cuBLASLt's DGELU_BGRAD epilogue computes them; on bf16 the GEMM's product
+// is rounded to bf16 before the gelu_tanh', as cuBLASLt's bf16 DGELU does
+// on Hopper (and PyTorch's unfused step).
 SHARDC_KERNEL(linear_dgelu) {
   namespace L = A::linear_dgelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N];
@@ -215,7 +220,7 @@ SHARDC_KERNEL(linear_dgelu) {
   t.in(0, M * K).in(1, N * K).in(2, M * N).out(3, M * N);
   if (hasBias)
     t.out(4, N);
-  linearDgeluF32(t.buffers(), i);
+  linearDgeluF32(t.buffers(), i, /*roundProduct=*/t.bf16());
   t.finish();
   launched(ctx, stream);
 }

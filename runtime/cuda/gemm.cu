@@ -305,7 +305,8 @@ SHARDC_CUDA_KERNEL(linear_gelu) {
 
 // dy[M,K], w as linear's, pre[M,N] -> dx[M,N] = linear(dy, w) *
 // gelu_tanh'(pre), db[N]? = sum over rows of dx: one GEMM, cuBLASLt's
-// DGELU(_BGRAD) epilogue
+// DGELU(_BGRAD) epilogue (on bf16 it rounds linear(dy, w) to bf16 first:
+// see CudaKernels.Bf16EpilogueRounding)
 SHARDC_CUDA_KERNEL(linear_dgelu) {
   namespace L = A::linear_dgelu;
   int64_t M = i[L::M], K = i[L::K], N = i[L::N];

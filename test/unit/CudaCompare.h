@@ -176,6 +176,31 @@ protected:
     }
   }
 
+  /// Runs kernel `id` on the GPU alone: every buffer's bytes after it.
+  std::vector<std::vector<char>> runGpu(A::KernelId id,
+                                        const std::vector<Buffer> &bufs,
+                                        const std::vector<int64_t> &ints) {
+    std::vector<void *> devPtrs;
+    for (const Buffer &b : bufs) {
+      void *d = nullptr;
+      CUDA_CHECK(cudaMalloc(&d, b.host.size() ? b.host.size() : 1));
+      CUDA_CHECK(cudaMemcpy(d, b.host.data(), b.host.size(),
+                            cudaMemcpyHostToDevice));
+      devPtrs.push_back(d);
+    }
+    cuda::kernelTable()[int64_t(id)](&ctx, devPtrs.data(), ints.data(),
+                                     nullptr, A::kComputeStream);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<std::vector<char>> got;
+    for (size_t j = 0; j < bufs.size(); ++j) {
+      got.emplace_back(bufs[j].host.size());
+      CUDA_CHECK(cudaMemcpy(got.back().data(), devPtrs[j], got.back().size(),
+                            cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaFree(devPtrs[j]));
+    }
+    return got;
+  }
+
   cuda::Context ctx;
 };
 
