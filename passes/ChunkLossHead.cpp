@@ -226,13 +226,14 @@ struct RtChunkLossHeadPass
     Value dH = dh.getBuffers()[2], dW = dw.getBuffers()[2];
     if (!freshUntil(dH, dh) || !freshUntil(dW, dw))
       return false;
-    int64_t R = rows > 0 ? rows : std::max<int64_t>(1, kAutoChunkBytes / (V * 4));
+    int64_t ld = abi::lossHeadRowStride(V);
+    int64_t R = rows > 0 ? rows : std::max<int64_t>(1, kAutoChunkBytes / (ld * 4));
     if (R >= N)
       return false;
     dH.getDefiningOp()->moveBefore(ce);
     dW.getDefiningOp()->moveBefore(ce);
     OpBuilder b(ce);
-    Value scratch = rt::AllocOp::create(b, ce.getLoc(), R * V * 4);
+    Value scratch = rt::AllocOp::create(b, ce.getLoc(), R * ld * 4);
     Type dtype = bf16 ? b.getBF16Type() : b.getF32Type();
     rt::KernelOp::create(
         b, ce.getLoc(), ce.getCtx(),

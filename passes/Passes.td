@@ -369,7 +369,9 @@ def RtChunkLossHead : Pass<"rt-chunk-loss-head", "mlir::func::FuncOp"> {
     logits) and the head's two gradient GEMMs (`linear` for dh, `matmul`
     for dw) become one `linear_cross_entropy`, which computes R rows of
     logits at a time in a scratch buffer: the [tokens, vocab] logits are
-    never all in memory. R is `rows`, or as many rows as fit 64 MiB of
+    never all in memory. The scratch's rows are `abi::lossHeadRowStride`
+    floats (the vocabulary rounded up to 64, so that each row is 16-byte
+    aligned for cuBLASLt). R is `rows`, or as many rows as fit 64 MiB of
     logits; where R covers every row nothing changes. Runs after
     convert-nn-to-rt, before memory planning.
 

@@ -154,7 +154,7 @@ void hostStagedCollective(Context &c, int64_t id, void **b, const int64_t *i,
                           const double *f, int64_t stream);
 /// A row-major GEMM y[M,N] = op(a) op(b) + beta y: a is [M,K] (or [K,M]
 /// with ta), b [K,N] (or [N,K] with tb); lda and ldb their row strides in
-/// elements (0: dense), y dense. f32, or bf16 operands with f32
+/// elements (0: dense), ldy y's (0: dense). f32, or bf16 operands with f32
 /// accumulation and y bf16 (or f32 with f32Out).
 struct RowGemm {
   int64_t M, N, K;
@@ -162,7 +162,7 @@ struct RowGemm {
   const void *a, *b;
   void *y;
   float beta = 0.0f;
-  int64_t lda = 0, ldb = 0;
+  int64_t lda = 0, ldb = 0, ldy = 0;
   bool bf16 = false, f32Out = false;
 };
 /// gemm.cu: `g` through cuBLASLt on `stream`.

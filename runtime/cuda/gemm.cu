@@ -322,7 +322,7 @@ void cuda::gemmRows(cuda::Context &c, int64_t stream, const RowGemm &g) {
   // Y^T = op(b)^T op(a)^T: b's rows are the first operand's columns.
   int64_t M = g.M, N = g.N, K = g.K;
   Shape s{N, M, K, g.ldb ? g.ldb : (g.tb ? K : N),
-          g.lda ? g.lda : (g.ta ? M : K), N, g.tb, g.ta, false};
+          g.lda ? g.lda : (g.ta ? M : K), g.ldy ? g.ldy : N, g.tb, g.ta, false};
   s.type = g.bf16 ? CUDA_R_16BF : CUDA_R_32F;
   s.f32Out = g.f32Out;
   gemm(&c, stream, s, g.b, g.a, nullptr, g.y, nullptr, g.beta);

@@ -462,20 +462,20 @@ template <bool RoundBf16> __device__ inline float logitOf(float x) {
   return RoundBf16 ? __bfloat162float(__float2bfloat16(x)) : x;
 }
 
-// logits[N,V], t[N] -> dl[N,V] = scale (softmax - onehot(t)) (zero for
-// ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a row; a
-// target outside [0, V) sets *bad to V. RoundBf16: each logit rounded to
-// bf16 as it is read.
+// logits[N,V] (row stride ld), t[N] -> dl[N,V] (the same stride) = scale
+// (softmax - onehot(t)) (zero for ignored rows), rowLoss[N] = logsumexp -
+// logit[t]; one block a row; a target outside [0, V) sets *bad to V.
+// RoundBf16: each logit rounded to bf16 as it is read.
 template <bool RoundBf16>
 __global__ void crossEntropyRowsKernel(const float *logits,
                                        const int32_t *targets, int64_t V,
-                                       int64_t ignore, const float *scalePtr,
-                                       float *dl, double *rowLoss,
-                                       int64_t *bad) {
+                                       int64_t ld, int64_t ignore,
+                                       const float *scalePtr, float *dl,
+                                       double *rowLoss, int64_t *bad) {
   int64_t n = blockIdx.x;
   float scale = *scalePtr;
-  const float *row = logits + n * V;
-  float *out = dl + n * V;
+  const float *row = logits + n * ld;
+  float *out = dl + n * ld;
   int64_t t = targets[n];
   if (t == ignore || t < 0 || t >= V) {
     if (t != ignore && threadIdx.x == 0)
@@ -514,12 +514,13 @@ __global__ void crossEntropyRowsKernel(const float *logits,
   }
 }
 
-// rows[R, V] f32 -> the same rows as bf16, each at the start of its own f32
-// row (bf16 [R, V] with a row stride of 2V): one block a row, in chunks of
-// blockDim columns, each chunk read whole before any of it is written (a
-// bf16 element v overwrites f32 element v / 2, already read)
-__global__ void rowsToBf16InPlaceKernel(float *rows, int64_t V) {
-  float *row = rows + blockIdx.x * V;
+// rows[R, V] f32 (row stride ld) -> the same rows as bf16, each at the
+// start of its own f32 row (bf16 [R, V] with a row stride of 2 ld): one
+// block a row, in chunks of blockDim columns, each chunk read whole before
+// any of it is written (a bf16 element v overwrites f32 element v / 2,
+// already read)
+__global__ void rowsToBf16InPlaceKernel(float *rows, int64_t V, int64_t ld) {
+  float *row = rows + blockIdx.x * ld;
   auto *out = reinterpret_cast<__nv_bfloat16 *>(row);
   for (int64_t v0 = 0; v0 < V; v0 += blockDim.x) {
     int64_t v = v0 + threadIdx.x;
@@ -958,12 +959,13 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
                 static_cast<const float *>(nullptr), scale);
   // A bad target is reported after the run (Context::checkErrors).
   SHARDC_LAUNCH(crossEntropyRowsKernel<false>, unsigned(N), kThreads, 0, s,
-                F(b[0]), targets, V, ignore, scale, F(b[3]), rowLoss,
+                F(b[0]), targets, V, V, ignore, scale, F(b[3]), rowLoss,
                 c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
   SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore, F(b[2]));
 }
 
-// h[N,C], w[V,C], t[N] -> loss[], dh[N,C], dw[V,C], through scratch[R,V]:
+// h[N,C], w[V,C], t[N] -> loss[], dh[N,C], dw[V,C], through scratch[R,ld]
+// (ld = lossHeadRowStride(V), so that cuBLASLt's fast kernels take rows):
 // per chunk of R rows, logits[R,V] = h[r0:] w^T (cuBLASLt), their
 // cross-entropy gradient in place (one block a row, each row's loss kept),
 // dh[r0:] = dlogits w and dw (+)= dlogits^T h[r0:] (cuBLASLt, beta 1 from
@@ -989,7 +991,8 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
   const char *h = static_cast<const char *>(b[0]);
   const int32_t *targets = static_cast<const int32_t *>(b[2]);
   char *dh = static_cast<char *>(b[4]);
-  float *logits = F(b[6]);
+  float *logits = F(b[6]); // [R, ldLogits]: each row 16-byte aligned
+  int64_t ldLogits = A::lossHeadRowStride(V);
   bool accumulate = bf16 && N > R; // dw over several chunks, in f32
   size_t lossBytes = (size_t(N) * sizeof(double) + 8 + 255) / 256 * 256;
   char *scratch = static_cast<char *>(
@@ -1005,15 +1008,17 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
     // logits[rows,V] (f32) = h[r0:r0+rows, C] w[V,C]^T
     RowGemm fwd{rows, V, C, false, true, h + r0 * C * elem, b[1], logits};
     fwd.bf16 = fwd.f32Out = bf16;
+    fwd.ldy = ldLogits;
     gemmRows(c, stream, fwd);
     auto *rowsKernel = bf16 ? &crossEntropyRowsKernel<true>
                             : &crossEntropyRowsKernel<false>;
     SHARDC_LAUNCH(rowsKernel, unsigned(rows), kThreads, 0, s, logits,
-                  targets + r0, V, ignore, scale, logits, rowLoss + r0, bad);
-    if (bf16) // dlogits as bf16 [rows, V], row stride 2V
+                  targets + r0, V, ldLogits, ignore, scale, logits, rowLoss + r0,
+                  bad);
+    if (bf16) // dlogits as bf16 [rows, V], row stride 2 ldLogits
       SHARDC_LAUNCH(rowsToBf16InPlaceKernel, unsigned(rows), kThreads, 0, s,
-                    logits, V);
-    int64_t ld = bf16 ? 2 * V : 0;
+                    logits, V, ldLogits);
+    int64_t ld = bf16 ? 2 * ldLogits : ldLogits;
     // dh[r0:, C] = dlogits[rows,V] w[V,C]
     RowGemm dx{rows, C, V, false, false, logits, b[1], dh + r0 * C * elem};
     dx.lda = ld;

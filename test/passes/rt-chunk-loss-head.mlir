@@ -4,7 +4,8 @@
 
 // The head (8 tokens, 4 wide, vocabulary 100), its loss with the gradient in
 // place, and the two gradient GEMMs become one kernel over chunks of 3 rows:
-// the logits' allocation is gone, a 3 x 100 scratch takes its place, and
+// the logits' allocation is gone, a 3 x 128 scratch (rows padded to
+// abi::lossHeadRowStride(100) floats) takes its place, and
 // dh's and dw's allocations move above the fused kernel, on both targets.
 // With 8 rows a chunk (all of them), nothing changes.
 // CHECK-LABEL: func.func @head
@@ -12,7 +13,7 @@
 // CHECK: "fill"
 // CHECK-NEXT: %[[DH:.*]] = rt.alloc 128
 // CHECK-NEXT: %[[DW:.*]] = rt.alloc 1600
-// CHECK-NEXT: %[[S:.*]] = rt.alloc 1200
+// CHECK-NEXT: %[[S:.*]] = rt.alloc 1536
 // CHECK-NEXT: rt.kernel %{{.*}}, "linear_cross_entropy"(%[[H:.*]], %[[W:.*]], %[[T:.*]], %[[LOSS:.*]], %[[DH]], %[[DW]], %[[S]]) {floats = array<f64>, ints = array<i64: 8, 4, 100, 3, -100, 0>}
 // CHECK-NOT: "linear"
 // CHECK-NOT: "matmul"

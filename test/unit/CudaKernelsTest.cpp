@@ -476,9 +476,11 @@ TEST_F(CudaKernels, GemmsOnUnalignedViews) {
   namespace LC = A::linear_cross_entropy;
   const int64_t V = 96, R = 2;
   std::vector<int32_t> t = {1, 5, 95, 0, 7};
+  Buffer scratch = out(R * A::lossHeadRowStride(V));
+  scratch.output = false; // rows at the padded stride here, dense on the CPU
   compareAt(ctx, Id::linear_cross_entropy, shardc_k_linear_cross_entropy,
             {floats(x), floats(randomVec(V * K, 76, 0.3f)), ints32(t), out(1),
-             out(M * K), out(V * K), out(R * V)},
+             out(M * K), out(V * K), scratch},
             {4, 16, 0, 0, 4, 16, 4},
             packInts(Id::linear_cross_entropy, {{LC::N, M},
                                                 {LC::C, K},
@@ -549,8 +551,8 @@ TEST_F(CudaKernels, CrossEntropy) {
 // The LM head and its loss over row chunks: cuBLASLt's three GEMMs a chunk
 // and the loss rows between them against the CPU kernel (itself tested
 // against the unchunked kernels), with chunks that divide the rows, that
-// do not, and one chunk of every row. The scratch is compared too: both
-// leave the last chunk's gradient in it.
+// do not, and one chunk of every row. The scratch is not compared: its
+// rows are at lossHeadRowStride(V) here, dense on the CPU.
 TEST_F(CudaKernels, LinearCrossEntropy) {
   namespace LC = A::linear_cross_entropy;
   const int64_t N = 41, C = 67, V = 1003, ignore = -100;
@@ -563,8 +565,10 @@ TEST_F(CudaKernels, LinearCrossEntropy) {
   auto h = floats(randomVec(N * C, 36)), w = floats(randomVec(V * C, 37, 0.3f));
   for (int64_t R : {7, 41, 10}) {
     SCOPED_TRACE("R " + std::to_string(R));
+    Buffer scratch = out(R * A::lossHeadRowStride(V));
+    scratch.output = false;
     compare(Id::linear_cross_entropy, shardc_k_linear_cross_entropy,
-            {h, w, ints32(t), out(1), out(N * C), out(V * C), out(R * V)},
+            {h, w, ints32(t), out(1), out(N * C), out(V * C), scratch},
             packInts(Id::linear_cross_entropy, {{LC::N, N},
                                                 {LC::C, C},
                                                 {LC::V, V},
@@ -1286,7 +1290,7 @@ TEST_F(CudaKernels, Bf16LinearCrossEntropy) {
   auto h = bf16s(randomVec(N * C, 92)), w = bf16s(randomVec(V * C, 93, 0.3f));
   for (int64_t R : {41, 10}) {
     SCOPED_TRACE("R " + std::to_string(R));
-    Buffer scratch = out(R * V);
+    Buffer scratch = out(R * A::lossHeadRowStride(V));
     scratch.output = false; // not compared: f32 rows on the CPU, bf16 here
     compare(Id::linear_cross_entropy, shardc_k_linear_cross_entropy,
             {h, w, ints32(t), out(1), outBf16(N * C), outBf16(V * C), scratch},

@@ -159,7 +159,7 @@ TEST(TrainKernels, LinearCrossEntropyEqualsUnchunked) {
                                       {Mm::trans_a, 1}, {Mm::trans_b, 0}}),
                 nullptr, A::kComputeStream);
   for (int64_t R : {3, 4, 10}) {
-    Vec loss2(1), dh2(N * C, NAN), dw2(V * C, NAN), scratch(R * V);
+    Vec loss2(1), dh2(N * C, NAN), dw2(V * C, NAN), scratch(R * A::lossHeadRowStride(V));
     std::vector<void *> f = bufs(h, w, t, loss2, dh2, dw2, scratch);
     namespace LC = A::linear_cross_entropy;
     SHARDC_LAUNCH(linear_cross_entropy, nullptr, f,
