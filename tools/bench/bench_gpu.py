@@ -172,7 +172,7 @@ def build(args):
     if not args.dry and os.path.exists(tests):
         pack(tests, out)
         manifest["kernels"] = "shardc-cuda-tests"
-    curves = {k: v for k, v in CURVES.items() if not args.dry or k in ("tiny", "tiny-mesh2", "gpt2-tiny-bf16")}
+    curves = {k: v for k, v in CURVES.items() if not args.dry or k in ("tiny", "tiny-mesh2")}
     for name, (model, shape, cuda_only, ranks) in curves.items():
         tokens = os.path.join(out, "curves", f"{name}.bin")
         write_tokens(tokens, vocab_of(model), 64 * 64 * CURVE_STEPS + 1)
