@@ -4,6 +4,7 @@
 #include "dialects/rt/RtDialect.h"
 #include "passes/Passes.h"
 #include "passes/RtFlops.h"
+#include "passes/RtMatch.h"
 
 #include "llvm/Support/Format.h"
 
@@ -168,6 +169,10 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
 
   int64_t microArena = 0, gathered = 0, hostArena = 0;
   int64_t microFlops = 0;
+  // The fused attention's buffers in the micro-step (rt-fused-attention):
+  // its largest workspace (one launch's at a time) and the log-sum-exp
+  // rows its forwards keep for the backward.
+  int64_t attentionWorkspace = 0, attentionStats = 0;
   // (kind, axis) -> (count, bytes), per entry point.
   std::map<std::string, std::map<std::pair<std::string, int64_t>,
                                  std::pair<int64_t, int64_t>>> traffic;
@@ -184,6 +189,17 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       microFlops = entryFlops(fn);
       if (auto g = fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
         gathered = g.getInt();
+      fn.walk([&](rt::KernelOp k) {
+        bool fwd = isKernel(k, abi::KernelId::sdpa);
+        if (!fwd && !isKernel(k, abi::KernelId::sdpa_grad))
+          return;
+        ArrayRef<int64_t> i = k.getInts();
+        attentionWorkspace =
+            std::max(attentionWorkspace, i[abi::sdpa::ws_bytes]);
+        if (fwd)
+          attentionStats += i[abi::sdpa::B] * i[abi::sdpa::H] *
+                            i[abi::sdpa::T] * int64_t(sizeof(float));
+      });
     }
     // Bytes of the full buffer each rank takes part in: the gathered
     // result, the reduced input, the all-reduced buffer.
@@ -229,6 +245,12 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       "(in the param dtype, live at once)");
   row("activations              ", microArena - gathered, 0,
       "(micro-step arena less the gathered parameters)");
+  if (attentionWorkspace) {
+    row("  attention workspace    ", attentionWorkspace, 0,
+        "(of the activations: cuDNN SDPA, the largest launch's)");
+    row("  attention stats        ", attentionStats, 0,
+        "(of the activations: log-sum-exp rows kept for backward)");
+  }
   moved("inputs and outputs       ", io);
   if (offload)
     row("host optimizer arena     ", 0, hostArena,

@@ -360,6 +360,34 @@ def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
   ];
 }
 
+def RtFusedAttention : Pass<"rt-fused-attention", "mlir::func::FuncOp"> {
+  let summary = "bf16 attention and its gradient through the fused library";
+  let description = [{
+    On a target with a fused-attention library (CUDA: cuDNN's SDPA), a bf16
+    `attention` and the `attention_grad` on its q, k and v become `sdpa`,
+    which also writes each query row's log-sum-exp (a new f32 [B,H,T]
+    buffer), and `sdpa_grad`, which reads the forward's output and that
+    instead of recomputing the forward. Each gets a workspace buffer of
+    `abi::sdpaWorkspaceBytes`. f32 attention stays on the target's kernels;
+    other targets: no change. Runs after convert-nn-to-rt, before memory
+    planning.
+
+    Example (B=1 H=2 G=2 T=S=16 D=8, causal):
+    ```mlir
+    rt.kernel %ctx, "attention"(%q, %k, %v, %o) {dtype = bf16, ints = array<i64: 1, 2, 2, 16, 16, 8, 1, 1>, floats = array<f64: 0.35>}
+    rt.kernel %ctx, "attention_grad"(%q, %k, %v, %do, %dq, %dk, %dv) {dtype = bf16, ints = array<i64: 1, 2, 2, 16, 16, 8, 1, 1>, floats = array<f64: 0.35>}
+    // becomes
+    %lse = rt.alloc 128 : !rt.buffer
+    rt.kernel %ctx, "sdpa"(%q, %k, %v, %o, %lse, %ws) {dtype = bf16, ints = array<i64: 1, 2, 2, 16, 16, 8, 1, 1, 4194304>, floats = array<f64: 0.35>}
+    rt.kernel %ctx, "sdpa_grad"(%q, %k, %v, %o, %lse, %do, %dq, %dk, %dv, %ws2) {dtype = bf16, ...}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose fused attention is used">,
+  ];
+}
+
 def RtChunkLossHead : Pass<"rt-chunk-loss-head", "mlir::func::FuncOp"> {
   let summary = "The LM head and its loss over row chunks: no whole logits";
   let description = [{

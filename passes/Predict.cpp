@@ -76,6 +76,27 @@ struct Player {
     return bytes / (m.memoryBandwidth * m.memoryEfficiency);
   }
 
+  /// FLOP/s of an attention kernel (`id`) with ints `i`: a calibration's
+  /// measured rate; else cuDNN's fused rate for sdpa (by head dimension),
+  /// and for the target's own kernels the f32 peak's share (they compute
+  /// on CUDA cores in f32 whatever the dtype).
+  double attentionFlops(abi::KernelId id, ArrayRef<int64_t> i) const {
+    bool grad = id == abi::KernelId::attention_grad ||
+                id == abi::KernelId::sdpa_grad;
+    if (m.calibrated)
+      return grad ? m.attentionGradFlops : m.attentionFlops;
+    if (id == abi::KernelId::attention || id == abi::KernelId::attention_grad)
+      return m.peak("f32") * m.attentionEfficiency;
+    bool longHeads = i[abi::sdpa::D] >= 128;
+    double fraction = longHeads ? (grad ? m.fusedAttentionGrad
+                                        : m.fusedAttention)
+                                : (grad ? m.fusedAttentionGradShort
+                                        : m.fusedAttentionShort);
+    if (fraction <= 0) // a machine with no fused-attention figure
+      fraction = m.attentionEfficiency;
+    return m.peak("bf16") * fraction;
+  }
+
   /// Seconds of one kernel launch.
   double kernelSeconds(rt::KernelOp k) const {
     double bytes = 0;
@@ -108,14 +129,10 @@ struct Player {
         break;
       }
       case abi::KernelId::attention:
-        work = double(kernelFlops(k)) /
-               (m.calibrated ? m.attentionFlops
-                             : m.peak(dtype) * m.attentionEfficiency);
-        break;
       case abi::KernelId::attention_grad:
-        work = double(kernelFlops(k)) /
-               (m.calibrated ? m.attentionGradFlops
-                             : m.peak(dtype) * m.attentionEfficiency);
+      case abi::KernelId::sdpa:
+      case abi::KernelId::sdpa_grad:
+        work = double(kernelFlops(k)) / attentionFlops(abi::kernelId(*info), i);
         break;
       default:
         break;

@@ -82,9 +82,14 @@ inline int64_t kernelFlops(rt::KernelOp k) {
     return 6 * i[abi::linear_cross_entropy::N] *
            i[abi::linear_cross_entropy::C] * i[abi::linear_cross_entropy::V];
   case abi::KernelId::attention:
-  case abi::KernelId::attention_grad: {
+  case abi::KernelId::attention_grad:
+  case abi::KernelId::sdpa:
+  case abi::KernelId::sdpa_grad: {
+    // sdpa's ints are attention's (then ws_bytes: rt-fused-attention).
     namespace a = abi::attention;
-    int64_t perPair = abi::kernelId(*info) == abi::KernelId::attention ? 4 : 10;
+    abi::KernelId id = abi::kernelId(*info);
+    int64_t perPair =
+        id == abi::KernelId::attention || id == abi::KernelId::sdpa ? 4 : 10;
     return perPair * i[a::B] * i[a::H] * i[a::D] *
            attentionPairs(i[a::T], i[a::S], i[a::causal] != 0);
   }

@@ -18,8 +18,20 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 /// What every bundled GPU shares: the efficiencies the model assumes (not
 /// published figures; the README's anchor table says how they land).
 /// - A large bf16 GEMM through cuBLASLt attains 70% of the dense peak.
-/// - Fused attention (FlashAttention-2's tiling), forward and backward,
-///   attains 40%.
+/// - The CUDA target's own attention kernels (FlashAttention-2's tiling,
+///   f32 math on CUDA cores whatever the dtype), forward and backward,
+///   attain 40% of the f32 peak.
+/// - cuDNN's fused bf16 SDPA (sdpa, sdpa_grad), as a fraction of the bf16
+///   peak, by head dimension D:
+///   - D >= 128: forward 550 / 989 TFLOP/s, the middle of NVIDIA's
+///     published cuDNN 9 figures on an H100 SXM (520 to 590 at head
+///     dimension 128, causal, 4k to 8k tokens); backward 0.8 of the
+///     forward, the ratio measured on an H200 through PyTorch 2.11's cuDNN
+///     SDPA at Llama-3-8B's shape (474.3 over 593.6 TFLOP/s;
+///     tools/bench/results/h200-2026-11-26-run4.log);
+///   - D < 128: forward 131.8 and backward 110.6 of 989, measured on that
+///     H200 at GPT-2's shape (4 x 12 x 1024 x 64), for want of a published
+///     figure: short heads keep the tensor cores far from their peak.
 /// - A streaming kernel attains 80% of HBM bandwidth.
 /// - A launch costs 3 us beyond its work (kernels replayed from a CUDA
 ///   graph).
@@ -31,6 +43,10 @@ Machine gpu(const std::string &name, const std::string &summary) {
   m.summary = summary;
   m.gemmEfficiency = 0.70;
   m.attentionEfficiency = 0.40;
+  m.fusedAttention = 550.0 / 989.0;
+  m.fusedAttentionGrad = 0.8 * 550.0 / 989.0;
+  m.fusedAttentionShort = 131.8 / 989.0;
+  m.fusedAttentionGradShort = 110.6 / 989.0;
   m.memoryEfficiency = 0.80;
   m.launchSeconds = 3e-6;
   m.collectiveLatency = 8e-6;

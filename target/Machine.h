@@ -35,6 +35,11 @@ struct Machine {
   /// The fraction of peak a large GEMM attains (bundled machines; a
   /// calibration measures GEMMs by shape instead), and attention's.
   double gemmEfficiency = 0, attentionEfficiency = 0;
+  /// cuDNN's fused bf16 attention (sdpa, sdpa_grad) as a fraction of the
+  /// bf16 peak, forward and backward, at head dimensions of 128 and more
+  /// and below 128 (bundled GPUs; Machine.cpp says where each is from).
+  double fusedAttention = 0, fusedAttentionGrad = 0;
+  double fusedAttentionShort = 0, fusedAttentionGradShort = 0;
   /// Calibrated: f32 GEMM throughput by shape; attention's and its
   /// gradient's FLOP/s.
   std::vector<GemmPoint> gemms;

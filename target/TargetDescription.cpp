@@ -64,7 +64,8 @@ const std::vector<TargetDescription> &targets() {
     // f32). One GPU needs no MPI.
     cuda.name = "cuda";
     cuda.computeTypes = {abi::kF32, abi::kBF16};
-    cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs";
+    cuda.summary = "one NVIDIA GPU: CUDA kernels, cuBLASLt GEMMs, cuDNN "
+                   "attention";
     cuda.collectivesOnOneRank = false;
     cuda.gemmEpilogues = true;
     cuda.tf32 = true; // CUBLAS_COMPUTE_32F_FAST_TF32 (--allow-tf32)
@@ -72,6 +73,7 @@ const std::vector<TargetDescription> &targets() {
     cuda.groupedKernels = true;
     cuda.fusedResidualNorm = true;
     cuda.chunkedLossHead = true;
+    cuda.fusedAttention = true;
     // Ranks that share a GPU run the CPU backend's MPI collectives on
     // staged host copies (runtime/cuda/host_staged.cpp).
     cuda.mpiLinkFlags.push_back("-Xlinker");

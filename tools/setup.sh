@@ -23,6 +23,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# cudnn-frontend's headers (not in Debian): a pinned PyPI wheel's include/.
+python3 tools/fetch_cudnn_frontend.py build/third_party/cudnn-frontend
+
 if [ ! -f build/build.ninja ]; then
   cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR="$(llvm-config-22 --cmakedir)/../mlir"

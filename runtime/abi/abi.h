@@ -23,7 +23,7 @@ namespace shardc::abi {
 
 /// The manifest's "format": bumped whenever anything below changes, so that
 /// a runtime refuses a program compiled against another contract.
-inline constexpr int64_t kFormatVersion = 7;
+inline constexpr int64_t kFormatVersion = 8;
 
 //===----------------------------------------------------------------------===//
 // Kernels
@@ -336,6 +336,29 @@ inline constexpr int64_t kBufferAlignment = 64;
 constexpr int64_t lossHeadRowStride(int64_t V) { return (V + 63) / 64 * 64; }
 constexpr int64_t alignTo(int64_t bytes) {
   return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+/// The workspace the plan gives one sdpa (grad: sdpa_grad) launch of
+/// q[B,H,T,D], k and v [B,G,S,D]: a bound on what cuDNN's fused attention
+/// asks for through cudnn-frontend 1.32 (runtime/cuda/sdpa.cpp declines a
+/// shape whose graphs ask for more):
+///  - forward: 4 MiB for the engine;
+///  - backward, deterministic (set_deterministic_algorithm): the dP matrix,
+///    bf16 [B,H,T up to 64,S up to 128], the engine's; the softmax sums,
+///    f32 [B,H,T]; a dQ accumulator, f32 [B,H,T,D] (the ordered-dQ engine's
+///    instead of dP); with grouped heads (G < H), dK and dV per query head,
+///    f32 [B,H,S,D] each, summed into the kv heads; 4 MiB for the engine.
+constexpr int64_t sdpaWorkspaceBytes(int64_t B, int64_t H, int64_t G,
+                                     int64_t T, int64_t S, int64_t D,
+                                     bool grad) {
+  constexpr int64_t kEngine = int64_t(4) << 20;
+  if (!grad)
+    return kEngine;
+  int64_t rows = B * H * T;
+  int64_t dP = B * H * ((T + 63) / 64 * 64) * ((S + 127) / 128 * 128) * 2;
+  int64_t heads = G < H ? 2 * B * H * S * D * 4 : 0;
+  return alignTo(dP) + alignTo(rows * 4) + alignTo(rows * D * 4) +
+         alignTo(heads) + kEngine;
 }
 
 /// The memory regions a compiled program addresses.

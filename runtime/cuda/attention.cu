@@ -44,6 +44,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/kernel_util.cuh"
 #include "runtime/cuda/launch.h"
+#include "runtime/cuda/sdpa.h"
 
 #include <cmath>
 #include <cstdint>
@@ -666,7 +667,66 @@ SHARDC_CUDA_KERNEL(attention_grad) {
   });
 }
 
+namespace {
+/// sdpa's and sdpa_grad's shape (their ints are attention's, then
+/// ws_bytes), checked as attention's; bf16 only.
+Shape sdpaShapeOf(const char *kernel, const int64_t *i, const double *f,
+                  SdpaShape &out) {
+  namespace K = A::sdpa;
+  static_assert(int64_t(K::B) == int64_t(A::sdpa_grad::B) &&
+                    int64_t(K::ws_bytes) == int64_t(A::sdpa_grad::ws_bytes),
+                "sdpa and sdpa_grad share their ints");
+  Shape s = shapeOf(
+      kernel, {K::B, K::H, K::G, K::T, K::S, K::D, K::causal, K::f::scale}, i,
+      f);
+  if (!isBf16(i[K::dtype], kernel))
+    fatal("%s: fused attention computes on bf16, not f32", kernel);
+  out = {s.B, s.H, s.G, s.T, s.S, s.D, s.causal, s.scale};
+  return s;
+}
+} // namespace
+
+// q[B,H,T,D], k[B,G,S,D], v[B,G,S,D] -> o[B,H,T,D], lse[B,H,T] (f32); bf16,
+// through cuDNN (sdpa.cpp); a shape cuDNN declines takes attention's kernel
+// (lse unwritten: sdpa_grad declines it too, and recomputes).
+SHARDC_CUDA_KERNEL(sdpa) {
+  SdpaShape ds;
+  Shape s = sdpaShapeOf("sdpa", i, f, ds);
+  if (int64_t(s.B) * s.H * s.T == 0)
+    return;
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  using T = __nv_bfloat16;
+  if (s.S > 0 && sdpaForward(c, ds, b[0], b[1], b[2], b[3],
+                             static_cast<float *>(b[4]), b[5],
+                             i[A::sdpa::ws_bytes], stream) == SdpaPath::Cudnn)
+    return;
+  withHeadDim(s.D, [&](auto dmax) {
+    launchForward<decltype(dmax)::value, false, T>(
+        "sdpa", s, static_cast<const T *>(b[0]), static_cast<const T *>(b[1]),
+        static_cast<const T *>(b[2]), nullptr, static_cast<T *>(b[3]), nullptr,
+        nullptr, c.stream(stream));
+  });
+}
+
+// q, k, v, o, lse, dO -> dq[B,H,T,D], dk[B,G,S,D], dv[B,G,S,D]; bf16,
+// through cuDNN, or attention_grad's kernels where cuDNN declined the shape.
+SHARDC_CUDA_KERNEL(sdpa_grad) {
+  SdpaShape ds;
+  Shape s = sdpaShapeOf("sdpa_grad", i, f, ds);
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  if (int64_t(s.B) * s.H * s.T > 0 && s.S > 0 &&
+      sdpaBackward(c, ds, b[0], b[1], b[2], b[3],
+                   static_cast<const float *>(b[4]), b[5], b[6], b[7], b[8],
+                   b[9], i[A::sdpa_grad::ws_bytes],
+                   stream) == SdpaPath::Cudnn)
+    return;
+  void *grad[] = {b[0], b[1], b[2], b[5], b[6], b[7], b[8]};
+  attentionGrad<__nv_bfloat16>(c, c.stream(stream), s, grad);
+}
+
 void shardc::runtime::cuda::addAttentionKernels(KernelFn *table) {
+  table[int64_t(A::KernelId::sdpa)] = &shardc_cuda_k_sdpa;
+  table[int64_t(A::KernelId::sdpa_grad)] = &shardc_cuda_k_sdpa_grad;
   table[int64_t(A::KernelId::attention)] = &shardc_cuda_k_attention;
   table[int64_t(A::KernelId::attention_grad)] = &shardc_cuda_k_attention_grad;
 }

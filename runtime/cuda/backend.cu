@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/backend.h"
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/sdpa.h"
 #ifdef SHARDC_CUDA_EMULATION
 #include "runtime/cpu/gemm.h"
 #endif
@@ -281,6 +282,7 @@ void cuda::Context::destroy() {
     cudaEventDestroy(e);
   for (cudaStream_t s : streams)
     cudaStreamDestroy(s);
+  sdpaRelease(*this);
   cublasLtDestroy(lt);
   cudaFree(workspace);
   cudaFree(errors);

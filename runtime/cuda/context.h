@@ -27,6 +27,9 @@ struct Context {
   /// CUBLAS_COMPUTE_32F_FAST_TF32 (gemm.cu).
   bool allowTf32 = false;
   void *workspace = nullptr; ///< cuBLASLt workspace
+  /// cuDNN's handle (a cudnnHandle_t), made by the first fused attention
+  /// (sdpa.cpp), released with its graphs by sdpaRelease.
+  void *cudnn = nullptr;
   size_t workspaceBytes = 0;
   const Mesh *mesh = nullptr;
   /// On a mesh of several ranks: one NCCL communicator per grid axis, split
@@ -211,6 +214,8 @@ inline bool computesBf16(abi::KernelId id) {
   case abi::KernelId::silu_grad:
   case abi::KernelId::softmax_grad:
   case abi::KernelId::attention_grad:
+  case abi::KernelId::sdpa:
+  case abi::KernelId::sdpa_grad:
   case abi::KernelId::slice_grad:
   case abi::KernelId::concat_part:
   case abi::KernelId::linear_cross_entropy:

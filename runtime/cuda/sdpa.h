@@ -1,0 +1,58 @@
+//===- sdpa.h - cuDNN's fused attention for the CUDA backend -----*- C++ -*-===//
+//
+// The sdpa and sdpa_grad kernels of the ABI (runtime/abi/kernels.def) on
+// cuDNN 9's fused scaled-dot-product attention, through cudnn-frontend's
+// graph API (sdpa.cpp; the graphs themselves: sdpa_graph.h). Plain C++ on
+// the cuDNN and CUDA runtime APIs, so the emulated device (runtime/cuda_emu,
+// whose cudnn.cpp implements the backend API) runs the same code.
+//
+// A shape's forward and backward graphs are built together, once, on the
+// first (uncaptured) launch, and cached. If cuDNN declines either, the
+// shape takes the f32-math kernels of attention.cu on its bf16 data, both
+// ways, with a one-line note naming it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_CUDA_SDPA_H
+#define SHARDC_RUNTIME_CUDA_SDPA_H
+
+#include <cstdint>
+
+namespace shardc::runtime::cuda {
+
+struct Context;
+
+/// What a caller of sdpaForward / sdpaBackward learns: whether cuDNN ran it
+/// (false: the shape was declined, nothing was launched).
+enum class SdpaPath { Cudnn, Declined };
+
+/// One attention: q[B,H,T,D], k and v [B,G,S,D], o [B,H,T,D], all bf16 and
+/// dense (row-major); lse [B,H,T] f32 (the natural log of each row's sum of
+/// exp(scale q.k)); causal is top-left aligned (query t sees keys s <= t).
+struct SdpaShape {
+  int64_t B, H, G, T, S, D;
+  bool causal;
+  float scale;
+};
+
+/// q, k, v -> o, lse on `stream`, with `workspaceBytes` of device workspace.
+SdpaPath sdpaForward(Context &c, const SdpaShape &s, const void *q,
+                     const void *k, const void *v, void *o, float *lse,
+                     void *workspace, int64_t workspaceBytes, int64_t stream);
+
+/// q, k, v, o, lse, do -> dq, dk (summed over each group's query heads), dv.
+/// Deterministic: the same bits run after run.
+SdpaPath sdpaBackward(Context &c, const SdpaShape &s, const void *q,
+                      const void *k, const void *v, const void *o,
+                      const float *lse, const void *dO, void *dq, void *dk,
+                      void *dv, void *workspace, int64_t workspaceBytes,
+                      int64_t stream);
+
+/// The cuDNN version the process runs on (cudnnGetVersion), for notes.
+int64_t cudnnVersion();
+
+/// Drops the cached graphs and `c`'s cuDNN handle (Context::destroy).
+void sdpaRelease(Context &c);
+
+} // namespace shardc::runtime::cuda
+
+#endif
