@@ -17,9 +17,11 @@
 // A pair is matched on its buffers: the gradient's q, k and v are the
 // latest attention's before it in the block, with the same shape, mask,
 // scale and stream, and that attention's output a fresh rt.alloc. (Under
-// --recompute the recomputed attention is the one matched.) f32 attention,
-// a forward with no gradient and a gradient with no forward are left as
-// they are. Runs after convert-nn-to-rt, before memory planning.
+// --recompute the recomputed attention is the one matched.) Every other
+// bf16 attention (a forward whose output is recomputed for the backward,
+// inference) becomes sdpa too, its lse written and dropped. f32 attention
+// and a gradient with no forward to pair with stay on the target's
+// kernels. Runs after convert-nn-to-rt, before memory planning.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -96,6 +98,18 @@ void replaceKernel(rt::KernelOp k, abi::KernelId id, ValueRange buffers,
   k.erase();
 }
 
+/// A forward alone through sdpa (its lse unused).
+void fuseForward(rt::KernelOp fwd) {
+  ArrayRef<int64_t> i = fwd.getInts();
+  Value lse = allocBefore(fwd, i[A::B] * i[A::H] * i[A::T] * 4);
+  int64_t ws = 0;
+  SmallVector<int64_t> ints = sdpaInts(fwd, false, ws);
+  Value work = allocBefore(fwd, ws);
+  ValueRange fb = fwd.getBuffers();
+  replaceKernel(fwd, abi::KernelId::sdpa,
+                {fb[0], fb[1], fb[2], fb[3], lse, work}, ints);
+}
+
 /// The pair (fwd, grad) through the fused kernels.
 void fuse(rt::KernelOp fwd, rt::KernelOp grad) {
   ArrayRef<int64_t> i = fwd.getInts();
@@ -138,6 +152,14 @@ struct RtFusedAttentionPass
     for (auto &[fwd, grad] : pairs)
       if (uses[fwd] == 1)
         fuse(fwd, grad);
+    SmallVector<rt::KernelOp> alone;
+    getOperation().walk([&](rt::KernelOp fwd) {
+      if (isKernel(fwd, abi::KernelId::attention) &&
+          fwd.getComputeType().isBF16() && !uses.count(fwd))
+        alone.push_back(fwd);
+    });
+    for (rt::KernelOp fwd : alone)
+      fuseForward(fwd);
   }
 };
 

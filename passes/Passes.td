@@ -368,8 +368,9 @@ def RtFusedAttention : Pass<"rt-fused-attention", "mlir::func::FuncOp"> {
     which also writes each query row's log-sum-exp (a new f32 [B,H,T]
     buffer), and `sdpa_grad`, which reads the forward's output and that
     instead of recomputing the forward. Each gets a workspace buffer of
-    `abi::sdpaWorkspaceBytes`. f32 attention stays on the target's kernels;
-    other targets: no change. Runs after convert-nn-to-rt, before memory
+    `abi::sdpaWorkspaceBytes`. Every other bf16 `attention` (a forward
+    recomputed for the backward, inference) becomes `sdpa` as well. f32
+    attention stays on the target's kernels; other targets: no change. Runs after convert-nn-to-rt, before memory
     planning.
 
     Example (B=1 H=2 G=2 T=S=16 D=8, causal):
