@@ -497,9 +497,10 @@ SHARDC_KERNEL(rotary_table) {
 }
 
 // q[B,H,T,D], k[B,G,S,D], v[B,G,S,D] -> o[B,H,T,D] = softmax(scale q k^T) v,
-// H/G query heads per key/value head, optionally causal
+// H/G query heads per key/value head, optionally causal; with lse, also
+// lse[B,H,T] = log sum_s exp(scale q.k_s) (sdpa's)
 static void attentionF32(void *ctx, void **b, const int64_t *i, const double *f,
-                         int64_t stream) {
+                         int64_t stream, float *lse = nullptr) {
   int64_t B = i[A::attention::B], H = i[A::attention::H],
           G = i[A::attention::G], T = i[A::attention::T],
           S = i[A::attention::S], D = i[A::attention::D];
@@ -524,6 +525,8 @@ static void attentionF32(void *ctx, void **b, const int64_t *i, const double *f,
         int64_t valid = causal ? std::min(t + 1, S) : S;
         float mx = rowMax(row, valid);
         double sum = expSum(row, valid, mx, row);
+        if (lse)
+          lse[(bi * H + h) * T + t] = float(double(mx) + std::log(sum));
         float inv = float(1.0 / sum);
         for (int64_t s = 0; s < valid; ++s)
           row[s] *= inv;
@@ -547,6 +550,21 @@ SHARDC_KERNEL(attention) {
   t.in(2, kv);
   t.out(3, q);
   attentionF32(ctx, t.buffers(), i, f, stream);
+  t.finish();
+  launched(ctx, stream);
+}
+
+// sdpa: attention's o, and lse[B,H,T] (f32 whatever the dtype); ws unused.
+SHARDC_KERNEL(sdpa) {
+  namespace K = A::sdpa;
+  int64_t q = i[K::B] * i[K::H] * i[K::T] * i[K::D],
+          kv = i[K::B] * i[K::G] * i[K::S] * i[K::D];
+  AsF32 t(b, 4, i[K::dtype], "sdpa");
+  t.in(0, q);
+  t.in(1, kv);
+  t.in(2, kv);
+  t.out(3, q);
+  attentionF32(ctx, t.buffers(), i, f, stream, F(b[4]));
   t.finish();
   launched(ctx, stream);
 }

@@ -449,6 +449,13 @@ SHARDC_KERNEL(attention_grad) {
   launched(ctx, stream);
 }
 
+// sdpa_grad: attention_grad's (o and lse unread: the CPU recomputes them);
+// its ints are attention_grad's, then ws_bytes.
+SHARDC_KERNEL(sdpa_grad) {
+  void *grad[] = {b[0], b[1], b[2], b[5], b[6], b[7], b[8]};
+  shardc_k_attention_grad(ctx, grad, i, f, stream);
+}
+
 // dy[outer,size,inner] -> dx[outer,n,inner], zero outside start:start+size
 static void slice_gradF32(void *ctx, void **b, const int64_t *i,
                           const double *f, int64_t stream) {

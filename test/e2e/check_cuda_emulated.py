@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import torch_models as tm  # noqa: E402
-from harness import MPIRUN, read_log, run  # noqa: E402
+from harness import MPIRUN, read_log, run, run_full  # noqa: E402
 
 
 def losses(path):
@@ -70,6 +70,9 @@ def main():
     ap.add_argument("--no-graphs", action="store_true",
                     help="also train with --cuda-graphs=false and require the "
                          "same losses, bit for bit")
+    ap.add_argument("--repeat", action="store_true",
+                    help="train the CUDA build a second time, the same way, "
+                         "and require the same losses, bit for bit")
     ap.add_argument("--offload", action="store_true",
                     help="also train the CUDA build with --offload=cpu and "
                          "compare its curve with the one without")
@@ -111,8 +114,10 @@ def main():
         log = os.path.join(args.workdir, f"log-{name}.jsonl")
         if not os.path.exists(exe):
             run([args.shardc, args.model, *shape, *flags, "-o", exe])
-        out = run(launch + [exe, *train, *extra_train, "--log", log], timeout=1800)
-        for line in out.splitlines():
+        done = run_full(launch + [exe, *train, *extra_train, "--log", log],
+                        timeout=1800)
+        # The CUDA run's notes (the attention path each shape takes), once.
+        for line in (done.stdout + done.stderr).splitlines():
             if line.startswith("note:") and name == "cuda" and not extra_train:
                 print(line)
         got = losses(log)
@@ -136,6 +141,11 @@ def main():
             sys.exit("FAIL: --cuda-graphs=false changed the losses: "
                      f"{direct} vs {emu}")
         print("--cuda-graphs=false: the same losses, bit for bit")
+    if args.repeat:
+        again = compile_and_train("cuda", cuda_flags, ["--seed", "5"])
+        if again != emu:
+            sys.exit(f"FAIL: a second run changed the losses: {again} vs {emu}")
+        print("a second run: the same losses, bit for bit")
     if args.offload:
         off = compile_and_train("cuda-offload", cuda_flags + ["--offload=cpu"])
         worst, at = worst_relative(emu, off)

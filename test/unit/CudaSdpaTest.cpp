@@ -1,0 +1,259 @@
+//===- CudaSdpaTest.cpp - cuDNN's fused attention against the CPU ---------===//
+//
+// The CUDA backend's sdpa and sdpa_grad through cuDNN (runtime/cuda/sdpa.cpp:
+// cudnn-frontend graphs; on the emulated device its cudnn.cpp runs them)
+// against the CPU's attention kernels on the same bf16 inputs: o and the
+// gradients within a bf16 rounding, lse against an f64 log-sum-exp. Each
+// case asserts cuDNN took it (SdpaPath::Cudnn), and that two backward runs
+// give the same bits (the deterministic algorithm). On a real GPU,
+// CudaSdpa.Rates prints TFLOP/s at GPT-2's and Llama-3-8B's shapes (CUDA
+// events); it skips on the emulated device.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/sdpa.h"
+#include "test/unit/CudaCompare.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace shardc::test;
+using namespace shardc::runtime::cuda;
+using Bits = std::vector<uint16_t>;
+
+/// A device copy of `host` (n elements of E), freed by the test's end.
+struct Device {
+  std::vector<void *> owned;
+  ~Device() {
+    for (void *p : owned)
+      cudaFree(p);
+  }
+  template <typename E> E *copy(const std::vector<E> &host) {
+    E *d = alloc<E>(host.size());
+    CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(E),
+                          cudaMemcpyHostToDevice));
+    return d;
+  }
+  template <typename E> E *alloc(size_t n) {
+    void *d = nullptr;
+    CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(1, n * sizeof(E))));
+    CUDA_CHECK(cudaMemset(d, 0xff, std::max<size_t>(1, n * sizeof(E))));
+    owned.push_back(d);
+    return static_cast<E *>(d);
+  }
+  template <typename E> std::vector<E> read(const E *d, size_t n) {
+    std::vector<E> host(n);
+    CUDA_CHECK(cudaMemcpy(host.data(), d, n * sizeof(E),
+                          cudaMemcpyDeviceToHost));
+    return host;
+  }
+};
+
+Bits toBf16(const std::vector<float> &v) {
+  Bits b(v.size());
+  for (size_t e = 0; e < v.size(); ++e)
+    b[e] = floatToBf16(v[e]);
+  return b;
+}
+
+std::string describe(const SdpaShape &s) {
+  return "B=" + std::to_string(s.B) + " H=" + std::to_string(s.H) +
+         " G=" + std::to_string(s.G) + " T=" + std::to_string(s.T) +
+         " S=" + std::to_string(s.S) + " D=" + std::to_string(s.D) +
+         (s.causal ? " causal" : "");
+}
+
+/// The ints of attention / attention_grad (and sdpa's prefix) for `s`.
+std::vector<int64_t> attentionInts(A::KernelId id, const SdpaShape &s) {
+  namespace K = A::attention;
+  return packInts(id, {{K::B, s.B},
+                       {K::H, s.H},
+                       {K::G, s.G},
+                       {K::T, s.T},
+                       {K::S, s.S},
+                       {K::D, s.D},
+                       {K::causal, s.causal ? 1 : 0},
+                       {K::dtype, A::kBF16}});
+}
+
+/// Every element of `got` within `tol` (1 + |want|) of `want`.
+void expectClose(const Bits &got, const Bits &want, double tol,
+                 const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t e = 0; e < got.size(); ++e) {
+    double g = bf16ToFloat(got[e]), w = bf16ToFloat(want[e]);
+    ASSERT_LE(std::fabs(g - w), tol * (1.0 + std::fabs(w)))
+        << what << " element " << e << ": cuDNN " << g << ", cpu " << w;
+  }
+}
+
+/// log sum_s exp(scale q.k_s) of query row (b, h, t), in f64.
+double logSumExp(const SdpaShape &s, const Bits &q, const Bits &k, int64_t b,
+                 int64_t h, int64_t t) {
+  int64_t g = h / (s.H / s.G), valid = s.causal ? std::min(t + 1, s.S) : s.S;
+  std::vector<double> row(static_cast<size_t>(valid));
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < valid; ++j) {
+    double dot = 0;
+    for (int64_t d = 0; d < s.D; ++d)
+      dot += double(bf16ToFloat(q[((b * s.H + h) * s.T + t) * s.D + d])) *
+             bf16ToFloat(k[((b * s.G + g) * s.S + j) * s.D + d]);
+    row[size_t(j)] = dot * s.scale;
+    mx = std::max(mx, row[size_t(j)]);
+  }
+  double sum = 0;
+  for (double x : row)
+    sum += std::exp(x - mx);
+  return mx + std::log(sum);
+}
+
+class CudaSdpa : public CudaKernels {
+protected:
+  /// Forward and backward of `s` through cuDNN against the CPU.
+  void check(SdpaShape s, unsigned seed = 3) {
+    s.scale = float(1.0 / std::sqrt(double(s.D)));
+    SCOPED_TRACE(describe(s));
+    size_t qn = size_t(s.B * s.H * s.T * s.D), kn = size_t(s.B * s.G * s.S * s.D);
+    size_t rows = size_t(s.B * s.H * s.T);
+    Bits q = toBf16(randomVec(qn, seed)), k = toBf16(randomVec(kn, seed + 1)),
+         v = toBf16(randomVec(kn, seed + 2)),
+         dO = toBf16(randomVec(qn, seed + 3));
+    // CPU: attention and attention_grad on the same bf16 data.
+    Bits o(qn), dq(qn), dk(kn), dv(kn);
+    std::vector<double> fl = {double(s.scale)};
+    {
+      void *b[] = {q.data(), k.data(), v.data(), o.data()};
+      std::vector<int64_t> ints = attentionInts(A::KernelId::attention, s);
+      shardc_k_attention(nullptr, b, ints.data(), fl.data(), 0);
+      void *g[] = {q.data(), k.data(), v.data(), dO.data(),
+                   dq.data(), dk.data(), dv.data()};
+      ints = attentionInts(A::KernelId::attention_grad, s);
+      shardc_k_attention_grad(nullptr, g, ints.data(), fl.data(), 0);
+    }
+    Device dev;
+    auto *dQ = dev.copy(q), *dK = dev.copy(k), *dV = dev.copy(v),
+         *ddO = dev.copy(dO);
+    auto *gO = dev.alloc<uint16_t>(qn), *gdQ = dev.alloc<uint16_t>(qn),
+         *gdK = dev.alloc<uint16_t>(kn), *gdV = dev.alloc<uint16_t>(kn);
+    auto *lse = dev.alloc<float>(rows);
+    int64_t wsF = A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, false),
+            wsB = A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, true);
+    void *work = dev.alloc<char>(size_t(std::max(wsF, wsB)));
+    ASSERT_EQ(sdpaForward(ctx, s, dQ, dK, dV, gO, lse, work, wsF, 0),
+              SdpaPath::Cudnn);
+    ASSERT_EQ(sdpaBackward(ctx, s, dQ, dK, dV, gO, lse, ddO, gdQ, gdK, gdV,
+                           work, wsB, 0),
+              SdpaPath::Cudnn);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    // o within a bf16 rounding or two of the CPU's; lse within f32 noise.
+    expectClose(dev.read(gO, qn), o, 8e-3, "o");
+    std::vector<float> gotLse = dev.read(lse, rows);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < s.H; ++h)
+        for (int64_t t = 0; t < s.T; t += std::max<int64_t>(1, s.T / 7)) {
+          double want = logSumExp(s, q, k, b, h, t);
+          ASSERT_NEAR(gotLse[size_t((b * s.H + h) * s.T + t)], want,
+                      1e-4 * (1 + std::fabs(want)))
+              << "lse row " << (b * s.H + h) * s.T + t;
+        }
+    // Gradients: cuDNN reads its own o, which may differ from the CPU's
+    // by a rounding, so a little more slack than o's.
+    Bits gotDq = dev.read(gdQ, qn), gotDk = dev.read(gdK, kn),
+         gotDv = dev.read(gdV, kn);
+    expectClose(gotDq, dq, 1.6e-2, "dq");
+    expectClose(gotDk, dk, 1.6e-2, "dk");
+    expectClose(gotDv, dv, 1.6e-2, "dv");
+    // Deterministic: the backward again gives the same bits.
+    ASSERT_EQ(sdpaBackward(ctx, s, dQ, dK, dV, gO, lse, ddO, gdQ, gdK, gdV,
+                           work, wsB, 0),
+              SdpaPath::Cudnn);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(dev.read(gdQ, qn), gotDq);
+    EXPECT_EQ(dev.read(gdK, kn), gotDk);
+    EXPECT_EQ(dev.read(gdV, kn), gotDv);
+  }
+};
+
+// {B, H, G, T, S, D, causal}
+TEST_F(CudaSdpa, CausalAndNot) {
+  check({2, 4, 4, 37, 37, 64, true});
+  check({2, 4, 4, 37, 37, 64, false});
+}
+// Grouped-query heads (8 query heads on 2 kv heads) and multi-query (1).
+TEST_F(CudaSdpa, GroupedQueryHeads) { check({1, 8, 2, 45, 45, 64, true}); }
+TEST_F(CudaSdpa, MultiQuery) { check({1, 4, 1, 33, 33, 64, true}); }
+// Head dimensions 128 and 256.
+TEST_F(CudaSdpa, HeadDims) {
+  check({1, 2, 2, 29, 29, 128, true});
+  check({1, 2, 1, 21, 21, 256, false});
+}
+// Keys of another length than the queries.
+TEST_F(CudaSdpa, KeysNotQueries) { check({1, 4, 2, 19, 45, 64, false}); }
+
+#ifndef SHARDC_CUDA_EMULATION
+/// TFLOP/s of forward and backward at `s` (the FLOPs of passes/RtFlops.h:
+/// 4 and 10 per kept pair and head dimension), median of 10 after 3 warm.
+void rate(cuda::Context &ctx, SdpaShape s, const char *name) {
+  s.scale = float(1.0 / std::sqrt(double(s.D)));
+  size_t qn = size_t(s.B * s.H * s.T * s.D), kn = size_t(s.B * s.G * s.S * s.D);
+  Device dev;
+  Bits q = toBf16(randomVec(qn, 1)), k = toBf16(randomVec(kn, 2));
+  auto *dQ = dev.copy(q), *dK = dev.copy(k), *dV = dev.copy(k),
+       *ddO = dev.copy(q);
+  auto *o = dev.alloc<uint16_t>(qn), *gq = dev.alloc<uint16_t>(qn),
+       *gk = dev.alloc<uint16_t>(kn), *gv = dev.alloc<uint16_t>(kn);
+  auto *lse = dev.alloc<float>(size_t(s.B * s.H * s.T));
+  int64_t wsF = A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, false),
+          wsB = A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, true);
+  void *work = dev.alloc<char>(size_t(std::max(wsF, wsB)));
+  double pairs = s.causal ? double(s.T) * double(s.T + 1) / 2
+                          : double(s.T) * double(s.S);
+  double flops = double(s.B * s.H * s.D) * pairs;
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  auto time = [&](auto fn) {
+    std::vector<float> ms;
+    for (int r = 0; r < 13; ++r) {
+      CUDA_CHECK(cudaEventRecord(a, ctx.stream(0)));
+      fn();
+      CUDA_CHECK(cudaEventRecord(b, ctx.stream(0)));
+      CUDA_CHECK(cudaEventSynchronize(b));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+      if (r >= 3)
+        ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return double(ms[ms.size() / 2]);
+  };
+  double f = time([&] {
+    ASSERT_EQ(sdpaForward(ctx, s, dQ, dK, dV, o, lse, work, wsF, 0),
+              SdpaPath::Cudnn);
+  });
+  double g = time([&] {
+    ASSERT_EQ(sdpaBackward(ctx, s, dQ, dK, dV, o, lse, ddO, gq, gk, gv, work,
+                           wsB, 0),
+              SdpaPath::Cudnn);
+  });
+  std::printf("sdpa rate %s %s: forward %.3f ms %.1f TFLOP/s, backward %.3f "
+              "ms %.1f TFLOP/s (cuDNN %lld)\n",
+              name, describe(s).c_str(), f, 4 * flops / f / 1e9, g,
+              10 * flops / g / 1e9, (long long)cudnnVersion());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+}
+
+TEST_F(CudaSdpa, Rates) {
+  rate(ctx, {4, 12, 12, 1024, 1024, 64, true, 0}, "gpt2");
+  rate(ctx, {16, 12, 12, 1024, 1024, 64, true, 0}, "gpt2-16");
+  rate(ctx, {1, 32, 8, 8192, 8192, 128, true, 0}, "llama3-8b");
+}
+#endif
+
+} // namespace
