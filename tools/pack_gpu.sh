@@ -8,7 +8,8 @@
 # train.graph.onnx) and every library `ldd` resolves except the C library's
 # own (libc, libm, libdl, libpthread, librt, the dynamic loader), the
 # driver's (libcuda, libnvidia-*) and CUDA's (libcudart, libcublas*,
-# libcudnn*, libnccl*), which the target machine provides; --with-cuda packs
+# libcudnn*, libnvrtc*, libnccl*), which the target machine provides (a
+# bf16 program's attention runs on cuDNN: libcudnn.so.9 must be there); --with-cuda packs
 # CUDA's too (hundreds of MB). `run` starts the executable with
 # LD_LIBRARY_PATH on the packed libraries first.
 set -euo pipefail
@@ -29,7 +30,7 @@ for companion in "$exe".weights.safetensors "$exe".graph.onnx; do
   [ -f "$companion" ] && cp "$companion" "$dir/"
 done
 skip='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|linux-vdso|libcuda|libnvidia-.*)\.so'
-[ $withCuda -eq 1 ] || skip='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|linux-vdso|libcuda|libnvidia-.*|libcudart|libcublas|libcublasLt|libcudnn.*|libnccl)\.so'
+[ $withCuda -eq 1 ] || skip='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|linux-vdso|libcuda|libnvidia-.*|libcudart|libcublas|libcublasLt|libcudnn.*|libnvrtc.*|libnccl)\.so'
 missing=0
 while read -r name arrow path _; do
   [ "$arrow" = "=>" ] || continue
