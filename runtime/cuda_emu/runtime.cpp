@@ -27,6 +27,11 @@
 //    ranks beyond the count share one, as on an oversubscribed node;
 //  - host functions in stream order, each run on a thread of their own
 //    (as CUDA's are) that may make no CUDA call; mapped pinned memory;
+//  - for cudnn-frontend: capture info, user objects (graphs and their
+//    instantiations hold references; the destructor runs on the
+//    host-function thread), pointer attributes, the capture-mode exchange,
+//    no driver entry points, and no device code loaded at run time
+//    (cudaLibraryLoadData, cudaLaunchKernel refused);
 //  - what CUDA refuses: during a capture, the calls it calls unsafe
 //    (allocation, freeing, cudaFuncSetAttribute) and copies from or to
 //    pageable memory into the captured streams; overlapping copies; a
@@ -39,6 +44,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -87,7 +93,42 @@ struct StreamState {
   Graph *capture = nullptr;
 };
 
+void runOnHostFunctionThread(std::function<void()> fn);
+
+/// A user object (cudaUserObjectCreate): its destructor runs on the
+/// host-function thread when its last reference is released.
+struct UserObject {
+  void *ptr = nullptr;
+  cudaHostFn_t destroy = nullptr;
+  unsigned refs = 0;
+};
+
+void release(UserObject *o, unsigned count) {
+  o->refs -= std::min(count, o->refs);
+  if (o->refs)
+    return;
+  runOnHostFunctionThread([o] { o->destroy(o->ptr); });
+  delete o;
+}
+
+/// The user object references a graph (or an instantiated graph) holds.
+struct References {
+  std::map<UserObject *, unsigned> held;
+  References() = default;
+  References(const References &other) : held(other.held) {
+    for (auto &[o, n] : held)
+      o->refs += n;
+  }
+  References &operator=(const References &) = delete;
+  ~References() {
+    for (auto &[o, n] : held)
+      release(o, n);
+  }
+};
+
 struct Graph {
+  uint64_t id = 0; ///< the capture's (cudaStreamGetCaptureInfo)
+  References retained;
   StreamState *origin = nullptr;
   std::vector<Op> ops;
   /// Per joined stream: the index of its last captured op, and how far the
@@ -99,6 +140,7 @@ struct Graph {
 
 struct GraphExec {
   std::vector<Op> ops; ///< captured order, each op with its stream
+  References retained;
 };
 
 struct State {
@@ -1120,7 +1162,9 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
   StreamState *s = stateOf(stream);
   if (s->capture)
     return report(cudaErrorIllegalState, "the stream is already captured");
+  static uint64_t captures = 0;
   auto *g = new Graph;
+  g->id = ++captures;
   g->origin = s;
   s->capture = g;
   ++state().activeCaptures;
@@ -1177,10 +1221,10 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
                                  unsigned long long) {
   auto *g = reinterpret_cast<Graph *>(graph);
-  auto *x = new GraphExec;
   // Captured order is an order that respects every captured dependency;
-  // the seeded order replays the captured streams as streams.
-  x->ops = g->ops;
+  // the seeded order replays the captured streams as streams. The graph's
+  // user objects get one more reference each.
+  auto *x = new GraphExec{g->ops, g->retained};
   *exec = reinterpret_cast<cudaGraphExec_t>(x);
   return cudaSuccess;
 }
@@ -1209,6 +1253,127 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   drain();
   delete reinterpret_cast<GraphExec *>(exec);
   return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                     cudaStreamCaptureStatus *status,
+                                     unsigned long long *id, cudaGraph_t *graph,
+                                     const cudaGraphNode_t **dependencies,
+                                     const cudaGraphEdgeData **edgeData,
+                                     size_t *numDependencies) {
+  NOT_FROM_HOST_FUNCTION();
+  if (dependencies || edgeData || numDependencies)
+    return report(cudaErrorNotSupported,
+                  "cudaStreamGetCaptureInfo: the emulated graphs have no node "
+                  "handles to name a capture's dependencies");
+  cudaStreamIsCapturing(stream, status);
+  Graph *g = isLegacy(stream) ? nullptr : stateOf(stream)->capture;
+  if (id)
+    *id = g ? g->id : 0;
+  if (graph)
+    *graph = g ? reinterpret_cast<cudaGraph_t>(g) : nullptr;
+  return cudaSuccess;
+}
+
+/// The emulated device does not restrict calls by capture mode (every
+/// capture refuses what cudaStreamCaptureModeGlobal refuses): the mode is
+/// only kept, per thread.
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode *mode) {
+  thread_local cudaStreamCaptureMode current = cudaStreamCaptureModeGlobal;
+  std::swap(*mode, current);
+  return cudaSuccess;
+}
+
+cudaError_t cudaUserObjectCreate(cudaUserObject_t *object, void *ptr,
+                                 cudaHostFn_t destroy,
+                                 unsigned int initialRefcount,
+                                 unsigned int flags) {
+  if (!object || !destroy || initialRefcount == 0 ||
+      flags != cudaUserObjectNoDestructorSync)
+    return report(cudaErrorInvalidValue,
+                  "cudaUserObjectCreate: a destructor, a reference and "
+                  "cudaUserObjectNoDestructorSync are required");
+  *object = reinterpret_cast<cudaUserObject_t>(
+      new UserObject{ptr, destroy, initialRefcount});
+  return cudaSuccess;
+}
+
+cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count) {
+  release(reinterpret_cast<UserObject *>(object), count);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph,
+                                      cudaUserObject_t object,
+                                      unsigned int count, unsigned int flags) {
+  auto *o = reinterpret_cast<UserObject *>(object);
+  if (!(flags & cudaGraphUserObjectMove))
+    o->refs += count; // else the caller's references move to the graph
+  reinterpret_cast<Graph *>(graph)->retained.held[o] += count;
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes,
+                                     const void *ptr) {
+  std::memset(attributes, 0, sizeof(*attributes));
+  attributes->device = currentDevice();
+  switch (kindOf(ptr)) {
+  case Memory::Device:
+    attributes->type = cudaMemoryTypeDevice;
+    attributes->devicePointer = const_cast<void *>(ptr);
+    break;
+  case Memory::Pinned: // mapped
+    attributes->type = cudaMemoryTypeHost;
+    attributes->devicePointer = attributes->hostPointer =
+        const_cast<void *>(ptr);
+    break;
+  case Memory::Pageable:
+    attributes->type = cudaMemoryTypeUnregistered;
+    break;
+  }
+  return cudaSuccess;
+}
+
+/// The emulated device has no driver API: no entry point is found.
+cudaError_t cudaGetDriverEntryPointByVersion(
+    const char *, void **funcPtr, unsigned int, unsigned long long,
+    cudaDriverEntryPointQueryResult *driverStatus) {
+  *funcPtr = nullptr;
+  if (driverStatus)
+    *driverStatus = cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
+}
+
+// Device code loaded at run time (cudnn-frontend's NVRTC-compiled engines
+// link these): the emulated device runs only the kernels compiled into the
+// program, so no library is ever loaded.
+cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *,
+                                cudaJitOption *, void **, unsigned int,
+                                cudaLibraryOption *, void **, unsigned int) {
+  *library = nullptr;
+  return report(cudaErrorNotSupported,
+                "cudaLibraryLoadData: the emulated device loads no device "
+                "code at run time");
+}
+
+cudaError_t cudaLibraryUnload(cudaLibrary_t) {
+  return cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaLibraryGetKernel(cudaKernel_t *, cudaLibrary_t, const char *) {
+  return cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t, cudaFuncAttribute,
+                                            int, int) {
+  return cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaLaunchKernel(const void *, dim3, dim3, void **, size_t,
+                             cudaStream_t) {
+  return report(cudaErrorNotSupported,
+                "cudaLaunchKernel: the emulated device launches kernels "
+                "compiled into the program (SHARDC_LAUNCH), not by address");
 }
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
