@@ -8,8 +8,9 @@
 // they name, the legacy stream not waiting for non-blocking streams, and a
 // stream's synchronization running only that stream. Then the seeded
 // stream order: a missing wait gives a wrong result under some seed, and a
-// present one under every seed, graph replays included. And the kernels'
-// alignment check: a misaligned 128-bit load stops the program.
+// present one under every seed, graph replays included. What cudnn-frontend
+// asks of a capture: its graph, user objects that graph retains. And the
+// kernels' alignment check: a misaligned 128-bit load stops the program.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/launch.h"
@@ -18,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -326,6 +328,45 @@ TEST_F(CudaEmuRuntime, TheSeededOrderFindsAMissingWait) {
   EXPECT_EQ(producerConsumer(false, false), 5);
   EXPECT_FALSE(shardc::emu::setStreamOrder("seed:"));
   EXPECT_FALSE(shardc::emu::setStreamOrder("random"));
+}
+
+/// What cudnn-frontend asks of a capture: its status and graph; a user
+/// object the graph retains lives as long as the graph and its
+/// instantiations, its destructor run on the host-function thread.
+TEST_F(CudaEmuRuntime, CapturedGraphsRetainUserObjects) {
+  static std::atomic<int> destroyed{0};
+  static std::atomic<bool> onMainThread{false};
+  std::thread::id main = std::this_thread::get_id();
+  static std::thread::id *mainId = &main;
+  cudaUserObject_t object = nullptr;
+  ASSERT_EQ(cudaUserObjectCreate(
+                &object, nullptr,
+                [](void *) {
+                  ++destroyed;
+                  onMainThread = std::this_thread::get_id() == *mainId;
+                },
+                1, cudaUserObjectNoDestructorSync),
+            cudaSuccess);
+  Capture c;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  unsigned long long id = 0;
+  ASSERT_EQ(cudaStreamGetCaptureInfo(c.s, &status, &id, &graph), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  EXPECT_NE(id, 0u);
+  ASSERT_NE(graph, nullptr);
+  ASSERT_EQ(cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove),
+            cudaSuccess);
+  cudaGraph_t ended = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(c.s, &ended), cudaSuccess);
+  EXPECT_EQ(ended, graph);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  cudaGraphDestroy(graph);
+  EXPECT_EQ(destroyed, 0); // the instantiation still holds it
+  cudaGraphExecDestroy(exec);
+  EXPECT_EQ(destroyed, 1);
+  EXPECT_FALSE(onMainThread);
 }
 
 TEST(CudaEmuRuntimeDeathTest, AMisaligned128BitLoadStopsTheProgram) {
