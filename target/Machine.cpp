@@ -25,13 +25,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 ///   peak, by head dimension D:
 ///   - D >= 128: forward 550 / 989 TFLOP/s, the middle of NVIDIA's
 ///     published cuDNN 9 figures on an H100 SXM (520 to 590 at head
-///     dimension 128, causal, 4k to 8k tokens); backward 0.8 of the
-///     forward, the ratio measured on an H200 through PyTorch 2.11's cuDNN
-///     SDPA at Llama-3-8B's shape (474.3 over 593.6 TFLOP/s;
-///     tools/bench/results/h200-2026-11-26-run4.log);
-///   - D < 128: forward 131.8 and backward 110.6 of 989, measured on that
-///     H200 at GPT-2's shape (4 x 12 x 1024 x 64), for want of a published
-///     figure: short heads keep the tensor cores far from their peak.
+///     dimension 128, causal, 4k to 8k tokens); backward 0.727 of the
+///     forward, the ratio shardc's own cuDNN graphs gave on an H200 at
+///     Llama-3-8B's shape (624.4 and 453.9 TFLOP/s, cuDNN 9.14,
+///     CudaSdpa.Rates in tools/bench/results/h200-2026-11-26-sdpa-run2.log);
+///   - D < 128: forward 272.1 and backward 201.1 of 989, measured there at
+///     GPT-2's shape (16 x 12 x 1024 x 64, causal), for want of a
+///     published figure (short heads keep the tensor cores far from their
+///     peak); the step's trace on that H200 agrees (sdpa 1.1 and sdpa_grad
+///     3.8 ms a step for 12 layers; this model: 1.15 and 3.9).
 /// - A streaming kernel attains 80% of HBM bandwidth.
 /// - A launch costs 3 us beyond its work (kernels replayed from a CUDA
 ///   graph).
@@ -44,9 +46,9 @@ Machine gpu(const std::string &name, const std::string &summary) {
   m.gemmEfficiency = 0.70;
   m.attentionEfficiency = 0.40;
   m.fusedAttention = 550.0 / 989.0;
-  m.fusedAttentionGrad = 0.8 * 550.0 / 989.0;
-  m.fusedAttentionShort = 131.8 / 989.0;
-  m.fusedAttentionGradShort = 110.6 / 989.0;
+  m.fusedAttentionGrad = 0.727 * 550.0 / 989.0;
+  m.fusedAttentionShort = 272.1 / 989.0;
+  m.fusedAttentionGradShort = 201.1 / 989.0;
   m.memoryEfficiency = 0.80;
   m.launchSeconds = 3e-6;
   m.collectiveLatency = 8e-6;
