@@ -168,6 +168,11 @@ void DriverOptions::bindOptions() {
                 "skipping the rounding of the GEMM's own output that "
                 "PyTorch's unfused bf16 step does; =false keeps every "
                 "rounding PyTorch's has"));
+  bind(training.fusedAttention, "fused-attention",
+       cl::desc("--target cuda: bf16 attention and its gradient on cuDNN's "
+                "fused SDPA (rt-fused-attention; the forward keeps each "
+                "row's log-sum-exp for the backward); =false keeps them on "
+                "shardc's f32-math attention kernels"));
   bind(training.gradSync, "grad-sync",
        cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces "
                 "its gradients, or only the 'last' one (unsharded gradients "
@@ -380,6 +385,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.offload = training.offload;
   p.allowTf32 = training.allowTf32;
   p.fuseEpilogues = training.fuseEpilogues;
+  p.fusedAttention = training.fusedAttention;
   p.predict = predict.machine;
   p.gpusPerNode = predict.gpusPerNode;
   return p;

@@ -68,6 +68,8 @@ struct TrainingOptions {
   /// --fuse-epilogues: rt-fuse-epilogues (GELU and bias gradients as GEMM
   /// epilogues).
   bool fuseEpilogues = true;
+  /// --fused-attention: rt-fused-attention (bf16 attention on cuDNN).
+  bool fusedAttention = true;
 };
 
 enum class Emit { MLIR, Train, Rt, LLVM, Obj, Exe };

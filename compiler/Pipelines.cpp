@@ -64,9 +64,11 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
     epilogues.target = options.target;
     pm.addNestedPass<func::FuncOp>(createRtFuseEpilogues(epilogues));
   }
-  RtFusedAttentionOptions attention;
-  attention.target = options.target;
-  pm.addNestedPass<func::FuncOp>(createRtFusedAttention(attention));
+  if (options.fusedAttention) {
+    RtFusedAttentionOptions attention;
+    attention.target = options.target;
+    pm.addNestedPass<func::FuncOp>(createRtFusedAttention(attention));
+  }
   RtFuseResidualNormOptions residual;
   residual.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtFuseResidualNorm(residual));

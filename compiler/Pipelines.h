@@ -42,6 +42,8 @@ struct PipelineOptions {
   bool allowTf32 = false;
   /// rt-fuse-epilogues (where the target's GEMMs have epilogues).
   bool fuseEpilogues = true;
+  /// rt-fused-attention (where the target has fused attention).
+  bool fusedAttention = true;
   /// Rows of logits per chunk of the LM head's loss (rt-chunk-loss-head;
   /// 0: as many as fit 64 MiB).
   int64_t lossChunkRows = 0;
