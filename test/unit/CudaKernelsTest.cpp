@@ -1028,8 +1028,9 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::equal, A::KernelId::unary, A::KernelId::unary_grad,
       A::KernelId::leaky_relu, A::KernelId::leaky_relu_grad, A::KernelId::trilu,
       A::KernelId::batch_matmul,
-      // attention.cu (CudaAttentionTest.cpp)
+      // attention.cu (CudaAttentionTest.cpp, CudaSdpaTest.cpp)
       A::KernelId::attention, A::KernelId::attention_grad,
+      A::KernelId::sdpa, A::KernelId::sdpa_grad,
       A::KernelId::squared_norm_group, A::KernelId::adamw_group,
       A::KernelId::add_layer_norm, A::KernelId::add_rms_norm,
       // collectives.cu (one rank)

@@ -179,6 +179,43 @@ protected:
   }
 };
 
+// The kernels of the ABI, sdpa and sdpa_grad, from the CUDA kernel table
+// against the CPU's (attention's o and its lse; attention_grad's
+// gradients): the forward, then the backward on the CPU's o and lse.
+TEST_F(CudaSdpa, KernelEntries) {
+  SdpaShape s{1, 4, 2, 23, 23, 64, true, 0.125f};
+  size_t qn = size_t(s.B * s.H * s.T * s.D), kn = size_t(s.B * s.G * s.S * s.D),
+         rows = size_t(s.B * s.H * s.T);
+  std::vector<float> q = randomVec(qn, 7), k = randomVec(kn, 8),
+                     v = randomVec(kn, 9), dO = randomVec(qn, 10);
+  auto ints = [&](A::KernelId id, bool grad) {
+    std::vector<int64_t> i = attentionInts(A::KernelId::attention, s);
+    i.push_back(A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, grad));
+    EXPECT_EQ(int64_t(i.size()), A::kernelInfo(id).numInts);
+    return i;
+  };
+  std::vector<int64_t> fi = ints(A::KernelId::sdpa, false),
+                       gi = ints(A::KernelId::sdpa_grad, true);
+  std::vector<float> wsF(size_t(fi.back() / 4)), wsB(size_t(gi.back() / 4));
+  std::vector<double> fl = {double(s.scale)};
+  compare(A::KernelId::sdpa, shardc_k_sdpa,
+          {bf16s(q), bf16s(k), bf16s(v), outBf16(qn), out(rows), floats(wsF)},
+          fi, fl, 8e-3);
+  // The CPU's o and lse feed the backward on both.
+  Bits qb = toBf16(q), kb = toBf16(k), vb = toBf16(v), o(qn);
+  std::vector<float> lse(rows);
+  void *b[] = {qb.data(), kb.data(), vb.data(), o.data(), lse.data(),
+               wsF.data()};
+  shardc_k_sdpa(nullptr, b, fi.data(), fl.data(), 0);
+  std::vector<float> of(qn);
+  for (size_t e = 0; e < qn; ++e)
+    of[e] = bf16ToFloat(o[e]);
+  compare(A::KernelId::sdpa_grad, shardc_k_sdpa_grad,
+          {bf16s(q), bf16s(k), bf16s(v), bf16s(of), floats(lse), bf16s(dO),
+           outBf16(qn), outBf16(kn), outBf16(kn), floats(wsB)},
+          gi, fl, 1.6e-2);
+}
+
 // {B, H, G, T, S, D, causal}
 TEST_F(CudaSdpa, CausalAndNot) {
   check({2, 4, 4, 37, 37, 64, true});
