@@ -19,16 +19,18 @@
 //    at once) and enqueues the graph's evaluation on the handle's stream
 //    (cudnnSetStream), as a kernel is: it runs in stream order and is
 //    captured into CUDA graphs like any other work of the device.
-//  - cudnnGetVersion is the installed header's CUDNN_VERSION, what the GPU's
-//    library reports, so that the frontend builds the same graphs for both.
+//  - cudnnGetVersion is 91400, what the GPU machine's library reported (an
+//    H200 with CUDA 13, tools/bench/results/h200-2026-11-26-sdpa-run2.log;
+//    the headers here are 9.19's), so that cudnn-frontend, which picks its
+//    graphs by the backend's version, builds the same graphs for both.
 //
 // Refused by name (CUDNN_STATUS_NOT_SUPPORTED, the name in the last error
 // string): descriptor types other than those above (convolutions, norms,
 // RNG, kernel caches, device properties, the fused SDPA operations...) when
 // created, attributes not listed in settable() when set, ragged, vectorized
 // or reordered tensors when finalized, knob choices; a graph with what the
-// engine lacks (cudnn_graph.cpp: pointwise modes, types; matmul M/N/K
-// overrides, dynamic shapes) gets no engine config. Also
+// engine lacks (cudnn_graph.cpp: pointwise modes, types; dynamic shapes)
+// gets no engine config. Also
 // cudnnBackendPopulateCudaGraph / UpdateCudaGraph.
 //
 // Also here: the NVRTC entry points cudnn-frontend's run-time-compiled
@@ -474,11 +476,17 @@ void finalizeMatmul(Desc &d) {
   op.output = child(d, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
                     CUDNN_BACKEND_TENSOR_DESCRIPTOR)
                   ->tensor;
-  for (auto a : {CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC,
-                 CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC,
-                 CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC})
-    if (find(d, a))
-      op.unsupported = attrName(a) + " (variable sequence lengths) is not emulated";
+  // The per-batch M, N and K (cudnn_graph.cpp checks their tensors and
+  // computes only the block they give, the padding value around it).
+  const cudnnBackendAttributeName_t overrides[3] = {
+      CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC,
+      CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC,
+      CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC};
+  for (int which = 0; which < 3; ++which)
+    if (const Desc *t =
+            child(d, overrides[which], CUDNN_BACKEND_TENSOR_DESCRIPTOR, false))
+      op.overrides[which] = t->tensor;
+  op.padding = get(*mm, CUDNN_ATTR_MATMUL_PADDING_VALUE, 0.0);
   checkCompute(op, get(*mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_DATA_FLOAT),
                "matmul compute type");
 }
@@ -769,7 +777,12 @@ using namespace shardc::emu::cudnn;
 
 extern "C" {
 
-size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+/// The GPU machine's cuDNN (see above): 9.14.0.
+constexpr size_t kGpuCudnnVersion = 91400;
+static_assert(kGpuCudnnVersion <= CUDNN_VERSION,
+              "the headers must be at least the GPU's version");
+
+size_t cudnnGetVersion(void) { return kGpuCudnnVersion; }
 
 const char *cudnnGetErrorString(cudnnStatus_t status) {
   const char *name = findName("CUDNN_STATUS_", status);

@@ -16,7 +16,15 @@
 //              heads in groups of H / g (head h reads h / (H / g));
 //   matmul     C[..., M, N] = sum_k A[..., M, k] B[..., k, N] (f32 sums, the
 //              CPU backend's sgemm), A's and B's batch dims broadcast onto
-//              C's by the same rule;
+//              C's by the same rule; with GEMM M/N/K overrides (tensors
+//              [B,1,...,1] of INT32 or INT64 in device memory, indexed by
+//              C's leading dim, the SDPA graphs' sequence lengths), batch
+//              entry b computes only C's first M_b rows and N_b columns,
+//              summing over the first K_b of the reduction, and the rest of
+//              C is the matmul's padding value (CUDNN_ATTR_MATMUL_PADDING_
+//              VALUE, 0 unless set); a length outside [0, dim], which
+//              cuDNN does not define, is taken for a fault (the sticky
+//              cudaErrorIllegalAddress);
 //   reduction  y[i] = reduce over the x[j] with j_d / (x_d / y_d) = i_d:
 //              where y's dim is 1, the whole dim; where it divides x's, the
 //              groups (dK and dV of grouped-query heads);
@@ -61,6 +69,16 @@ struct Step {
   OpInfo op;
   std::vector<int> in; ///< tensor indices, in port order
   int out = -1;
+  int overrides[3] = {-1, -1, -1}; ///< matmul: M, N, K override tensors
+
+  /// Every tensor the step reads: its inputs and override tensors.
+  std::vector<int> reads() const {
+    std::vector<int> r = in;
+    for (int t : overrides)
+      if (t >= 0)
+        r.push_back(t);
+    return r;
+  }
 };
 
 struct Program {
@@ -479,6 +497,39 @@ void checkPointwise(const OpInfo &op) {
                       " is not a dim of its output");
 }
 
+const cudnnBackendAttributeName_t kOverrideAttrs[3] = {
+    CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC,
+    CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC,
+    CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC};
+
+/// A GEMM M/N/K override tensor: INT32 or INT64, in memory (neither
+/// virtual nor by value), of dims [C's leading dim, 1, ..., 1] at C's rank;
+/// otherwise BAD_PARAM, naming the attribute.
+void checkOverride(const OpInfo &op, int which) {
+  const TensorInfo &t = *op.overrides[which];
+  const Dims &c = op.output.dims;
+  std::string want = "[" + std::to_string(c[0]);
+  for (size_t d = 1; d < c.size(); ++d)
+    want += ",1";
+  want += "]";
+  std::string why;
+  if (t.type != CUDNN_DATA_INT32 && t.type != CUDNN_DATA_INT64)
+    why = "must be INT32 or INT64";
+  else if (t.isVirtual || t.byValue)
+    why = std::string("is ") + (t.isVirtual ? "virtual" : "by value") +
+          ": it must be in device memory";
+  else if (c.size() < 3)
+    why = "needs a batch dim of C " + show(c) + " to index it";
+  else if (t.dims.size() != c.size() || numel(t.dims) != c[0] ||
+           t.dims[0] != c[0])
+    why = "must be " + want + ", one length per entry of C's leading dim";
+  if (!why.empty())
+    fail(CUDNN_STATUS_BAD_PARAM,
+         "matmul operation writing " + describe(op.output) + ": " +
+             enumName("CUDNN_ATTR_", kOverrideAttrs[which]) + " " +
+             describe(t) + " " + why);
+}
+
 void checkMatmul(const OpInfo &op) {
   const Dims &a = op.inputs[0].dims, &b = op.inputs[1].dims,
              &c = op.output.dims;
@@ -491,6 +542,9 @@ void checkMatmul(const OpInfo &op) {
     if (c[d] % a[d] || c[d] % b[d])
       malformed(op, "batch dim " + std::to_string(d) + " of A " + show(a) +
                         " or B " + show(b) + " does not divide C's");
+  for (int which = 0; which < 3; ++which)
+    if (op.overrides[which])
+      checkOverride(op, which);
 }
 
 void checkReduction(const OpInfo &op) {
@@ -567,7 +621,7 @@ std::vector<Step> topological(const Program &p, std::vector<Step> steps) {
   std::vector<int> pending(steps.size(), 0);
   std::vector<std::vector<size_t>> readers(p.tensors.size());
   for (size_t s = 0; s < steps.size(); ++s)
-    for (int t : steps[s].in)
+    for (int t : steps[s].reads())
       if (p.tensors[size_t(t)].producer >= 0) {
         ++pending[s];
         readers[size_t(t)].push_back(s);
@@ -623,6 +677,9 @@ std::shared_ptr<const Program> buildProgram(const std::vector<OpInfo> &ops) {
     Step step{op, {}, addTensor(*p, op.output)};
     for (const TensorInfo &in : op.inputs)
       step.in.push_back(addTensor(*p, in));
+    for (int which = 0; which < 3; ++which)
+      if (op.overrides[which])
+        step.overrides[which] = addTensor(*p, *op.overrides[which]);
     Tensor &out = p->tensors[size_t(step.out)];
     if (out.producer >= 0)
       fail(CUDNN_STATUS_BAD_PARAM, "two operations write " + describe(op.output));
@@ -632,7 +689,7 @@ std::shared_ptr<const Program> buildProgram(const std::vector<OpInfo> &ops) {
   p->steps = topological(*p, std::move(steps));
   for (size_t s = 0; s < p->steps.size(); ++s) {
     p->tensors[size_t(p->steps[s].out)].producer = int(s);
-    for (int t : p->steps[s].in)
+    for (int t : p->steps[s].reads())
       p->tensors[size_t(t)].lastUse = int(s);
   }
   checkTensors(*p);
@@ -656,6 +713,10 @@ std::string describe(const Program &p) {
                                              : "") +
              describe(i);
     }
+    for (int which = 0; which < 3; ++which)
+      if (s.overrides[which] >= 0)
+        out += std::string(" ") + "MNK"[which] + "-override " +
+               describe(p.tensors[size_t(s.overrides[which])].info);
     out += " -> " + std::string(op.output.isVirtual ? "virtual " : "") +
            describe(op.output) + " strides " + show(op.output.strides) + "\n";
   }
@@ -797,8 +858,16 @@ std::vector<float> pointwise(const Step &s, const Values &v,
   return y;
 }
 
+/// A fault of the engine's work (an override length out of range), reported
+/// sticky by run(), as a kernel's fault is.
+struct EngineFault : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// C = A B per batch of C (A's and B's batches broadcast onto C's), in f32
-/// by the CPU backend's sgemm.
+/// by the CPU backend's sgemm. With M/N/K overrides, batch entry i (of
+/// leading index b) computes the first M_b x N_b block of C over the first
+/// K_b of the reduction; the rest of C is the padding value.
 std::vector<float> matmul(const Step &s, const Values &v, const Program &p) {
   const Dims &a = p.tensors[size_t(s.in[0])].info.dims,
              &b = p.tensors[size_t(s.in[1])].info.dims, &c = s.op.output.dims;
@@ -811,11 +880,41 @@ std::vector<float> matmul(const Step &s, const Values &v, const Program &p) {
   int64_t batches = numel(cb);
   std::vector<float> y(size_t(batches * M * N));
   const float *av = v[size_t(s.in[0])].data(), *bv = v[size_t(s.in[1])].data();
-  for (int64_t i = 0; i < batches; ++i)
-    shardc::runtime::cpu::sgemm(false, false, M, N, K, 1.0f,
+  const int64_t full[3] = {M, N, K};
+  // The length `which` (M, N, K) of batch entry i: its override's entry
+  // for C's leading index, or the full dim.
+  auto length = [&](int which, int64_t i) {
+    int t = s.overrides[which];
+    if (t < 0)
+      return full[which];
+    int64_t lead = i / (batches / c[0]);
+    float n = v[size_t(t)][size_t(lead)];
+    if (!(n >= 0 && n <= float(full[which])))
+      throw EngineFault(enumName("CUDNN_ATTR_", kOverrideAttrs[which]) + " " +
+                        describe(p.tensors[size_t(t)].info) + " gives " +
+                        std::to_string(int64_t(n)) + " for entry " +
+                        std::to_string(lead) + " of the matmul writing " +
+                        describe(s.op.output) + ": outside [0, " +
+                        std::to_string(full[which]) + "]");
+    return int64_t(n);
+  };
+  float padding = float(s.op.padding);
+  for (int64_t i = 0; i < batches; ++i) {
+    int64_t m = length(0, i), n = length(1, i), k = length(2, i);
+    float *ci = y.data() + i * M * N;
+    if (m != M || n != N)
+      std::fill(ci, ci + M * N, padding);
+    if (m == 0 || n == 0)
+      continue;
+    if (k == 0) { // an empty sum
+      for (int64_t row = 0; row < m; ++row)
+        std::fill(ci + row * N, ci + row * N + n, 0.0f);
+      continue;
+    }
+    shardc::runtime::cpu::sgemm(false, false, m, n, k, 1.0f,
                                 av + toA.rowBase(i) * M * K, K,
-                                bv + toB.rowBase(i) * K * N, N, 0.0f,
-                                y.data() + i * M * N, N);
+                                bv + toB.rowBase(i) * K * N, N, 0.0f, ci, N);
+  }
   return y;
 }
 
@@ -907,13 +1006,11 @@ std::vector<float> evaluate(const Step &s, const Values &v, const Program &p) {
   return {};
 }
 
-} // namespace
-
-void run(const Program &p, const Binding &b) {
+void runSteps(const Program &p, const Binding &b) {
   Values v(p.tensors.size());
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const Step &s = p.steps[i];
-    for (int t : s.in)
+    for (int t : s.reads())
       if (v[size_t(t)].empty())
         v[size_t(t)] = loadTensor(p.tensors[size_t(t)].info, b);
     std::vector<float> y = evaluate(s, v, p);
@@ -925,9 +1022,21 @@ void run(const Program &p, const Binding &b) {
       storeTensor(s.op.output, b, y);
     if (p.tensors[size_t(s.out)].lastUse > int(i))
       v[size_t(s.out)] = std::move(y);
-    for (int t : s.in)
+    for (int t : s.reads())
       if (p.tensors[size_t(t)].lastUse == int(i))
         std::vector<float>().swap(v[size_t(t)]);
+  }
+}
+
+} // namespace
+
+void run(const Program &p, const Binding &b) {
+  try {
+    runSteps(p, b);
+  } catch (const EngineFault &e) {
+    shardc::emu::report(cudaErrorIllegalAddress,
+                        std::string("cudnnBackendExecute: ") + e.what(),
+                        /*sticky=*/true);
   }
 }
 

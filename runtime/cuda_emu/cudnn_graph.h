@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,6 +60,11 @@ struct OpInfo {
   double alpha1 = 1, alpha2 = 1;               ///< pointwise input scales
   std::vector<TensorInfo> inputs;
   TensorInfo output;
+  /// Matmul: the GEMM M, N and K override tensors
+  /// (CUDNN_ATTR_OPERATION_MATMUL_GEMM_{M,N,K}_OVERRIDE_DESC), where set:
+  /// per batch entry, the rows, columns and reduction length computed.
+  std::optional<TensorInfo> overrides[3];
+  double padding = 0; ///< matmul: CUDNN_ATTR_MATMUL_PADDING_VALUE
   /// What the emulated engine lacks to run it ("" if nothing): set where
   /// the descriptor is finalized, reported by the engine's heuristics.
   std::string unsupported;
@@ -91,7 +97,9 @@ Binding bind(const Program &p, const std::vector<int64_t> &uids,
              const std::vector<void *> &pointers);
 
 /// Evaluates `p` on the host: f32 math, each output rounded to its
-/// declared type and stored at its declared strides.
+/// declared type and stored at its declared strides. A matmul override
+/// length outside [0, dim] is a fault: the emulated CUDA runtime's sticky
+/// cudaErrorIllegalAddress, the rest of the graph not run.
 void run(const Program &p, const Binding &b);
 
 } // namespace shardc::emu::cudnn

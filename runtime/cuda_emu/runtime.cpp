@@ -34,8 +34,11 @@
 //    (cudaLibraryLoadData, cudaLaunchKernel refused);
 //  - what CUDA refuses: during a capture, the calls it calls unsafe
 //    (allocation, freeing, cudaFuncSetAttribute) and copies from or to
-//    pageable memory into the captured streams; overlapping copies; a
-//    copy whose pointers are not of the kind it names.
+//    pageable memory into the captured streams, but for a pageable
+//    host-to-device cudaMemcpyAsync of at most 64 KiB, which current
+//    drivers take (the graph's node reads the host source at each replay);
+//    overlapping copies; a copy whose pointers are not of the kind it
+//    names.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda_emu/emu.h"
@@ -912,6 +915,11 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
   return state().sticky;
 }
 
+/// The largest pageable host-to-device copy a capture accepts: current
+/// drivers write a 1-D one of up to 64 KiB straight into the command
+/// stream (larger ones are staged, and refused during a capture).
+constexpr size_t kCapturedPageableCopyBytes = 64 << 10;
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                             cudaMemcpyKind kind, cudaStream_t stream) {
   STICKY();
@@ -920,6 +928,15 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
   bool toPageable = kindOf(dst) == Memory::Pageable;
   bool fromPageable = kindOf(src) == Memory::Pageable;
   bool captured = !isLegacy(stream) && stateOf(stream)->capture;
+  if (captured && fromPageable && kindOf(dst) == Memory::Device &&
+      count <= kCapturedPageableCopyBytes) {
+    // As current drivers: a small 1-D pageable host-to-device copy goes
+    // into the command stream at launch, so the graph's node reads its host
+    // source at each replay (cudnn-frontend keeps its sources alive with a
+    // user object the graph retains).
+    return enqueue(stream, "cudaMemcpyAsync",
+                   [dst, src, count]() { std::memcpy(dst, src, count); });
+  }
   if (captured && (toPageable || fromPageable))
     return captureUnsafe("cudaMemcpyAsync from or to pageable memory");
   if (toPageable && !isLegacy(stream)) {

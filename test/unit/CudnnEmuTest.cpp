@@ -11,6 +11,15 @@
 // row; two runs give the same bits; execute is stream-ordered and captured
 // into CUDA graphs; what the emulated engine lacks is refused by name.
 //
+// The backend's version is the GPU machine's cuDNN, 9.14.0: for keys not a
+// multiple of 128, cudnn-frontend's backward then adds its workaround
+// padding mask (at versions up to 9.15): sequence lengths [B,1,1,1] it
+// uploads into its workspace from pageable host memory at each execute
+// (captured too: a replay reads them again), a padding mask, and GEMM M/N/K
+// overrides on the matmuls, which the emulated engine computes as cuDNN
+// does (a matmul's own test: overridden lengths shorter than its dims, the
+// padding value around the block; malformed override tensors refused).
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/sdpa_graph.h"
 #include "runtime/math.h"
@@ -19,11 +28,13 @@
 #include <cudnn_frontend.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -284,14 +295,36 @@ struct Attention {
   }
 };
 
+/// The GPU machine's cuDNN (runtime/cuda_emu/cudnn.cpp), 9.14.0.
+constexpr int64_t kGpuCudnnVersion = 91400;
+
+/// Whether cudnn-frontend's backward adds its workaround padding mask:
+/// keys not a multiple of 128, backend 9.15 or older.
+bool workaround(const Shape &s) { return s.S % 128 != 0; }
+
+/// The backward's workspace, all the frontend's own: the softmax sum
+/// (rowsum(dO O)), f32 [B,H,T]; then, with the workaround, the sequence
+/// lengths of the queries and of the keys, INT32 [B] each.
+int64_t backwardWorkspace(const Shape &s) {
+  return int64_t(s.B * s.H * s.T * sizeof(float)) +
+         (workaround(s) ? int64_t(2 * s.B * sizeof(int32_t)) : 0);
+}
+
+/// The workaround's sequence lengths as the workspace holds them.
+std::vector<int32_t> seqLens(const Shape &s, const DeviceBuffer<char> &ws) {
+  std::vector<int32_t> lens(size_t(2 * s.B));
+  EXPECT_EQ(cudaMemcpy(lens.data(), ws.p + s.B * s.H * s.T * sizeof(float),
+                       lens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return lens;
+}
+
 /// Runs `s` and compares every output with the f64 reference.
 void check(const Shape &s, cudnnHandle_t handle, cudaStream_t stream) {
   SCOPED_TRACE(s.name());
   Attention run(s, handle, 7);
   EXPECT_EQ(run.graphs.forwardWorkspace, 0);
-  // The frontend's own: the backward's softmax sum (rowsum(dO O)), f32.
-  EXPECT_EQ(run.graphs.backwardWorkspace,
-            int64_t(s.B * s.H * s.T * sizeof(float)));
+  EXPECT_EQ(run.graphs.backwardWorkspace, backwardWorkspace(s));
   run.both(handle, stream);
   Reference r = reference(s, widen(run.hq), widen(run.hk), widen(run.hv),
                           widen(run.hdO));
@@ -306,9 +339,12 @@ void check(const Shape &s, cudnnHandle_t handle, cudaStream_t stream) {
 // The tests
 //===----------------------------------------------------------------------===//
 
-TEST_F(CudnnEmu, VersionIsTheHeaders) {
-  EXPECT_EQ(cudnnGetVersion(), size_t(CUDNN_VERSION));
-  EXPECT_EQ(fe::detail::get_backend_version(), int64_t(CUDNN_VERSION));
+/// The GPU's library, not the headers' (9.19), so that the frontend builds
+/// the graphs it builds there.
+TEST_F(CudnnEmu, VersionIsTheGpus) {
+  EXPECT_EQ(cudnnGetVersion(), size_t(kGpuCudnnVersion));
+  EXPECT_EQ(fe::detail::get_backend_version(), kGpuCudnnVersion);
+  EXPECT_LE(kGpuCudnnVersion, int64_t(CUDNN_VERSION));
 }
 
 TEST_F(CudnnEmu, GroupedQueryCausal) {
@@ -337,6 +373,27 @@ TEST_F(CudnnEmu, HeadDim256) {
 
 TEST_F(CudnnEmu, PlainHeads) {
   check({1, 4, 4, 33, 33, 64, true}, handle, stream);
+}
+
+/// Keys a multiple of 128: no workaround padding mask (the other shapes
+/// have it).
+TEST_F(CudnnEmu, KeysAMultipleOf128) {
+  check({1, 4, 2, 40, 128, 64, false}, handle, stream);
+}
+
+/// The workaround's sequence lengths are the full ones, uploaded by the
+/// backward's execute into its workspace (after the softmax sum), and the
+/// overridden matmuls give the reference's gradients (check's).
+TEST_F(CudnnEmu, WorkaroundPaddingMask) {
+  Shape s{2, 4, 2, 19, 45, 64, false};
+  ASSERT_TRUE(workaround(s));
+  check(s, handle, stream);
+  Attention run(s, handle, 9);
+  DeviceBuffer<char> ws(size_t(run.graphs.backwardWorkspace));
+  run.forward(handle, ws.p);
+  run.backward(handle, ws.p);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(seqLens(s, ws), (std::vector<int32_t>{19, 19, 45, 45}));
 }
 
 /// Two runs of the same inputs give the same bits, forward and backward.
@@ -379,10 +436,181 @@ TEST_F(CudnnEmu, ExecuteIsStreamOrderedAndCaptured) {
   cudaGraphDestroy(graph);
 }
 
+/// The backward with the workaround, captured into a CUDA graph: the
+/// frontend's uploads of the sequence lengths (pageable, 8 bytes each) are
+/// captured, and each replay writes them again, from the host, before the
+/// overridden matmuls read them: replays over a zeroed workspace give the
+/// eager run's bits.
+TEST_F(CudnnEmu, CapturedBackwardWithTheWorkaround) {
+  Shape s{2, 4, 2, 21, 21, 64, true};
+  ASSERT_TRUE(workaround(s));
+  Attention eager(s, handle, 5), captured(s, handle, 5);
+  eager.both(handle, stream);
+
+  DeviceBuffer<char> ws(size_t(captured.graphs.backwardWorkspace));
+  captured.forward(handle, ws.p);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal),
+            cudaSuccess);
+  captured.backward(handle, ws.p);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  std::vector<Bf16> untouched(size_t(s.q()), 0xffff);
+  EXPECT_EQ(captured.dq.download(), untouched); // captured, not run
+  for (int replay = 0; replay < 2; ++replay) {
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    ASSERT_EQ(cudaMemset(ws.p, 0, ws.n), cudaSuccess); // lengths 0
+    for (auto *out : {&captured.dq, &captured.dk, &captured.dv})
+      ASSERT_EQ(cudaMemset(out->p, 0xff, out->n * sizeof(Bf16)), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(seqLens(s, ws), (std::vector<int32_t>{21, 21, 21, 21}));
+    EXPECT_EQ(captured.dq.download(), eager.dq.download());
+    EXPECT_EQ(captured.dk.download(), eager.dk.download());
+    EXPECT_EQ(captured.dv.download(), eager.dv.download());
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM M/N/K overrides on a matmul of its own
+//===----------------------------------------------------------------------===//
+
+/// C [Bt,H,M,N] = A [Bt,H,M,K] B [Bt,H,K,N] in f32, with M, N and K
+/// overridden per entry of the leading dim.
+struct OverriddenMatmul {
+  static constexpr int64_t Bt = 2, H = 3, M = 5, N = 6, K = 7;
+  enum : int64_t { kA = 1, kB, kM, kN, kK, kC };
+  std::shared_ptr<Graph> g = std::make_shared<Graph>();
+  std::shared_ptr<Tensor_attributes> c;
+
+  /// `type` and `dims` of the M override (the others are INT32 [Bt,1,1,1]).
+  OverriddenMatmul(double padding, fe::DataType_t mType = fe::DataType_t::INT32,
+                   std::vector<int64_t> mDims = {Bt, 1, 1, 1}) {
+    g->set_io_data_type(fe::DataType_t::FLOAT)
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto dense = [](std::vector<int64_t> d) {
+      std::vector<int64_t> st(d.size(), 1);
+      for (size_t i = d.size() - 1; i-- > 0;)
+        st[i] = st[i + 1] * d[i + 1];
+      return st;
+    };
+    auto tensor = [&](const char *name, int64_t uid, std::vector<int64_t> d,
+                      fe::DataType_t type) {
+      return g->tensor(Tensor_attributes()
+                           .set_name(name)
+                           .set_uid(uid)
+                           .set_dim(d)
+                           .set_stride(dense(d))
+                           .set_data_type(type));
+    };
+    auto a = tensor("A", kA, {Bt, H, M, K}, fe::DataType_t::FLOAT);
+    auto b = tensor("B", kB, {Bt, H, K, N}, fe::DataType_t::FLOAT);
+    auto m = tensor("M", kM, mDims, mType);
+    auto n = tensor("N", kN, {Bt, 1, 1, 1}, fe::DataType_t::INT32);
+    auto k = tensor("K", kK, {Bt, 1, 1, 1}, fe::DataType_t::INT32);
+    c = g->matmul(a, b,
+                  fe::graph::Matmul_attributes()
+                      .set_name("mm")
+                      .set_m_override(m)
+                      .set_n_override(n)
+                      .set_k_override(k)
+                      .set_padding(padding));
+    c->set_output(true).set_uid(kC).set_data_type(fe::DataType_t::FLOAT);
+  }
+};
+
+/// Lengths shorter than the dims: entry b of the leading dim computes C's
+/// first M_b rows and N_b columns over the first K_b of the reduction; the
+/// rest of C is the padding value.
+TEST_F(CudnnEmu, MatmulOverridesComputeTheirBlock) {
+  using MM = OverriddenMatmul;
+  MM mm(-1.5);
+  ASSERT_EQ(build(*mm.g, handle), "");
+  const std::vector<int32_t> lens = {3, 5, 6, 2, 4, 7}; // M, N, K per entry
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> ha(size_t(MM::Bt * MM::H * MM::M * MM::K)),
+      hb(size_t(MM::Bt * MM::H * MM::K * MM::N));
+  for (float &e : ha)
+    e = dist(rng);
+  for (float &e : hb)
+    e = dist(rng);
+  DeviceBuffer<float> a(ha.size()), b(hb.size()),
+      c(size_t(MM::Bt * MM::H * MM::M * MM::N));
+  DeviceBuffer<int32_t> mLen(2), nLen(2), kLen(2);
+  a.upload(ha), b.upload(hb);
+  mLen.upload({lens[0], lens[1]}), nLen.upload({lens[2], lens[3]});
+  kLen.upload({lens[4], lens[5]});
+  int64_t wsBytes = 0;
+  ASSERT_TRUE(mm.g->get_workspace_size(wsBytes).is_good());
+  DeviceBuffer<char> ws(size_t(std::max<int64_t>(wsBytes, 1)));
+  std::unordered_map<int64_t, void *> ptrs = {
+      {MM::kA, a.p},    {MM::kB, b.p},    {MM::kM, mLen.p},
+      {MM::kN, nLen.p}, {MM::kK, kLen.p}, {MM::kC, c.p}};
+  fe::error_t e = mm.g->execute(handle, ptrs, ws.p);
+  ASSERT_TRUE(e.is_good()) << e.get_message();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<float> got = c.download();
+  int64_t padded = 0;
+  for (int64_t bt = 0; bt < MM::Bt; ++bt)
+    for (int64_t h = 0; h < MM::H; ++h)
+      for (int64_t i = 0; i < MM::M; ++i)
+        for (int64_t j = 0; j < MM::N; ++j) {
+          SCOPED_TRACE("C[" + std::to_string(bt) + "," + std::to_string(h) +
+                       "," + std::to_string(i) + "," + std::to_string(j) + "]");
+          float v = got[size_t(((bt * MM::H + h) * MM::M + i) * MM::N + j)];
+          if (i >= lens[size_t(bt)] || j >= lens[size_t(2 + bt)]) {
+            EXPECT_EQ(v, -1.5f);
+            ++padded;
+            continue;
+          }
+          double want = 0;
+          for (int64_t k = 0; k < lens[size_t(4 + bt)]; ++k)
+            want +=
+                double(ha[size_t(((bt * MM::H + h) * MM::M + i) * MM::K + k)]) *
+                hb[size_t(((bt * MM::H + h) * MM::K + k) * MM::N + j)];
+          EXPECT_NEAR(v, want, 1e-5 * (1 + std::fabs(want)));
+        }
+  // Entry 0: 3 of 5 rows, all 6 columns; entry 1: 5 rows, 2 of 6 columns.
+  EXPECT_EQ(padded, MM::H * ((5 * 6 - 3 * 6) + (5 * 6 - 5 * 2)));
+}
+
 std::string lastError() {
   char message[1024] = {};
   cudnnGetLastErrorString(message, sizeof(message));
   return message;
+}
+
+/// An override tensor not INT32/INT64 [leading dim of C, 1, ..., 1] in
+/// memory is malformed: BAD_PARAM when the graph is finalized, naming the
+/// attribute.
+TEST_F(CudnnEmu, MatmulOverrideMalformed) {
+  using MM = OverriddenMatmul;
+  struct Case {
+    fe::DataType_t type;
+    std::vector<int64_t> dims;
+    const char *why;
+  };
+  for (const Case &c :
+       {Case{
+            fe::DataType_t::FLOAT, {MM::Bt, 1, 1, 1}, "must be INT32 or INT64"},
+        Case{fe::DataType_t::INT32, {1, MM::H, 1, 1}, "must be [2,1,1,1]"},
+        Case{fe::DataType_t::INT32, {MM::Bt, 1, 1}, "must be [2,1,1,1]"}}) {
+    SCOPED_TRACE(c.why);
+    MM mm(0.0, c.type, c.dims);
+    // The frontend's message: the backend's last error and status.
+    std::string why = build(*mm.g, handle);
+    EXPECT_NE(why.find("CUDNN_STATUS_BAD_PARAM"), std::string::npos) << why;
+    EXPECT_NE(why.find("CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find(c.why), std::string::npos) << why;
+  }
 }
 
 /// What the emulated engine lacks is refused by name: a descriptor type, an
