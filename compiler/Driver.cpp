@@ -188,7 +188,7 @@ Expected<DriverOptions> choosePlan(const DriverOptions &options) {
          mb /= 2)
       if (model.microBatch % mb == 0)
         microBatches.push_back(mb);
-  for (const char *recompute : {"none", "block"})
+  for (const char *recompute : {"none", "selective", "block"})
     for (const std::string &reshard : reshards)
       for (int64_t prefetch : prefetches)
         for (int64_t mb : microBatches)
@@ -383,7 +383,8 @@ Error shardc::compile(const DriverOptions &given) {
   errs() << "shardc: compiled " << printable(model.model) << " ("
          << printable(imported->description) << ", "
          << (model.infer ? "inference" : t.optimizer)
-         << (t.recompute == "block" ? ", recompute block" : "")
+         << (t.recompute != "none" ? ", recompute " + t.recompute
+                                   : std::string())
          << (t.mesh != "1" ? ", mesh " + t.mesh : std::string())
          << (out.target != "cpu" ? ", target " + out.target +
                                         (out.cudaEmulation ? " (emulated)"

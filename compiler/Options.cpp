@@ -119,9 +119,11 @@ void DriverOptions::bindOptions() {
                 "applies"),
        cl::value_desc("regex"));
   bind(training.recompute, "recompute",
-       cl::desc("Activations recomputed in backward instead of kept: none, "
-                "or block (each transformer block's, activation "
-                "checkpointing)"));
+       cl::desc("Activations recomputed in backward instead of kept: none; "
+                "block (each transformer block's, activation "
+                "checkpointing); or selective (each block's element-wise, "
+                "norm and layout ops, from the GEMM and attention outputs, "
+                "which are kept: torchtitan's per-op policy)"));
   bind(training.mesh, "mesh",
        cl::desc("Device mesh: N (fully sharded over N ranks) or RxS (HSDP: "
                 "replicate R, shard S); 1 = one rank"));
@@ -251,8 +253,9 @@ Error DriverOptions::validate() {
     return fail("--target must be one of " + targetNames() +
                 " (the targets this shardc was built with), got '" +
                 output.target + "'");
-  if (training.recompute != "none" && training.recompute != "block")
-    return fail("--recompute must be 'none' or 'block', got '" +
+  if (training.recompute != "none" && training.recompute != "block" &&
+      training.recompute != "selective")
+    return fail("--recompute must be 'none', 'block' or 'selective', got '" +
                 training.recompute + "'");
   if (training.optimizer != abi::kOptimizerAdamW &&
       training.optimizer != abi::kOptimizerSGD)

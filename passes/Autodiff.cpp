@@ -21,8 +21,10 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (recompute != "none" && recompute != "block") {
-      module.emitError("recompute must be 'none' or 'block', got '")
+    if (recompute != "none" && recompute != "block" &&
+        recompute != "selective") {
+      module.emitError("recompute must be 'none', 'block' or 'selective', "
+                       "got '")
           << recompute << "'";
       return signalPassFailure();
     }
@@ -124,7 +126,7 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
                         [&](Value v) { return needsGrad.contains(v); }))
         continue;
       Operation *target = op;
-      if (recompute == "block" && op->hasAttr(attrs::kBlock)) {
+      if (recompute != "none" && op->hasAttr(attrs::kBlock)) {
         if (!recomputed.count(op))
           recomputeBlock(b, forwardOps, op->getAttr(attrs::kBlock), recomputed);
         target = recomputed.lookup(op);
@@ -172,8 +174,18 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
     return success();
   }
 
-  /// Re-emits every forward op of `block` at the insertion point; operands
-  /// produced inside the block read the re-emitted values.
+  /// Whether selective recompute keeps `op`'s results from the forward:
+  /// the GEMMs and attention (torchtitan's per-op policy saves the matmul
+  /// and SDPA outputs); the element-wise ops, norms and layout ops are
+  /// recomputed.
+  static bool keptBySelective(Operation *op) {
+    return isa<nn::LinearOp, nn::BatchMatmulOp, nn::AttentionOp>(op);
+  }
+
+  /// Re-emits the forward ops of `block` at the insertion point; operands
+  /// produced inside the block read the re-emitted values. With
+  /// recompute=selective the kept ops are not re-emitted: their forward
+  /// results (and, for their gradients, their forward operands) are read.
   void recomputeBlock(OpBuilder &b, ArrayRef<Operation *> forwardOps,
                       Attribute block,
                       DenseMap<Operation *, Operation *> &recomputed) {
@@ -181,8 +193,20 @@ struct NNAutodiffPass : public shardc::impl::NNAutodiffBase<NNAutodiffPass> {
     for (Operation *op : forwardOps) {
       if (op->getAttr(attrs::kBlock) != block)
         continue;
+      if (recompute == "selective" && isa<nn::AttentionOp>(op)) {
+        // Attention keeps its operands too (as SDPA saves q, k and v): its
+        // gradient reads the forward's, and pairs with it on the target's
+        // fused attention (rt-fused-attention).
+        recomputed[op] = op;
+        continue;
+      }
       Operation *clone = b.clone(*op, map);
       recomputed[op] = clone;
+      if (recompute == "selective" && keptBySelective(op))
+        // A GEMM's gradient reads the recomputed operands (the clone's),
+        // later ops its forward result; the clone itself is dead.
+        for (Value r : op->getResults())
+          map.map(r, r);
     }
   }
 

@@ -45,14 +45,20 @@ def NNAutodiff : Pass<"nn-autodiff", "mlir::ModuleOp"> {
     With `recompute=block`, the forward ops of each transformer block
     (tagged `nn.block`) are re-emitted in backward just before the block's
     gradient, so only block inputs stay live from forward to backward
-    (activation checkpointing); the numbers do not change.
+    (activation checkpointing); the numbers do not change. With
+    `recompute=selective` (torchtitan's per-op policy) only the cheap ops
+    are re-emitted: the GEMMs (`nn.linear`, `nn.batch_matmul`) and
+    `nn.attention` keep their forward results, and their gradients read
+    their forward operands; the element-wise, norm and layout ops are
+    recomputed from them. The numbers do not change either.
   }];
   let dependentDialects = ["::shardc::nn::NNDialect"];
   let options = [
     Option<"entryName", "entry", "std::string", "\"forward\"",
            "name of the model function">,
     Option<"recompute", "recompute", "std::string", "\"none\"",
-           "activations to recompute in backward: none or block">,
+           "activations to recompute in backward: none, block or "
+           "selective">,
   ];
 }
 

@@ -1,5 +1,6 @@
 // RUN: shardc-opt %s --split-input-file --nn-autodiff | FileCheck %s
 // RUN: shardc-opt %s --split-input-file --nn-autodiff=recompute=block | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: shardc-opt %s --split-input-file --nn-autodiff=recompute=selective | FileCheck %s --check-prefix=SELECTIVE
 
 // The micro-step: forward args, one accumulator per parameter, the
 // accumulate control; loss out, accumulators updated in place. Each op's
@@ -140,6 +141,27 @@ func.func @forward(%x: tensor<4x8xf32> {nn.param = "x"}, %t: tensor<4xi32> {nn.i
   %h = nn.gelu %x {nn.block = 0 : i64} : tensor<4x8xf32>
   %s = nn.silu %h {nn.block = 0 : i64} : tensor<4x8xf32>
   %l = nn.cross_entropy %s, %t : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Selective recomputation (torchtitan's per-op policy): in backward the
+// block's norm runs again, its GEMM does not: the GELU's gradient reads the
+// forward's GEMM output, the GEMM's weight gradient the recomputed norm
+// (the GELU's output, read by no gradient, is not recomputed).
+// SELECTIVE: %[[N:.*]] = nn.rms_norm %arg0, %arg1 {nn.block = 0 : i64}
+// SELECTIVE-NEXT: %[[Y:.*]] = nn.linear %[[N]], %arg2 {nn.block = 0 : i64}
+// SELECTIVE: nn.cross_entropy_grad
+// SELECTIVE-NEXT: %[[N2:.*]] = nn.rms_norm %arg0, %arg1 {nn.block = 0 : i64}
+// SELECTIVE-NOT: nn.linear %{{.*}} {nn.block
+// SELECTIVE: %[[DY:.*]] = nn.gelu_grad %[[Y]],
+// SELECTIVE: nn.matmul %[[DY]], %[[N2]] {transpose_a}
+func.func @forward(%x: tensor<4x8xf32> {nn.param = "x"}, %g: tensor<8xf32> {nn.param = "g"}, %w: tensor<8x8xf32> {nn.param = "w"}, %t: tensor<4xi32> {nn.input = "targets"}) -> tensor<f32> {
+  %n = nn.rms_norm %x, %g {nn.block = 0 : i64} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %y = nn.linear %n, %w {nn.block = 0 : i64} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %h = nn.gelu %y {nn.block = 0 : i64} : tensor<4x8xf32>
+  %l = nn.cross_entropy %h, %t : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
 
