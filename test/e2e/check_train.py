@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import torch_models as tm  # noqa: E402
-from harness import MPIRUN, read_log, run  # noqa: E402
+from harness import MPIRUN, read_log, run, run_full  # noqa: E402
 
 torch.set_default_dtype(torch.float32)
 
@@ -123,6 +123,10 @@ def main():
     ap.add_argument("--mesh", default="1",
                     help="compile for this mesh (N or RxS) and train under "
                          "mpirun; --batch is the global batch")
+    ap.add_argument("--attention", choices=["f32", "fused"], default="f32",
+                    help="the reference's mixed-precision attention rounding: "
+                         "f32 (shardc's attention kernels) or fused (cuDNN's "
+                         "fused SDPA, torch_models.FusedAttention)")
     ap.add_argument("--same-as-log", help="a log this run's losses must equal exactly")
     ap.add_argument("--ids-from", type=int, default=0, help="the tokens' first id")
     ap.add_argument("--ids", type=int, default=0, help="how many ids the tokens use")
@@ -130,6 +134,7 @@ def main():
                     help="extra shardc flags (--target cuda --cuda-emulation "
                          "--offload=cpu: the same checks on that build)")
     args = ap.parse_args()
+    tm.ATTENTION_ROUNDING = args.attention
     P = ranks(args.mesh)
     if args.batch % P:
         ap.error(f"--batch {args.batch} does not split over {P} ranks")
@@ -176,7 +181,12 @@ def main():
     # 1. Gradients of the first step (on a mesh: reduced, gathered on the
     # shard axis and written by rank 0).
     grads_path = os.path.join(args.workdir, "grads.safetensors")
-    run(launch + [exe, *flags, "--steps", "1", "--dump-grads", grads_path], timeout=1800)
+    done = run_full(launch + [exe, *flags, "--steps", "1", "--dump-grads", grads_path],
+                    timeout=1800)
+    # The runtime's notes (the attention path each shape takes), once.
+    for line in (done.stdout + done.stderr).splitlines():
+        if line.startswith("note: attention"):
+            print(line)
     got = tm.read_safetensors(grads_path)
     _, ref, _ = torch_run(args, c, W0, tokens, 1, dtype)
     worst_grad = 0.0

@@ -224,6 +224,73 @@ def causal_attention(q, k, v, scale=None):
     return att @ v
 
 
+# Which rounding the mixed-precision attention follows: "f32" (the whole
+# attention in f32, its output and each input's gradient rounded once, as
+# shardc's CPU kernels and CUDA-core kernels compute) or "fused" (cuDNN's
+# fused SDPA, FusedAttention below). check_train.py --attention sets it.
+ATTENTION_ROUNDING = "f32"
+
+
+class FusedAttention(torch.autograd.Function):
+    """Causal attention on bf16 q [B,H,T,D], k and v [B,G,T,D] with the
+    rounding points of a fused flash-attention kernel, as cudnn-frontend
+    1.32's SDPA graphs declare their tensors (written from that
+    description, not from shardc's code): scores and softmax in f32; the
+    probabilities P rounded to bf16 before P.V; o rounded to bf16.
+    Backward, from the saved bf16 o: dP = dO V^T and dS = P (dP - rowsum(dO
+    o)) in f32; dV = (P in bf16)^T dO; dK = (dS in bf16)^T Q scale; dQ = dS K
+    scale (dS in f32); grouped heads' dK and dV rounded to bf16 per query
+    head, then summed over the group; each gradient rounded to bf16."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale):
+        H, G, T = q.shape[1], k.shape[1], q.shape[2]
+        kr = k.float().repeat_interleave(H // G, dim=1)
+        vr = v.float().repeat_interleave(H // G, dim=1)
+        s = (q.float() @ kr.transpose(-2, -1)) * scale
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        p = s.masked_fill(~mask, float("-inf")).softmax(-1)
+        o = (p.to(q.dtype).float() @ vr).to(q.dtype)
+        ctx.save_for_backward(q, k, v, o, p)
+        ctx.scale = scale
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, p = ctx.saved_tensors
+        H, G = q.shape[1], k.shape[1]
+        scale = ctx.scale
+        kr = k.float().repeat_interleave(H // G, dim=1)
+        vr = v.float().repeat_interleave(H // G, dim=1)
+        do32 = do.float()
+        dp = do32 @ vr.transpose(-2, -1)
+        rows = (do32 * o.float()).sum(-1, keepdim=True)
+        ds = p * (dp - rows)
+        dv = p.to(q.dtype).float().transpose(-2, -1) @ do32
+        dk = (ds.to(q.dtype).float().transpose(-2, -1) @ q.float()) * scale
+        dq = ((ds @ kr) * scale).to(q.dtype)
+
+        def grouped(d):
+            if H == G:
+                return d.to(q.dtype)
+            d = d.to(q.dtype).float()
+            B, _, T, D = d.shape
+            return d.view(B, G, H // G, T, D).sum(2).to(q.dtype)
+        return dq, grouped(dk), grouped(dv), None
+
+
+def mixed_attention(dtype):
+    """The model's attention: causal_attention in f32 math, or under
+    mixed precision with ATTENTION_ROUNDING's rounding points."""
+    if mixed(dtype) and ATTENTION_ROUNDING == "fused":
+        def fused(q, k, v, scale=None):
+            if scale is None:
+                scale = 1.0 / math.sqrt(q.shape[-1])
+            return FusedAttention.apply(q, k, v, scale)
+        return fused
+    return in_f32(causal_attention, dtype)
+
+
 def gpt2_loss(c, W, x, y, dtype=None):
     B, T = x.shape
     C, H = c["n_embd"], c["n_head"]
@@ -232,7 +299,7 @@ def gpt2_loss(c, W, x, y, dtype=None):
     W = cast_params(W, dtype)
     ln = in_f32(lambda t, w, b: F.layer_norm(t, (C,), w, b, eps), dtype)
     gelu = in_f32(lambda t: F.gelu(t, approximate=approx), dtype)
-    attention = in_f32(causal_attention, dtype)
+    attention = mixed_attention(dtype)
 
     def proj(h, t, name):
         """h + t @ weight + bias: the residual add after the GEMM (under f32
@@ -319,7 +386,7 @@ def llama_loss(c, W, x, y, dtype=None):
     rot = in_f32(lambda t: apply_rotary(t, theta, inv_freq), dtype)
     norm = in_f32(lambda t, w: rms_norm(t, w, eps), dtype)
     silu = in_f32(F.silu, dtype)
-    attention = in_f32(causal_attention, dtype)
+    attention = mixed_attention(dtype)
 
     def lin(t, name):
         """t @ W.T, plus the bias when the model has one."""
