@@ -173,6 +173,10 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   // its largest workspace (one launch's at a time) and the log-sum-exp
   // rows its forwards keep for the backward.
   int64_t attentionWorkspace = 0, attentionStats = 0;
+  // Launches per entry (kernels and collectives; views, allocations and
+  // events launch nothing), and the micro-step's by kernel.
+  std::map<std::string, int64_t> launches;
+  std::map<std::string, int64_t> microLaunches;
   // (kind, axis) -> (count, bytes), per entry point.
   std::map<std::string, std::map<std::pair<std::string, int64_t>,
                                  std::pair<int64_t, int64_t>>> traffic;
@@ -201,6 +205,16 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                             i[abi::sdpa::T] * int64_t(sizeof(float));
       });
     }
+    fn.walk([&](Operation *op) {
+      if (streamOf(op) < 0)
+        return;
+      ++launches[entry.str()];
+      if (entry.ends_with("micro_step")) {
+        auto k = dyn_cast<rt::KernelOp>(op);
+        ++microLaunches[k ? k.getName().str()
+                          : op->getName().stripDialect().str()];
+      }
+    });
     // Bytes of the full buffer each rank takes part in: the gathered
     // result, the reduced input, the all-reduced buffer.
     fn.walk([&](Operation *op) {
@@ -259,6 +273,25 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       atHost + hostArena);
   os << "  FLOPs per micro-step      " << microFlops
      << "  (GEMMs and attention, per rank)\n";
+  os << "launches (kernels and collectives, per rank):";
+  for (const auto &[entry, n] : launches) {
+    StringRef name(entry);
+    name.consume_front("shardc_");
+    os << " " << name << " " << n;
+  }
+  os << "\n";
+  // The micro-step's kernels by launches, most first (the layout glue
+  // shows here).
+  std::vector<std::pair<int64_t, std::string>> byCount;
+  for (const auto &[name, n] : microLaunches)
+    byCount.push_back({-n, name});
+  std::sort(byCount.begin(), byCount.end());
+  os << "  micro-step:";
+  for (size_t i = 0; i < byCount.size() && i < 8; ++i)
+    os << " " << byCount[i].second << " " << -byCount[i].first;
+  if (byCount.size() > 8)
+    os << " ...";
+  os << "\n";
   os << "collectives (bytes of the full buffer each rank takes part in):\n";
   if (traffic.empty())
     os << "  none\n";
