@@ -98,8 +98,9 @@ void replaceKernel(rt::KernelOp k, abi::KernelId id, ValueRange buffers,
   k.erase();
 }
 
-/// A forward alone through sdpa (its lse unused).
-void fuseForward(rt::KernelOp fwd) {
+/// `fwd` through sdpa, with a new lse buffer and its workspace; returns
+/// the lse buffer (unused for a forward alone).
+Value fuseForward(rt::KernelOp fwd) {
   ArrayRef<int64_t> i = fwd.getInts();
   Value lse = allocBefore(fwd, i[A::B] * i[A::H] * i[A::T] * 4);
   int64_t ws = 0;
@@ -108,23 +109,21 @@ void fuseForward(rt::KernelOp fwd) {
   ValueRange fb = fwd.getBuffers();
   replaceKernel(fwd, abi::KernelId::sdpa,
                 {fb[0], fb[1], fb[2], fb[3], lse, work}, ints);
+  return lse;
 }
 
-/// The pair (fwd, grad) through the fused kernels.
+/// The pair (fwd, grad) through the fused kernels: sdpa_grad reads the
+/// forward's o and lse.
 void fuse(rt::KernelOp fwd, rt::KernelOp grad) {
-  ArrayRef<int64_t> i = fwd.getInts();
-  Value lse = allocBefore(fwd, i[A::B] * i[A::H] * i[A::T] * 4);
-  int64_t wsF = 0, wsB = 0;
-  SmallVector<int64_t> fInts = sdpaInts(fwd, false, wsF);
-  SmallVector<int64_t> gInts = sdpaInts(grad, true, wsB);
-  Value workF = allocBefore(fwd, wsF), workB = allocBefore(grad, wsB);
-  ValueRange fb = fwd.getBuffers(), gb = grad.getBuffers();
-  Value o = fb[3];
-  replaceKernel(fwd, abi::KernelId::sdpa, {fb[0], fb[1], fb[2], o, lse, workF},
-                fInts);
+  Value o = fwd.getBuffers()[3];
+  Value lse = fuseForward(fwd);
+  int64_t ws = 0;
+  SmallVector<int64_t> ints = sdpaInts(grad, true, ws);
+  Value work = allocBefore(grad, ws);
+  ValueRange gb = grad.getBuffers();
   replaceKernel(grad, abi::KernelId::sdpa_grad,
-                {gb[0], gb[1], gb[2], o, lse, gb[3], gb[4], gb[5], gb[6], workB},
-                gInts);
+                {gb[0], gb[1], gb[2], o, lse, gb[3], gb[4], gb[5], gb[6], work},
+                ints);
 }
 
 struct RtFusedAttentionPass
