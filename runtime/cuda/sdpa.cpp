@@ -32,14 +32,27 @@ namespace {
 using Graph = fe::graph::Graph;
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 
-/// A dense row-major 4-d tensor of the graph.
+/// `t` as a dense row-major 4-d tensor [n0, n1, n2, n3] with `uid`.
+fe::graph::Tensor_attributes &dense(fe::graph::Tensor_attributes &t,
+                                    int64_t uid, int64_t n0, int64_t n1,
+                                    int64_t n2, int64_t n3) {
+  return t.set_uid(uid)
+      .set_dim({n0, n1, n2, n3})
+      .set_stride({n1 * n2 * n3, n2 * n3, n3, 1});
+}
+
+/// A dense input of the graph.
 TensorPtr tensor(Graph &g, const char *name, int64_t uid, int64_t n0,
                  int64_t n1, int64_t n2, int64_t n3) {
-  return g.tensor(fe::graph::Tensor_attributes()
-                      .set_name(name)
-                      .set_uid(uid)
-                      .set_dim({n0, n1, n2, n3})
-                      .set_stride({n1 * n2 * n3, n2 * n3, n3, 1}));
+  fe::graph::Tensor_attributes t;
+  t.set_name(name);
+  return g.tensor(dense(t, uid, n0, n1, n2, n3));
+}
+
+/// `t`, a node's result, as a dense output of the graph.
+void output(const TensorPtr &t, int64_t uid, int64_t n0, int64_t n1,
+            int64_t n2, int64_t n3) {
+  dense(t->set_output(true), uid, n0, n1, n2, n3);
 }
 
 /// A described device's SM version (90 for sm_90): its JSON's "deviceVer"
@@ -87,13 +100,9 @@ forwardGraph(const SdpaShape &s,
                    .set_causal_mask(s.causal)
                    .set_implementation(fe::AttentionImplementation_t::COMPOSITE);
   auto [o, stats] = g->sdpa(q, k, v, attrs);
-  o->set_output(true).set_uid(kUidO).set_dim({s.B, s.H, s.T, s.D}).set_stride(
-      {s.H * s.T * s.D, s.T * s.D, s.D, 1});
-  stats->set_output(true)
-      .set_uid(kUidStats)
-      .set_data_type(fe::DataType_t::FLOAT)
-      .set_dim({s.B, s.H, s.T, 1})
-      .set_stride({s.H * s.T, s.T, 1, 1});
+  output(o, kUidO, s.B, s.H, s.T, s.D);
+  output(stats, kUidStats, s.B, s.H, s.T, 1);
+  stats->set_data_type(fe::DataType_t::FLOAT);
   return g;
 }
 
@@ -115,12 +124,9 @@ backwardGraph(const SdpaShape &s,
                    .set_causal_mask(s.causal)
                    .set_deterministic_algorithm(true);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dO, stats, attrs);
-  dq->set_output(true).set_uid(kUidDQ).set_dim({s.B, s.H, s.T, s.D}).set_stride(
-      {s.H * s.T * s.D, s.T * s.D, s.D, 1});
-  dk->set_output(true).set_uid(kUidDK).set_dim({s.B, s.G, s.S, s.D}).set_stride(
-      {s.G * s.S * s.D, s.S * s.D, s.D, 1});
-  dv->set_output(true).set_uid(kUidDV).set_dim({s.B, s.G, s.S, s.D}).set_stride(
-      {s.G * s.S * s.D, s.S * s.D, s.D, 1});
+  output(dq, kUidDQ, s.B, s.H, s.T, s.D);
+  output(dk, kUidDK, s.B, s.G, s.S, s.D);
+  output(dv, kUidDV, s.B, s.G, s.S, s.D);
   return g;
 }
 
