@@ -214,10 +214,8 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
         ++microLaunches[k ? k.getName().str()
                           : op->getName().stripDialect().str()];
       }
-    });
-    // Bytes of the full buffer each rank takes part in: the gathered
-    // result, the reduced input, the all-reduced buffer.
-    fn.walk([&](Operation *op) {
+      // Bytes of the full buffer each rank takes part in: the gathered
+      // result, the reduced input, the all-reduced buffer.
       if (std::optional<CollectiveTraffic> c =
               collectiveTraffic(op, replicas, shards)) {
         auto &cell = traffic[entry.str()][{c->kind.str(), c->axis}];
