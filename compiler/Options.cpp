@@ -175,6 +175,17 @@ void DriverOptions::bindOptions() {
                 "fused SDPA (rt-fused-attention; the forward keeps each "
                 "row's log-sum-exp for the backward); =false keeps them on "
                 "shardc's f32-math attention kernels"));
+  bind(training.fuseLayout, "fuse-layout",
+       cl::desc("Layout as a compiler decision: attention reads q, k and v "
+                "from the QKV projection's rows and writes o and its "
+                "gradients where the next GEMM reads them "
+                "(rt-attention-layout); a bf16 gradient's cast to f32 is "
+                "fused into the kernel writing it, unrounded "
+                "(rt-fuse-casts); concatenations and contiguous slices are "
+                "views (rt-concat-views, rt-slice-views); a group's "
+                "gradient accumulations are one launch "
+                "(rt-group-accumulate); bf16 residual adds fuse with the "
+                "norm after them. =false keeps the layout kernels"));
   bind(training.gradSync, "grad-sync",
        cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces "
                 "its gradients, or only the 'last' one (unsharded gradients "
@@ -389,6 +400,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.allowTf32 = training.allowTf32;
   p.fuseEpilogues = training.fuseEpilogues;
   p.fusedAttention = training.fusedAttention;
+  p.fuseLayout = training.fuseLayout;
   p.predict = predict.machine;
   p.gpusPerNode = predict.gpusPerNode;
   return p;

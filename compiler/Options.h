@@ -70,6 +70,10 @@ struct TrainingOptions {
   bool fuseEpilogues = true;
   /// --fused-attention: rt-fused-attention (bf16 attention on cuDNN).
   bool fusedAttention = true;
+  /// --fuse-layout: the layout passes (rt-attention-layout, rt-fuse-casts,
+  /// rt-concat-views, rt-slice-views, rt-group-accumulate) and bf16
+  /// residual norms.
+  bool fuseLayout = true;
 };
 
 enum class Emit { MLIR, Train, Rt, LLVM, Obj, Exe };

@@ -69,13 +69,22 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
     attention.target = options.target;
     pm.addNestedPass<func::FuncOp>(createRtFusedAttention(attention));
   }
+  if (options.fuseLayout)
+    pm.addNestedPass<func::FuncOp>(createRtAttentionLayout());
   RtFuseResidualNormOptions residual;
   residual.target = options.target;
+  residual.bf16 = options.fuseLayout;
   pm.addNestedPass<func::FuncOp>(createRtFuseResidualNorm(residual));
   RtChunkLossHeadOptions lossHead;
   lossHead.target = options.target;
   lossHead.rows = options.lossChunkRows;
   pm.addNestedPass<func::FuncOp>(createRtChunkLossHead(lossHead));
+  if (options.fuseLayout) {
+    pm.addNestedPass<func::FuncOp>(createRtFuseCasts());
+    pm.addNestedPass<func::FuncOp>(createRtConcatViews());
+    pm.addNestedPass<func::FuncOp>(createRtSliceViews());
+    pm.addNestedPass<func::FuncOp>(createRtGroupAccumulate());
+  }
   RtGroupOptimizerOptions group;
   group.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtGroupOptimizer(group));

@@ -44,6 +44,10 @@ struct PipelineOptions {
   bool fuseEpilogues = true;
   /// rt-fused-attention (where the target has fused attention).
   bool fusedAttention = true;
+  /// The layout passes (rt-attention-layout, rt-fuse-casts,
+  /// rt-concat-views, rt-slice-views, rt-group-accumulate) and
+  /// rt-fuse-residual-norm on bf16.
+  bool fuseLayout = true;
   /// Rows of logits per chunk of the LM head's loss (rt-chunk-loss-head;
   /// 0: as many as fit 64 MiB).
   int64_t lossChunkRows = 0;

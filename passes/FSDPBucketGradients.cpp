@@ -12,7 +12,10 @@
 //   a_i = nn.reshape (nn.slice a {dim 1, start sum_{j<i} n_j}) -> [r_i, ...]
 // Row p of c is the concatenation of every gradient's block p, so rank p's
 // row of s holds each parameter's block p summed over the ranks: the same
-// sums as before, element by element.
+// sums as before, element by element. The gradients are concatenated in the
+// order of the gradient state they accumulate into (where each does), so
+// that a group's shards lie in s as its gradients lie in the state: the
+// accumulations are then one launch (rt-slice-views, rt-group-accumulate).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -60,6 +63,33 @@ std::string axesKey(ArrayRef<int16_t> axes) {
   for (int16_t a : axes)
     s += std::to_string(a) + ",";
   return s;
+}
+
+/// The argument number of the gradient state that `r`'s result accumulates
+/// into (the nn.accumulate reading it), or -1.
+int64_t stateSlot(const Reduction &r) {
+  for (Operation *user : r.result().getUsers())
+    if (auto acc = dyn_cast<nn::AccumulateOp>(user))
+      if (acc.getGrad() == r.result())
+        if (auto arg = dyn_cast<BlockArgument>(acc.getAcc()))
+          return arg.getArgNumber();
+  return -1;
+}
+
+/// `group` in the order of its gradient state, if every one has a slot.
+void orderByState(SmallVector<Reduction> &group) {
+  SmallVector<std::pair<int64_t, size_t>> slots;
+  for (auto [n, r] : llvm::enumerate(group)) {
+    int64_t slot = stateSlot(r);
+    if (slot < 0)
+      return;
+    slots.push_back({slot, n});
+  }
+  llvm::stable_sort(slots);
+  SmallVector<Reduction> ordered;
+  for (auto [slot, n] : slots)
+    ordered.push_back(group[n]);
+  group = std::move(ordered);
 }
 
 void bucket(ArrayRef<Reduction> group, int64_t ranks) {
@@ -232,8 +262,10 @@ struct FSDPBucketGradientsPass
           auto o = cast<RankedTensorType>(r.scatter.getResult().getType());
           uniform &= i.getDimSize(0) == ranks * o.getDimSize(0);
         }
-        if (uniform)
+        if (uniform) {
+          orderByState(group);
           bucket(group, ranks);
+        }
       }
       deferReductionReaders(fn.getBody().front());
     });

@@ -1,6 +1,9 @@
 //===- FuseResidualNorm.cpp - a residual add fused with the norm after it -===//
 //
 // On a target with the fused kernels (TargetDescription::fusedResidualNorm),
+// for an add and a norm computing on the same dtype (f32 or bf16: on bf16
+// the fused kernel rounds s before the norm reads it, as the add's output
+// was),
 //
 //   add(a, b) -> s; layer_norm(s, w, bias?) -> y
 //     => add_layer_norm(a, b, w, bias?) -> s, y
@@ -9,7 +12,8 @@
 //
 // where the add is of two tensors of the norm's shape [M, C] (no
 // broadcast), the norm is the next kernel on the same stream with nothing
-// but allocations and views between, and s stays written (the residual
+// but allocations, views and event waits between (the fused kernel waits
+// where the norm did), and s stays written (the residual
 // stream and the norm's gradient read it). Runs after convert-nn-to-rt,
 // before memory planning.
 //
@@ -59,7 +63,7 @@ struct RtFuseResidualNormPass
       return;
     SmallVector<rt::KernelOp> adds;
     getOperation().walk([&](rt::KernelOp k) {
-      if (isF32Kernel(k, abi::KernelId::add))
+      if (isKernel(k, abi::KernelId::add))
         adds.push_back(k);
     });
     for (rt::KernelOp add : adds)
@@ -71,12 +75,18 @@ struct RtFuseResidualNormPass
     if (M < 0)
       return;
     Operation *next = add->getNextNode();
-    while (next && isa<rt::AllocOp, rt::ViewOp>(next))
+    // Waits between only hold the norm back (for its weights): the add can
+    // wait with it.
+    while (next && isa<rt::AllocOp, rt::ViewOp, rt::EventWaitOp>(next))
       next = next->getNextNode();
-    bool layer = isF32Kernel(next, abi::KernelId::layer_norm);
-    if (!layer && !isF32Kernel(next, abi::KernelId::rms_norm))
+    bool layer = isKernel(next, abi::KernelId::layer_norm);
+    if (!layer && !isKernel(next, abi::KernelId::rms_norm))
       return;
     auto norm = cast<rt::KernelOp>(next);
+    Type type = add.getComputeType();
+    if (norm.getComputeType() != type ||
+        !(type.isF32() || (bf16 && type.isBF16())))
+      return;
     Value s = add.getBuffers()[2];
     ArrayRef<int64_t> ni = norm.getInts();
     int64_t nM = layer ? ni[abi::layer_norm::M] : ni[abi::rms_norm::M];
@@ -92,13 +102,15 @@ struct RtFuseResidualNormPass
     SmallVector<int64_t> ints = {M, C};
     if (layer)
       ints.push_back(ni[abi::layer_norm::has_bias]);
+    ints.push_back(layer ? ni[abi::layer_norm::dtype] : ni[abi::rms_norm::dtype]);
     OpBuilder b(norm);
     rt::KernelOp::create(
         b, norm.getLoc(), add.getCtx(),
         abi::kernelInfo(layer ? abi::KernelId::add_layer_norm
                               : abi::KernelId::add_rms_norm)
             .name,
-        bufs, ints, norm.getFloats(), norm.getStream());
+        bufs, ints, norm.getFloats(), norm.getStream(),
+        type.isF32() ? TypeAttr() : TypeAttr::get(type));
     add.erase();
     norm.erase();
   }

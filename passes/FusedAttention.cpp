@@ -43,12 +43,13 @@ namespace A = abi::attention;
 namespace G = abi::attention_grad;
 
 /// attention's and attention_grad's ints name the same things in the same
-/// order; sdpa's and sdpa_grad's are those, then ws_bytes.
+/// order; sdpa's and sdpa_grad's are those with ws_bytes before the layout.
 static_assert(int64_t(A::dtype) == int64_t(G::dtype) &&
                   int64_t(A::kNumInts) == int64_t(G::kNumInts) &&
-                  int64_t(abi::sdpa::ws_bytes) == int64_t(A::kNumInts) &&
-                  int64_t(abi::sdpa_grad::ws_bytes) == int64_t(A::kNumInts),
-              "sdpa's ints are attention's, then ws_bytes");
+                  int64_t(abi::sdpa::ws_bytes) == int64_t(A::layout) &&
+                  int64_t(abi::sdpa_grad::ws_bytes) == int64_t(A::layout) &&
+                  int64_t(abi::sdpa::kNumInts) == int64_t(A::kNumInts) + 1,
+              "sdpa's ints are attention's with ws_bytes before the layout");
 
 /// The forward attention `grad` differentiates: the latest attention
 /// before it on its q, k and v, computing the same thing; or null.
@@ -83,7 +84,7 @@ SmallVector<int64_t> sdpaInts(rt::KernelOp k, bool grad, int64_t &ws) {
   ws = abi::sdpaWorkspaceBytes(i[A::B], i[A::H], i[A::G], i[A::T], i[A::S],
                                i[A::D], grad);
   SmallVector<int64_t> ints(i.begin(), i.end());
-  ints.push_back(ws);
+  ints.insert(ints.begin() + A::layout, ws);
   return ints;
 }
 

@@ -346,9 +346,11 @@ def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
     On a target with the fused kernels (the CPU and CUDA targets), an `add`
     of two
     tensors of one shape [M, C] followed by the `layer_norm` or `rms_norm`
-    of its sum (the next kernel on the stream) becomes `add_layer_norm` or
-    `add_rms_norm`: one kernel writing the sum (the residual stream, which
-    the next block and the norm's gradient read) and the normalized rows.
+    of its sum (the next kernel on the stream, on the same dtype: f32 or
+    bf16) becomes `add_layer_norm` or `add_rms_norm`: one kernel writing
+    the sum (the residual stream, which the next block and the norm's
+    gradient read) and the normalized rows; on bf16 the norm reads the sum
+    rounded, as the add wrote it.
     Other targets: no change. Runs after convert-nn-to-rt, before memory
     planning.
 
@@ -363,6 +365,8 @@ def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
   let options = [
     Option<"target", "target", "std::string", "\"cpu\"",
            "The target whose fused kernels are used">,
+    Option<"bf16", "bf16", "bool", "true",
+           "Fuse bf16 adds and norms too (else f32 ones only)">,
   ];
 }
 
@@ -426,6 +430,108 @@ def RtChunkLossHead : Pass<"rt-chunk-loss-head", "mlir::func::FuncOp"> {
     Option<"rows", "rows", "int64_t", "0",
            "Rows of logits per chunk (0: as many as fit 64 MiB)">,
   ];
+}
+
+def RtAttentionLayout : Pass<"rt-attention-layout", "mlir::func::FuncOp"> {
+  let summary = "Attention reads q, k, v and writes o and the gradients in place";
+  let description = [{
+    An `attention` or `sdpa` (and the gradient kernel reading its q, k and
+    v) whose q, k and v are [B,T,heads,D] -> [B,heads,T,D] transposes of
+    rows (of a dense buffer, or columns sliced out of a fused QKV
+    projection's output), whose o is only transposed back, and whose
+    gradients are transposed back (and padded into the columns of one
+    [B*T, W] gradient and summed), reads and writes those rows in place:
+    layout `abi::kAttentionRows` with each operand's row stride. The
+    transposes, slices, pads and adds are gone. Any target; runs after
+    convert-nn-to-rt and rt-fused-attention, before memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "slice"(%qkv, %x) {ints = array<i64: 32, 24, 0, 8, 1, 0>, floats = array<f64>}
+    rt.kernel %ctx, "transpose"(%x, %q) {ints = array<i64: 4, 0, 2, 16, 2, 4, 0, 2, 1, 3>, floats = array<f64>}
+    // ... k and v likewise at columns 8 and 16
+    rt.kernel %ctx, "attention"(%q, %k, %v, %o) {ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 0, 0, 0, 0, 0, 0>, floats = array<f64: 0.5>}
+    rt.kernel %ctx, "transpose"(%o, %z) {ints = array<i64: 4, 0, 2, 2, 16, 4, 0, 2, 1, 3>, floats = array<f64>}
+    // becomes
+    %q = rt.view %qkv[0] size 1504 : !rt.buffer
+    rt.kernel %ctx, "attention"(%q, %k, %v, %z) {ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 0, 1, 24, 24, 24, 8>, floats = array<f64: 0.5>}
+    ```
+  }];
+}
+
+def RtFuseCasts : Pass<"rt-fuse-casts", "mlir::func::FuncOp"> {
+  let summary = "A gradient's bf16 -> f32 cast fused into the kernel writing it";
+  let description = [{
+    A bf16 `matmul` or `sum_to` whose output only a bf16 -> f32 `cast`
+    reads, or a bf16 `layer_norm_grad` whose dw and db only such casts
+    read, writes the cast's f32 output itself (`y_f32`, `wb_f32`), without
+    rounding it to bf16 first. Any target; runs after convert-nn-to-rt,
+    before the view passes and memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "matmul"(%a, %b, %x) {dtype = bf16, ints = array<i64: 8, 4, 8, 1, 0, 1, 0>, floats = array<f64>}
+    rt.kernel %ctx, "cast"(%x, %y) {ints = array<i64: 64, 1, 0>, floats = array<f64>}
+    // becomes
+    rt.kernel %ctx, "matmul"(%a, %b, %y) {dtype = bf16, ints = array<i64: 8, 4, 8, 1, 0, 1, 1>, floats = array<f64>}
+    ```
+  }];
+}
+
+def RtConcatViews : Pass<"rt-concat-views", "mlir::func::FuncOp"> {
+  let summary = "A concatenation's contiguous parts written in place";
+  let description = [{
+    A `concat_part` whose part is contiguous in the result (outer 1) and is
+    an allocation no other concatenation takes becomes a view of the
+    result: the part's producer writes there, and the copy is gone. The
+    result's allocation moves before the part's. Any target; runs before
+    memory planning (which keeps an allocation live while its views are).
+
+    Example:
+    ```mlir
+    %x = rt.alloc 256 : !rt.buffer
+    rt.kernel %ctx, "fill"(%x) {ints = array<i64: 64, 0>, floats = array<f64: 1.0>}
+    rt.kernel %ctx, "concat_part"(%x, %y) {ints = array<i64: 1, 64, 128, 64, 1, 0>, floats = array<f64>}
+    // becomes
+    %x = rt.view %y[256] size 256 : !rt.buffer
+    rt.kernel %ctx, "fill"(%x) {ints = array<i64: 64, 0>, floats = array<f64: 1.0>}
+    ```
+  }];
+}
+
+def RtSliceViews : Pass<"rt-slice-views", "mlir::func::FuncOp"> {
+  let summary = "Contiguous slices read in place";
+  let description = [{
+    A `slice` that is contiguous in its source (outer 1), of a transient
+    buffer, into an allocation only it writes, becomes a view of the
+    source. Any target; runs before memory planning.
+
+    Example:
+    ```mlir
+    %y = rt.alloc 256 : !rt.buffer
+    rt.kernel %ctx, "slice"(%x, %y) {ints = array<i64: 1, 128, 64, 64, 1, 0>, floats = array<f64>}
+    // becomes
+    %y = rt.view %x[256] size 256 : !rt.buffer
+    ```
+  }];
+}
+
+def RtGroupAccumulate : Pass<"rt-group-accumulate", "mlir::func::FuncOp"> {
+  let summary = "One accumulate over adjacent gradients";
+  let description = [{
+    A run of in-place `accumulate`s (acc = out) over consecutive views of one
+    region, each reading consecutive views of one buffer with the same
+    control buffer and stream, becomes one `accumulate` over views spanning
+    them. The same sums. Any target; runs after rt-slice-views.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "accumulate"(%a1, %g1, %c, %a1) {ints = array<i64: 64>, floats = array<f64>}
+    rt.kernel %ctx, "accumulate"(%a2, %g2, %c, %a2) {ints = array<i64: 8>, floats = array<f64>}
+    // becomes
+    rt.kernel %ctx, "accumulate"(%a, %g, %c, %a) {ints = array<i64: 72>, floats = array<f64>}
+    ```
+  }];
 }
 
 def RtGroupOptimizer : Pass<"rt-group-optimizer", "mlir::func::FuncOp"> {

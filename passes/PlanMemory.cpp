@@ -1,7 +1,8 @@
 //===- PlanMemory.cpp - place transient buffers in one arena --------------===//
 //
 // Static memory planning: the step function is one block executed in order,
-// so a buffer is live from its rt.alloc to the last op that uses it. An op
+// so a buffer is live from its rt.alloc to the last op that uses it or a
+// view of it (rt-slice-views, rt-concat-views, rt-attention-layout). An op
 // on another stream than the compute stream may still run after that: its
 // buffers stay live until the compute stream waits for it (through events,
 // across streams), or to the end of the step if it never does. Buffers are
@@ -92,6 +93,21 @@ std::vector<std::array<int64_t, abi::kNumStreams>> joins(Block &block) {
   return join;
 }
 
+/// The users of `alloc` and, transitively, of the views of it.
+SmallVector<Operation *> usersThroughViews(rt::AllocOp alloc) {
+  SmallVector<Operation *> users;
+  SmallVector<Value> work = {alloc.getResult()};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      users.push_back(user);
+      if (auto view = dyn_cast<rt::ViewOp>(user))
+        work.push_back(view.getResult());
+    }
+  }
+  return users;
+}
+
 struct RtPlanMemoryPass
     : public shardc::impl::RtPlanMemoryBase<RtPlanMemoryPass> {
   void runOnOperation() override {
@@ -124,7 +140,7 @@ struct RtPlanMemoryPass
     int64_t total = 0;
     for (rt::AllocOp alloc : allocs) {
       int64_t end = index[alloc];
-      for (Operation *user : alloc->getUsers()) {
+      for (Operation *user : usersThroughViews(alloc)) {
         Operation *op = block.findAncestorOpInBlock(*user);
         int64_t at = index[op], stream = streamOf(op);
         if (stream > abi::kComputeStream && stream < abi::kNumStreams)

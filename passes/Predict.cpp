@@ -45,6 +45,8 @@ int64_t bufferBytes(Value v, const std::array<Slots, abi::kNumRegions> &slots) {
   auto view = v.getDefiningOp<rt::ViewOp>();
   if (!view)
     return 0;
+  if (std::optional<int64_t> size = view.getSize())
+    return *size;
   int64_t offset = view.getOffset();
   Value base = view.getBase();
   if (auto alloc = base.getDefiningOp<rt::AllocOp>())
@@ -97,6 +99,31 @@ struct Player {
     return m.peak("bf16") * fraction;
   }
 
+  /// Bytes an attention kernel moves: its operands' elements (a view in
+  /// rows spans other operands' columns too, which it does not read), its
+  /// stats and workspace as their buffers are; `buffers` as counted from
+  /// the buffers, with each view's whole span.
+  static double attentionBytes(rt::KernelOp k, double buffers) {
+    namespace At = abi::attention;
+    ArrayRef<int64_t> i = k.getInts();
+    StringRef name = k.getName();
+    bool fused = name == "sdpa" || name == "sdpa_grad";
+    if (i[fused ? int64_t(abi::sdpa::layout) : int64_t(At::layout)] ==
+        abi::kAttentionBHTD)
+      return buffers;
+    double e = double(abi::dtypeBytes(i[At::dtype]));
+    double q = double(i[At::B] * i[At::H] * i[At::T] * i[At::D]) * e;
+    double kv = double(i[At::B] * i[At::G] * i[At::S] * i[At::D]) * e;
+    double rows = double(i[At::B] * i[At::H] * i[At::T]) * 4;
+    if (name == "attention")
+      return 2 * q + 2 * kv;
+    if (name == "attention_grad")
+      return 4 * q + 4 * kv;
+    int64_t ws = i[abi::sdpa::ws_bytes];
+    return name == "sdpa" ? 2 * q + 2 * kv + rows + double(ws)
+                          : 4 * q + 4 * kv + rows + double(ws);
+  }
+
   /// Seconds of one kernel launch.
   double kernelSeconds(rt::KernelOp k) const {
     double bytes = 0;
@@ -133,6 +160,7 @@ struct Player {
       case abi::KernelId::sdpa:
       case abi::KernelId::sdpa_grad:
         work = double(kernelFlops(k)) / attentionFlops(abi::kernelId(*info), i);
+        bytes = attentionBytes(k, bytes);
         break;
       default:
         break;

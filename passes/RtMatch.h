@@ -20,10 +20,9 @@ inline bool isKernel(mlir::Operation *op, abi::KernelId id) {
   return k && k.getName() == abi::kernelInfo(id).name;
 }
 
-/// Whether `op` is an rt.kernel of kernel `id` computing in f32: the fused
-/// residual norms are f32 only, so their pass leaves bf16 kernels as they
-/// are; the chunked loss head's f32 form matches f32 kernels (its bf16
-/// form is its own); the GEMM epilogues match kernels of either dtype.
+/// Whether `op` is an rt.kernel of kernel `id` computing in f32: the
+/// chunked loss head's f32 form matches f32 kernels (its bf16 form is its
+/// own); the other rewrites match kernels of either dtype.
 inline bool isF32Kernel(mlir::Operation *op, abi::KernelId id) {
   return isKernel(op, id) &&
          llvm::cast<rt::KernelOp>(op).getComputeType().isF32();

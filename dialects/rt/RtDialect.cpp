@@ -58,6 +58,15 @@ LogicalResult ViewOp::verify() {
   int64_t offset = getOffset();
   if (offset < 0)
     return emitOpError("offset must be non-negative, got ") << offset;
+  if (std::optional<int64_t> size = getSize(); size && *size < 0)
+    return emitOpError("size must be non-negative, got ") << *size;
+  if (auto alloc = getBase().getDefiningOp<AllocOp>()) {
+    int64_t end = offset + getSize().value_or(0);
+    if (end > alloc.getSize())
+      return emitOpError("spans bytes ")
+             << offset << " to " << end << " of a buffer of "
+             << alloc.getSize();
+  }
   return success();
 }
 

@@ -87,18 +87,32 @@ def Rt_ConstantOp : Rt_Op<"constant", [Pure]> {
 def Rt_ViewOp : Rt_Op<"view", [Pure]> {
   let summary = "a buffer at a byte offset of a base region";
   let description = [{
+    The buffer `offset` bytes into `base`. A view of a region names a slot
+    of it; a view of an `rt.alloc` (`size`: the bytes it spans) is a part
+    of that buffer that a kernel reads or writes in place: a slice, a
+    concatenation's part, or a strided operand (rt-slice-views,
+    rt-concat-views, rt-attention-layout). The memory planner keeps the
+    allocation live while any view of it is used.
+
     Example:
     ```mlir
     %b = rt.view %arena[128] : !rt.buffer
+    %p = rt.view %flat[4096] size 1024 : !rt.buffer
     ```
   }];
-  let arguments = (ins Rt_BufferType:$base, I64Attr:$offset);
+  let arguments = (ins Rt_BufferType:$base, I64Attr:$offset,
+                   OptionalAttr<I64Attr>:$size);
   let results = (outs Rt_BufferType:$result);
   let builders = [OpBuilder<(ins "mlir::Value":$base, "int64_t":$offset), [{
     build($_builder, $_state, BufferType::get($_builder.getContext()), base,
-          offset);
+          offset, mlir::IntegerAttr());
+  }]>, OpBuilder<(ins "mlir::Value":$base, "int64_t":$offset,
+                      "int64_t":$size), [{
+    build($_builder, $_state, BufferType::get($_builder.getContext()), base,
+          offset, $_builder.getI64IntegerAttr(size));
   }]>];
-  let assemblyFormat = "$base `[` $offset `]` attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$base `[` $offset `]` (`size` $size^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

@@ -22,7 +22,7 @@ LogicalResult lowerSumTo(StepBuilder &s, nn::SumToOp st) {
   ArrayRef<int64_t> in = tensorType(st.getInput()).getShape();
   ArrayRef<int64_t> out = tensorType(st.getResult()).getShape();
   int64_t rank = in.size();
-  SmallVector<int64_t> ints = {rank, product(out)};
+  SmallVector<int64_t> ints = {rank, product(out), /*y_f32=*/0};
   ints.append(in.begin(), in.end());
   ints.append(broadcastStrides(out, rank));
   Value x = s.buf(st.getInput());
@@ -48,7 +48,7 @@ LogicalResult lowerLayerNormGrad(StepBuilder &s, nn::LayerNormGradOp g) {
         dy = s.buf(g.getGrad());
   Value dx = s.define(g.getInputGrad()), dw = s.define(g.getWeightGrad()),
         db = s.define(g.getBiasGrad());
-  s.kernel(loc, K::layer_norm_grad, {x, w, dy, dx, dw, db}, {m, c},
+  s.kernel(loc, K::layer_norm_grad, {x, w, dy, dx, dw, db}, {m, c, /*wb_f32=*/0},
            {g.getEps().convertToDouble()});
   return success();
 }
@@ -104,7 +104,8 @@ LogicalResult lowerAttentionGrad(StepBuilder &s, nn::AttentionGradOp g) {
   Value dq = s.define(g.getQueryGrad()), dk = s.define(g.getKeyGrad()),
         dv = s.define(g.getValueGrad());
   s.kernel(loc, K::attention_grad, {qb, kb, vb, dy, dq, dk, dv},
-           {q[0], q[1], k[1], q[2], k[2], q[3], g.getCausal() ? 1 : 0},
+           {q[0], q[1], k[1], q[2], k[2], q[3], g.getCausal() ? 1 : 0,
+            abi::kAttentionBHTD, 0, 0, 0, 0},
            {g.getScale().convertToDouble()});
   return success();
 }

@@ -130,7 +130,8 @@ LogicalResult lowerAttention(StepBuilder &s, nn::AttentionOp a) {
   Value qb = s.buf(a.getQuery()), kb = s.buf(a.getKey()),
         vb = s.buf(a.getValue());
   s.kernel(loc, K::attention, {qb, kb, vb, s.define(a.getResult())},
-           {q[0], q[1], k[1], q[2], k[2], q[3], a.getCausal() ? 1 : 0},
+           {q[0], q[1], k[1], q[2], k[2], q[3], a.getCausal() ? 1 : 0,
+            abi::kAttentionBHTD, 0, 0, 0, 0},
            {a.getScaleOrDefault()});
   return success();
 }
@@ -207,7 +208,8 @@ LogicalResult lowerMatmul(StepBuilder &s, nn::MatmulOp mm) {
   int64_t n = tensorType(mm.getResult()).getDimSize(1);
   Value l = s.buf(mm.getLhs()), r = s.buf(mm.getRhs());
   s.kernel(loc, K::matmul, {l, r, s.define(mm.getResult())},
-           {m, k, n, mm.getTransposeA() ? 1 : 0, mm.getTransposeB() ? 1 : 0});
+           {m, k, n, mm.getTransposeA() ? 1 : 0, mm.getTransposeB() ? 1 : 0,
+            /*y_f32=*/0});
   return success();
 }
 

@@ -338,6 +338,51 @@ constexpr int64_t alignTo(int64_t bytes) {
   return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
 }
 
+/// Element strides of one attention operand (attention, attention_grad,
+/// sdpa, sdpa_grad): element (b, h, t, d) lies at b*b + h*h + t*t + d.
+struct AttentionStrides {
+  int64_t b, h, t;
+};
+
+/// The layouts of those kernels' `layout` integer.
+enum AttentionLayout : int64_t {
+  /// [B, heads, rows, D], each operand dense (the nn ops' layout).
+  kAttentionBHTD = 0,
+  /// [B, rows, heads, D] in rows of `ld` elements: q, k and v read in place
+  /// from a fused QKV projection's output [B*T, (H+2G)*D] (ld (H+2G)*D, k
+  /// and v at element offsets H*D and (H+G)*D), o written where the output
+  /// projection reads it ([B*T, H*D]), and the gradients likewise
+  /// (rt-attention-layout).
+  kAttentionRows = 1,
+};
+
+/// The strides of an operand of `heads` heads of `rows` rows and head
+/// dimension D under `layout`, with row stride `ld` (layout 1).
+constexpr AttentionStrides attentionStrides(int64_t layout, int64_t heads,
+                                            int64_t rows, int64_t D,
+                                            int64_t ld) {
+  return layout == kAttentionRows ? AttentionStrides{rows * ld, D, ld}
+                                  : AttentionStrides{heads * rows * D, rows * D, D};
+}
+
+/// attention_grad's integers for an sdpa_grad launch's `g`: the same shape,
+/// mask and layout (the backends' fallback when cuDNN, or the CPU, computes
+/// sdpa_grad as attention_grad).
+inline void attentionGradIntsOf(const int64_t *g,
+                                int64_t (&out)[attention_grad::kNumInts]) {
+  namespace S = sdpa_grad;
+  namespace G = attention_grad;
+  const int64_t from[] = {S::B,      S::H,     S::G,      S::T,    S::S,
+                          S::D,      S::causal, S::dtype, S::layout, S::ld_q,
+                          S::ld_k,   S::ld_v,  S::ld_o};
+  const int64_t to[] = {G::B,      G::H,     G::G,      G::T,    G::S,
+                        G::D,      G::causal, G::dtype, G::layout, G::ld_q,
+                        G::ld_k,   G::ld_v,  G::ld_o};
+  static_assert(G::kNumInts == 13, "every attention_grad integer is copied");
+  for (int k = 0; k < 13; ++k)
+    out[to[k]] = g[from[k]];
+}
+
 /// The workspace the plan gives one sdpa (grad: sdpa_grad) launch of
 /// q[B,H,T,D], k and v [B,G,S,D]: a bound on what cuDNN's fused attention
 /// asks for through cudnn-frontend 1.32 (runtime/cuda/sdpa.cpp declines a

@@ -28,6 +28,9 @@ using shardc::runtime::floatToBf16;
 using shardc::runtime::rowMax;
 
 using shardc::runtime::cpu::AsF32;
+using shardc::runtime::cpu::AttentionLayout;
+using shardc::runtime::cpu::HeadBlock;
+using shardc::runtime::cpu::DenseAttention;
 using shardc::runtime::cpu::BF16;
 using shardc::runtime::cpu::gemmBf16;
 using shardc::runtime::cpu::nativeBf16;
@@ -328,21 +331,33 @@ SHARDC_KERNEL(rms_norm) {
 
 // a[M,C], b[M,C], w[C], bias[C]? -> s[M,C] = a + b, y[M,C] = the layer norm
 // of s: one pass over each row
+// (on bf16: f32 math on widened inputs, s rounded before the norm reads it)
 SHARDC_KERNEL(add_layer_norm) {
   namespace K = A::add_layer_norm;
   int64_t M = i[K::M], C = i[K::C];
   bool hasBias = i[K::has_bias];
   float eps = float(f[K::f::eps]);
-  const float *a = F(b[0]), *c = F(b[1]), *w = F(b[2]);
-  const float *bias = hasBias ? F(b[3]) : nullptr;
-  float *s = F(b[hasBias ? 4 : 3]), *y = F(b[hasBias ? 5 : 4]);
+  int64_t nb = hasBias ? 6 : 5;
+  AsF32 t(b, nb, i[K::dtype], "add_layer_norm");
+  t.in(0, M * C).in(1, M * C).in(2, C);
+  if (hasBias)
+    t.in(3, C);
+  t.out(nb - 2, M * C).out(nb - 1, M * C);
+  void **tb = t.buffers();
+  const float *a = F(tb[0]), *c = F(tb[1]), *w = F(tb[2]);
+  const float *bias = hasBias ? F(tb[3]) : nullptr;
+  float *s = F(tb[nb - 2]), *y = F(tb[nb - 1]);
+  bool round = t.bf16();
 #pragma omp parallel for schedule(static) if (M * C >= kParallelMin)
   for (int64_t m = 0; m < M; ++m) {
     float *sr = s + m * C;
-    for (int64_t k = 0; k < C; ++k)
-      sr[k] = a[m * C + k] + c[m * C + k];
+    for (int64_t k = 0; k < C; ++k) {
+      float v = a[m * C + k] + c[m * C + k];
+      sr[k] = round ? bf16ToFloat(floatToBf16(v)) : v;
+    }
     layerNormRow(sr, w, bias, y + m * C, C, eps);
   }
+  t.finish();
   launched(ctx, stream);
 }
 
@@ -351,15 +366,22 @@ SHARDC_KERNEL(add_rms_norm) {
   namespace K = A::add_rms_norm;
   int64_t M = i[K::M], C = i[K::C];
   float eps = float(f[K::f::eps]);
-  const float *a = F(b[0]), *c = F(b[1]), *w = F(b[2]);
-  float *s = F(b[3]), *y = F(b[4]);
+  AsF32 t(b, 5, i[K::dtype], "add_rms_norm");
+  t.in(0, M * C).in(1, M * C).in(2, C).out(3, M * C).out(4, M * C);
+  void **tb = t.buffers();
+  const float *a = F(tb[0]), *c = F(tb[1]), *w = F(tb[2]);
+  float *s = F(tb[3]), *y = F(tb[4]);
+  bool round = t.bf16();
 #pragma omp parallel for schedule(static) if (M * C >= kParallelMin)
   for (int64_t m = 0; m < M; ++m) {
     float *sr = s + m * C;
-    for (int64_t k = 0; k < C; ++k)
-      sr[k] = a[m * C + k] + c[m * C + k];
+    for (int64_t k = 0; k < C; ++k) {
+      float v = a[m * C + k] + c[m * C + k];
+      sr[k] = round ? bf16ToFloat(floatToBf16(v)) : v;
+    }
     rmsNormRow(sr, w, y + m * C, C, eps);
   }
+  t.finish();
   launched(ctx, stream);
 }
 
@@ -500,7 +522,8 @@ SHARDC_KERNEL(rotary_table) {
 // H/G query heads per key/value head, optionally causal; with lse, also
 // lse[B,H,T] = log sum_s exp(scale q.k_s) (sdpa's)
 static void attentionF32(void *ctx, void **b, const int64_t *i, const double *f,
-                         int64_t stream, float *lse = nullptr) {
+                         int64_t stream, const AttentionLayout &L,
+                         float *lse = nullptr) {
   int64_t B = i[A::attention::B], H = i[A::attention::H],
           G = i[A::attention::G], T = i[A::attention::T],
           S = i[A::attention::S], D = i[A::attention::D];
@@ -514,12 +537,15 @@ static void attentionF32(void *ctx, void **b, const int64_t *i, const double *f,
     int64_t bi = bh / H, h = bh % H;
     std::vector<float> scores(T * S);
     {
-      const float *qh = q + (bi * H + h) * T * D;
-      const float *kh = k + (bi * G + h / group) * S * D;
-      const float *vh = v + (bi * G + h / group) * S * D;
-      float *oh = o + (bi * H + h) * T * D;
+      // Each operand's head, [rows, D] at its strides (L), as a dense block.
+      int64_t g = h / group;
+      HeadBlock qh(q + bi * L.q.b + h * L.q.h, T, D, L.q.t);
+      HeadBlock kh(k + bi * L.k.b + g * L.k.h, S, D, L.k.t);
+      HeadBlock vh(v + bi * L.v.b + g * L.v.h, S, D, L.v.t);
+      HeadBlock oh(o + bi * L.o.b + h * L.o.h, T, D, L.o.t, false);
       // scores [T,S] = scale * q k^T
-      sgemm(false, true, T, S, D, scale, qh, D, kh, D, 0.0f, scores.data(), S);
+      sgemm(false, true, T, S, D, scale, qh.data(), D, kh.data(), D, 0.0f,
+            scores.data(), S);
       for (int64_t t = 0; t < T; ++t) {
         float *row = scores.data() + t * S;
         int64_t valid = causal ? std::min(t + 1, S) : S;
@@ -534,7 +560,9 @@ static void attentionF32(void *ctx, void **b, const int64_t *i, const double *f,
           row[s] = 0.0f;
       }
       // o [T,D] = p v
-      sgemm(false, false, T, D, S, 1.0f, scores.data(), S, vh, D, 0.0f, oh, D);
+      sgemm(false, false, T, D, S, 1.0f, scores.data(), S, vh.data(), D, 0.0f,
+            oh.data(), D);
+      oh.store();
     }
   }
 }
@@ -544,13 +572,17 @@ SHARDC_KERNEL(attention) {
   namespace K = A::attention;
   int64_t q = i[K::B] * i[K::H] * i[K::T] * i[K::D],
           kv = i[K::B] * i[K::G] * i[K::S] * i[K::D];
-  AsF32 t(b, 4, i[K::dtype], "attention");
+  DenseAttention dense(b, 4, SHARDC_ATTENTION_ARGS(K, i),
+                       {{0, 'q', false}, {1, 'k', false}, {2, 'v', false},
+                        {3, 'o', true}});
+  AsF32 t(dense.buffers(), 4, i[K::dtype], "attention");
   t.in(0, q);
   t.in(1, kv);
   t.in(2, kv);
   t.out(3, q);
-  attentionF32(ctx, t.buffers(), i, f, stream);
+  attentionF32(ctx, t.buffers(), i, f, stream, dense.strides());
   t.finish();
+  dense.finish();
   launched(ctx, stream);
 }
 
@@ -559,13 +591,17 @@ SHARDC_KERNEL(sdpa) {
   namespace K = A::sdpa;
   int64_t q = i[K::B] * i[K::H] * i[K::T] * i[K::D],
           kv = i[K::B] * i[K::G] * i[K::S] * i[K::D];
-  AsF32 t(b, 4, i[K::dtype], "sdpa");
+  DenseAttention dense(b, 4, SHARDC_ATTENTION_ARGS(K, i),
+                       {{0, 'q', false}, {1, 'k', false}, {2, 'v', false},
+                        {3, 'o', true}});
+  AsF32 t(dense.buffers(), 4, i[K::dtype], "sdpa");
   t.in(0, q);
   t.in(1, kv);
   t.in(2, kv);
   t.out(3, q);
-  attentionF32(ctx, t.buffers(), i, f, stream, F(b[4]));
+  attentionF32(ctx, t.buffers(), i, f, stream, dense.strides(), F(b[4]));
   t.finish();
+  dense.finish();
   launched(ctx, stream);
 }
 

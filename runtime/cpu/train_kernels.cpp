@@ -26,6 +26,9 @@ using shardc::runtime::fatal;
 using shardc::runtime::rowMax;
 
 using shardc::runtime::cpu::AsF32;
+using shardc::runtime::cpu::AttentionLayout;
+using shardc::runtime::cpu::HeadBlock;
+using shardc::runtime::cpu::DenseAttention;
 using shardc::runtime::cpu::BF16;
 using shardc::runtime::cpu::gemmBf16;
 using shardc::runtime::cpu::nativeBf16;
@@ -90,7 +93,8 @@ SHARDC_KERNEL(matmul) {
   namespace K = A::matmul;
   int64_t M = i[K::M], Kd = i[K::K], N = i[K::N];
   AsF32 t(b, 3, i[K::dtype], "matmul");
-  t.out(2, M * N);
+  if (!i[K::y_f32])
+    t.out(2, M * N); // else the f32 body writes y as it is
   if (t.bf16() && nativeBf16()) {
     // a and b stay bf16 for the cores' bf16 GEMM; y in f32, rounded once.
     bool ta = i[K::trans_a], tb = i[K::trans_b];
@@ -156,7 +160,8 @@ SHARDC_KERNEL(sum_to) {
     n *= i[K::kNumInts + d];
   AsF32 t(b, 2, i[K::dtype], "sum_to");
   t.in(0, n);
-  t.out(1, i[K::out_n]);
+  if (!i[K::y_f32])
+    t.out(1, i[K::out_n]);
   sum_toF32(ctx, t.buffers(), i, f, stream);
   t.finish();
   launched(ctx, stream);
@@ -250,8 +255,10 @@ SHARDC_KERNEL(layer_norm_grad) {
   t.in(1, C);
   t.in(2, M * C);
   t.out(3, M * C);
-  t.out(4, C);
-  t.out(5, C);
+  if (!i[K::wb_f32]) {
+    t.out(4, C);
+    t.out(5, C);
+  }
   layer_norm_gradF32(ctx, t.buffers(), i, f, stream);
   t.finish();
   launched(ctx, stream);
@@ -386,7 +393,8 @@ SHARDC_KERNEL(softmax_grad) {
 // q[B,H,T,D], k[B,G,S,D], v[B,G,S,D], do[B,H,T,D] -> dq[B,H,T,D],
 // dk[B,G,S,D], dv[B,G,S,D] of attention
 static void attention_gradF32(void *ctx, void **b, const int64_t *i,
-                              const double *f, int64_t stream) {
+                              const double *f, int64_t stream,
+                              const AttentionLayout &L) {
   int64_t B = i[A::attention_grad::B], H = i[A::attention_grad::H],
           G = i[A::attention_grad::G], T = i[A::attention_grad::T],
           S = i[A::attention_grad::S], D = i[A::attention_grad::D];
@@ -394,27 +402,34 @@ static void attention_gradF32(void *ctx, void **b, const int64_t *i,
   float scale = float(f[A::attention_grad::f::scale]);
   const float *q = F(b[0]), *k = F(b[1]), *v = F(b[2]), *dO = F(b[3]);
   float *dq = F(b[4]), *dk = F(b[5]), *dv = F(b[6]);
-  zero(dk, B * G * S * D);
-  zero(dv, B * G * S * D);
   int64_t group = H / G;
   // In parallel over (batch, key/value head): the query heads sharing one
-  // key/value head accumulate into it in order, without races.
+  // key/value head accumulate into it in order, without races. Each
+  // operand's head, [rows, D] at its strides (L: dq as q, dO as o), as a
+  // dense block.
 #pragma omp parallel for schedule(static)
   for (int64_t bg = 0; bg < B * G; ++bg) {
     std::vector<float> p(T * S), dp(T * S);
-    int64_t bi = bg / G;
-    for (int64_t h = (bg % G) * group; h < (bg % G + 1) * group; ++h) {
-      int64_t g = bg;
-      const float *qh = q + (bi * H + h) * T * D, *kh = k + g * S * D,
-                  *vh = v + g * S * D, *doh = dO + (bi * H + h) * T * D;
-      float *dqh = dq + (bi * H + h) * T * D, *dkh = dk + g * S * D,
-            *dvh = dv + g * S * D;
+    int64_t bi = bg / G, g = bg % G;
+    HeadBlock kh(k + bi * L.k.b + g * L.k.h, S, D, L.k.t);
+    HeadBlock vh(v + bi * L.v.b + g * L.v.h, S, D, L.v.t);
+    HeadBlock dkh(dk + bi * L.k.b + g * L.k.h, S, D, L.k.t, false);
+    HeadBlock dvh(dv + bi * L.v.b + g * L.v.h, S, D, L.v.t, false);
+    zero(dkh.data(), S * D);
+    zero(dvh.data(), S * D);
+    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+      HeadBlock qh(q + bi * L.q.b + h * L.q.h, T, D, L.q.t);
+      HeadBlock doh(dO + bi * L.o.b + h * L.o.h, T, D, L.o.t);
+      HeadBlock dqh(dq + bi * L.q.b + h * L.q.h, T, D, L.q.t, false);
       // P = softmax(scale q k^T), as in forward.
-      sgemm(false, true, T, S, D, scale, qh, D, kh, D, 0.0f, p.data(), S);
+      sgemm(false, true, T, S, D, scale, qh.data(), D, kh.data(), D, 0.0f,
+            p.data(), S);
       maskedSoftmax(p.data(), T, S, causal);
       // dV += P^T dO; dP = dO V^T.
-      sgemm(true, false, S, D, T, 1.0f, p.data(), S, doh, D, 1.0f, dvh, D);
-      sgemm(false, true, T, S, D, 1.0f, doh, D, vh, D, 0.0f, dp.data(), S);
+      sgemm(true, false, S, D, T, 1.0f, p.data(), S, doh.data(), D, 1.0f,
+            dvh.data(), D);
+      sgemm(false, true, T, S, D, 1.0f, doh.data(), D, vh.data(), D, 0.0f,
+            dp.data(), S);
       // dS = P * (dP - rowsum(dP * P)), stored in dp.
       for (int64_t t = 0; t < T; ++t) {
         float *pr = p.data() + t * S, *dr = dp.data() + t * S;
@@ -425,9 +440,14 @@ static void attention_gradF32(void *ctx, void **b, const int64_t *i,
           dr[s] = float(pr[s] * (dr[s] - dot));
       }
       // dQ = scale dS K; dK += scale dS^T Q.
-      sgemm(false, false, T, D, S, scale, dp.data(), S, kh, D, 0.0f, dqh, D);
-      sgemm(true, false, S, D, T, scale, dp.data(), S, qh, D, 1.0f, dkh, D);
+      sgemm(false, false, T, D, S, scale, dp.data(), S, kh.data(), D, 0.0f,
+            dqh.data(), D);
+      sgemm(true, false, S, D, T, scale, dp.data(), S, qh.data(), D, 1.0f,
+            dkh.data(), D);
+      dqh.store();
     }
+    dkh.store();
+    dvh.store();
   }
 }
 
@@ -436,7 +456,11 @@ SHARDC_KERNEL(attention_grad) {
   namespace K = A::attention_grad;
   int64_t q = i[K::B] * i[K::H] * i[K::T] * i[K::D],
           kv = i[K::B] * i[K::G] * i[K::S] * i[K::D];
-  AsF32 t(b, 7, i[K::dtype], "attention_grad");
+  DenseAttention dense(b, 7, SHARDC_ATTENTION_ARGS(K, i),
+                       {{0, 'q', false}, {1, 'k', false}, {2, 'v', false},
+                        {3, 'o', false}, {4, 'q', true}, {5, 'k', true},
+                        {6, 'v', true}});
+  AsF32 t(dense.buffers(), 7, i[K::dtype], "attention_grad");
   t.in(0, q);
   t.in(1, kv);
   t.in(2, kv);
@@ -444,16 +468,18 @@ SHARDC_KERNEL(attention_grad) {
   t.out(4, q);
   t.out(5, kv);
   t.out(6, kv);
-  attention_gradF32(ctx, t.buffers(), i, f, stream);
+  attention_gradF32(ctx, t.buffers(), i, f, stream, dense.strides());
   t.finish();
+  dense.finish();
   launched(ctx, stream);
 }
 
-// sdpa_grad: attention_grad's (o and lse unread: the CPU recomputes them);
-// its ints are attention_grad's, then ws_bytes.
+// sdpa_grad: attention_grad's (o and lse unread: the CPU recomputes them).
 SHARDC_KERNEL(sdpa_grad) {
   void *grad[] = {b[0], b[1], b[2], b[5], b[6], b[7], b[8]};
-  shardc_k_attention_grad(ctx, grad, i, f, stream);
+  int64_t gi[A::attention_grad::kNumInts];
+  A::attentionGradIntsOf(i, gi);
+  shardc_k_attention_grad(ctx, grad, gi, f, stream);
 }
 
 // dy[outer,size,inner] -> dx[outer,n,inner], zero outside start:start+size

@@ -95,16 +95,24 @@ __host__ __device__ inline int gradQSharedFloats(int rows, int cols, int D) {
   return 2 * (rows + cols) * tileStride(D) + rows * (cols + 1);
 }
 
-/// dst[r, d] (row stride ld) = src[row0 + r, d] for r < rows, d < D; rows
-/// at or past `limit` are zero (so a masked probability of 0 never meets a
-/// stale NaN). Coalesced: consecutive threads read consecutive elements.
+/// Element strides of q, k, v and o in global memory (dO as o, dq as q,
+/// dk as k, dv as v): abi::attentionStrides of the kernels' layout.
+struct Layout {
+  A::AttentionStrides q, k, v, o;
+};
+
+/// dst[r, d] (row stride ld) = src[(row0 + r) * stride + d] for r < rows,
+/// d < D; rows at or past `limit` are zero (so a masked probability of 0
+/// never meets a stale NaN). Coalesced within a row: consecutive threads
+/// read consecutive elements.
 template <typename E>
 __device__ inline void loadRows(float *dst, int ld, const E *src, int row0,
-                                int rows, int limit, int D) {
+                                int rows, int limit, int D, int64_t stride) {
   for (int e = threadIdx.x; e < rows * D; e += kAttnThreads) {
     int r = e / D, d = e - r * D;
-    dst[r * ld + d] =
-        row0 + r < limit ? toFloat(src[int64_t(row0 + r) * D + d]) : 0.0f;
+    dst[r * ld + d] = row0 + r < limit
+                          ? toFloat(src[int64_t(row0 + r) * stride + d])
+                          : 0.0f;
   }
 }
 
@@ -227,7 +235,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     attentionForwardKernel(const E *q, const E *k, const E *v, const E *dOut,
                            E *o, float *lse, float *dsum,
                            int H, int G, int T, int S, int D, bool causal,
-                           float scaleLog2) {
+                           float scaleLog2, Layout L) {
   constexpr int BR = kLanes * RPT, BC = kLanes * CPT, DJ = DMAX / kLanes;
   const int ld = tileStride(D), ldp = BC + 1;
   SHARDC_DYNAMIC_SHARED(float, smem, forwardSharedFloats(BR, BC, D));
@@ -235,11 +243,12 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int tx = threadIdx.x % kLanes, ty = threadIdx.x / kLanes;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / (H / G);
   const int64_t bh = int64_t(b) * H + h;
-  const int64_t qOff = bh * T * D, kvOff = (int64_t(b) * G + kvh) * S * D;
+  const int64_t qOff = b * L.q.b + h * L.q.h, oOff = b * L.o.b + h * L.o.h,
+                kOff = b * L.k.b + kvh * L.k.h, vOff = b * L.v.b + kvh * L.v.h;
   // Longest (causal) tiles first.
   const int r0 = (gridDim.x - 1 - blockIdx.x) * BR;
 
-  loadRows(sQ, ld, q + qOff, r0, BR, T, D);
+  loadRows(sQ, ld, q + qOff, r0, BR, T, D, L.q.t);
   float m[RPT], l[RPT], acc[RPT][DJ];
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
@@ -252,7 +261,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int kEnd = keysSeen(r0, BR, T, S, causal);
   for (int c0 = 0; c0 < kEnd; c0 += BC) {
     __syncthreads(); // sQ loaded; the previous tile's sKV and sP are free
-    loadRows(sKV, ld, k + kvOff, c0, BC, S, D);
+    loadRows(sKV, ld, k + kOff, c0, BC, S, D, L.k.t);
     __syncthreads();
     float s[RPT][CPT];
     tileDot(s, sQ, sKV, ld, D);
@@ -289,7 +298,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
       for (int c = 0; c < CPT; ++c)
         sP[(ty * RPT + r) * ldp + tx + kLanes * c] = s[r][c];
-    loadRows(sKV, ld, v + kvOff, c0, BC, S, D);
+    loadRows(sKV, ld, v + vOff, c0, BC, S, D, L.v.t);
     __syncthreads();
     int n = kEnd - c0 < BC ? kEnd - c0 : BC;
     tileAccumulate(acc, sP, ldp, sKV, ld, n, D);
@@ -305,7 +314,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         for (int j = 0; j < DJ; ++j) {
           int d = tx + kLanes * j;
           if (d < D)
-            o[qOff + int64_t(t) * D + d] = fromFloat<E>(acc[r][j] * inv);
+            o[oOff + int64_t(t) * L.o.t + d] = fromFloat<E>(acc[r][j] * inv);
         }
     } else {
       float dot = 0.0f;
@@ -314,7 +323,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         for (int j = 0; j < DJ; ++j) {
           int d = tx + kLanes * j;
           if (d < D)
-            dot += toFloat(dOut[qOff + int64_t(t) * D + d]) *
+            dot += toFloat(dOut[oOff + int64_t(t) * L.o.t + d]) *
                    (acc[r][j] * inv);
         }
       dot = rowSum16(dot);
@@ -339,7 +348,7 @@ __global__ void __launch_bounds__(kAttnThreads)
                           const float *lse, const float *dsum, E *dk, E *dv,
                           int H, int G,
                           int T, int S, int D, bool causal, float scaleLog2,
-                          float scale) {
+                          float scale, Layout L) {
   constexpr int BK = kLanes * RPT, BQ = kLanes * CPT, DJ = DMAX / kLanes;
   const int ld = tileStride(D), ldp = BQ + 1;
   SHARDC_DYNAMIC_SHARED(float, smem, gradKVSharedFloats(BK, BQ, D));
@@ -348,11 +357,11 @@ __global__ void __launch_bounds__(kAttnThreads)
         *sDs = sL + BQ;
   const int tx = threadIdx.x % kLanes, ty = threadIdx.x / kLanes;
   const int g = blockIdx.y, b = blockIdx.z, group = H / G;
-  const int64_t kvOff = (int64_t(b) * G + g) * S * D;
+  const int64_t kOff = b * L.k.b + g * L.k.h, vOff = b * L.v.b + g * L.v.h;
   const int c0 = blockIdx.x * BK;
 
-  loadRows(sK, ld, k + kvOff, c0, BK, S, D);
-  loadRows(sV, ld, v + kvOff, c0, BK, S, D);
+  loadRows(sK, ld, k + kOff, c0, BK, S, D, L.k.t);
+  loadRows(sV, ld, v + vOff, c0, BK, S, D, L.v.t);
   float aK[RPT][DJ], aV[RPT][DJ];
 #pragma unroll
   for (int r = 0; r < RPT; ++r)
@@ -362,11 +371,12 @@ __global__ void __launch_bounds__(kAttnThreads)
   // Causal: queries before the tile's first key see none of it.
   const int qStart = causal ? c0 / BQ * BQ : 0;
   for (int h = g * group; h < (g + 1) * group; ++h) {
-    const int64_t bh = int64_t(b) * H + h, qOff = bh * T * D;
+    const int64_t bh = int64_t(b) * H + h, qOff = b * L.q.b + h * L.q.h,
+                  oOff = b * L.o.b + h * L.o.h;
     for (int r0 = qStart; r0 < T; r0 += BQ) {
       __syncthreads(); // the previous tile's sQ, sdO, sP, sdS are free
-      loadRows(sQ, ld, q + qOff, r0, BQ, T, D);
-      loadRows(sdO, ld, dOut + qOff, r0, BQ, T, D);
+      loadRows(sQ, ld, q + qOff, r0, BQ, T, D, L.q.t);
+      loadRows(sdO, ld, dOut + oOff, r0, BQ, T, D, L.o.t);
       for (int x = threadIdx.x; x < BQ; x += kAttnThreads) {
         bool in = r0 + x < T;
         sL[x] = in ? lse[bh * T + r0 + x] : INFINITY;
@@ -399,8 +409,8 @@ __global__ void __launch_bounds__(kAttnThreads)
       for (int j = 0; j < DJ; ++j) {
         int d = tx + kLanes * j;
         if (d < D) {
-          dk[kvOff + int64_t(key) * D + d] = fromFloat<E>(aK[r][j] * scale);
-          dv[kvOff + int64_t(key) * D + d] = fromFloat<E>(aV[r][j]);
+          dk[kOff + int64_t(key) * L.k.t + d] = fromFloat<E>(aK[r][j] * scale);
+          dv[vOff + int64_t(key) * L.v.t + d] = fromFloat<E>(aV[r][j]);
         }
       }
   }
@@ -413,8 +423,9 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <int DMAX, int RPT, int CPT, typename E>
 __global__ void __launch_bounds__(kAttnThreads)
     attentionGradQKernel(const E *q, const E *k, const E *v, const E *dOut,
-                         const float *lse, const float *dsum, E *dq, int H, int G, int T, int S, int D,
-                         bool causal, float scaleLog2, float scale) {
+                         const float *lse, const float *dsum, E *dq, int H,
+                         int G, int T, int S, int D, bool causal,
+                         float scaleLog2, float scale, Layout L) {
   constexpr int BQ = kLanes * RPT, BK = kLanes * CPT, DJ = DMAX / kLanes;
   const int ld = tileStride(D), ldp = BK + 1;
   SHARDC_DYNAMIC_SHARED(float, smem, gradQSharedFloats(BQ, BK, D));
@@ -423,11 +434,12 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int tx = threadIdx.x % kLanes, ty = threadIdx.x / kLanes;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / (H / G);
   const int64_t bh = int64_t(b) * H + h;
-  const int64_t qOff = bh * T * D, kvOff = (int64_t(b) * G + kvh) * S * D;
+  const int64_t qOff = b * L.q.b + h * L.q.h, oOff = b * L.o.b + h * L.o.h,
+                kOff = b * L.k.b + kvh * L.k.h, vOff = b * L.v.b + kvh * L.v.h;
   const int r0 = (gridDim.x - 1 - blockIdx.x) * BQ; // longest tiles first
 
-  loadRows(sQ, ld, q + qOff, r0, BQ, T, D);
-  loadRows(sdO, ld, dOut + qOff, r0, BQ, T, D);
+  loadRows(sQ, ld, q + qOff, r0, BQ, T, D, L.q.t);
+  loadRows(sdO, ld, dOut + oOff, r0, BQ, T, D, L.o.t);
   float rowLse[RPT], rowDsum[RPT], acc[RPT][DJ];
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
@@ -441,8 +453,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int kEnd = keysSeen(r0, BQ, T, S, causal);
   for (int c0 = 0; c0 < kEnd; c0 += BK) {
     __syncthreads(); // sQ, sdO loaded; the previous tile's sK, sV, sdS free
-    loadRows(sK, ld, k + kvOff, c0, BK, S, D);
-    loadRows(sV, ld, v + kvOff, c0, BK, S, D);
+    loadRows(sK, ld, k + kOff, c0, BK, S, D, L.k.t);
+    loadRows(sV, ld, v + vOff, c0, BK, S, D, L.v.t);
     __syncthreads();
     float s[RPT][CPT], dp[RPT][CPT];
     tileDot2(s, dp, sQ, sK, sdO, sV, ld, D); // q k^T, dO v^T
@@ -468,7 +480,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       for (int j = 0; j < DJ; ++j) {
         int d = tx + kLanes * j;
         if (d < D)
-          dq[qOff + int64_t(t) * D + d] = fromFloat<E>(acc[r][j] * scale);
+          dq[qOff + int64_t(t) * L.q.t + d] = fromFloat<E>(acc[r][j] * scale);
       }
   }
 }
@@ -482,12 +494,23 @@ struct Shape {
   int B, H, G, T, S, D;
   bool causal;
   float scale, scaleLog2;
+  int64_t layout;
+  int64_t ld_q, ld_k, ld_v, ld_o; ///< row strides under abi::kAttentionRows
+  Layout L;
 };
 
 /// Where attention's and attention_grad's arguments are (abi.h's enums).
 struct ArgIndex {
-  int64_t B, H, G, T, S, D, causal, scale;
+  int64_t B, H, G, T, S, D, causal, scale, layout, ld_q, ld_k, ld_v, ld_o;
 };
+
+/// The ArgIndex of the kernel whose enum namespace is K (attention,
+/// attention_grad, sdpa or sdpa_grad).
+#define SHARDC_ARG_INDEX(K)                                                    \
+  ArgIndex {                                                                   \
+    K::B, K::H, K::G, K::T, K::S, K::D, K::causal, K::f::scale, K::layout,     \
+        K::ld_q, K::ld_k, K::ld_v, K::ld_o                                     \
+  }
 
 /// The arguments of `kernel`, checked against what these kernels handle.
 Shape shapeOf(const char *kernel, const ArgIndex &at, const int64_t *i,
@@ -518,6 +541,24 @@ Shape shapeOf(const char *kernel, const ArgIndex &at, const int64_t *i,
   s.causal = i[at.causal] != 0;
   s.scale = float(f[at.scale]);
   s.scaleLog2 = float(double(s.scale) * 1.4426950408889634);
+  s.layout = i[at.layout];
+  s.ld_q = i[at.ld_q];
+  s.ld_k = i[at.ld_k];
+  s.ld_v = i[at.ld_v];
+  s.ld_o = i[at.ld_o];
+  if (s.layout != A::kAttentionBHTD && s.layout != A::kAttentionRows)
+    fatal("%s: layout code %lld is not one of the ABI's", kernel,
+          (long long)s.layout);
+  if (s.layout == A::kAttentionRows &&
+      (s.ld_q < H * D || s.ld_o < H * D || s.ld_k < G * D || s.ld_v < G * D))
+    fatal("%s: row strides %lld %lld %lld %lld are shorter than a row of "
+          "heads",
+          kernel, (long long)s.ld_q, (long long)s.ld_k, (long long)s.ld_v,
+          (long long)s.ld_o);
+  s.L = {A::attentionStrides(s.layout, H, T, D, s.ld_q),
+         A::attentionStrides(s.layout, G, S, D, s.ld_k),
+         A::attentionStrides(s.layout, G, S, D, s.ld_v),
+         A::attentionStrides(s.layout, H, T, D, s.ld_o)};
   return s;
 }
 
@@ -571,7 +612,7 @@ void launchForward(const char *name, const Shape &s, const T *q, const T *k,
   dim3 grid(tilesOf(s.T, kLanes * RPT), unsigned(s.H), unsigned(s.B));
   SHARDC_LAUNCH(attentionForward, grid, kAttnThreads, bytes, stream, q, k, v,
                 dOut, o, lse, dsum, s.H, s.G, s.T, s.S, s.D, s.causal,
-                s.scaleLog2);
+                s.scaleLog2, s.L);
 }
 
 } // namespace
@@ -581,7 +622,7 @@ void launchForward(const char *name, const Shape &s, const T *q, const T *k,
 SHARDC_CUDA_KERNEL(attention) {
   namespace K = A::attention;
   Shape s = shapeOf(
-      "attention", {K::B, K::H, K::G, K::T, K::S, K::D, K::causal, K::f::scale},
+      "attention", SHARDC_ARG_INDEX(K),
       i, f);
   if (int64_t(s.B) * s.H * s.T == 0)
     return; // o is empty
@@ -598,6 +639,19 @@ SHARDC_CUDA_KERNEL(attention) {
 }
 
 namespace {
+/// Zeroes an operand of `heads` heads of `rows` rows under s's layout:
+/// dense, or B * rows rows of heads * D elements ld apart.
+template <typename T>
+void zeroOperand(const Shape &s, T *p, int heads, int rows, int64_t ld,
+                 cudaStream_t st) {
+  size_t row = sizeof(T) * size_t(heads) * s.D;
+  if (s.layout == A::kAttentionBHTD)
+    CUDA_CHECK(cudaMemsetAsync(p, 0, row * size_t(s.B) * rows, st));
+  else if (int64_t(s.B) * rows > 0)
+    CUDA_CHECK(cudaMemset2DAsync(p, sizeof(T) * size_t(ld), 0, row,
+                                 size_t(s.B) * rows, st));
+}
+
 /// attention_grad on elements of T: the lse/dsum pass, dK and dV, dQ.
 template <typename T>
 void attentionGrad(cuda::Context &c, cudaStream_t st, const Shape &s,
@@ -611,11 +665,9 @@ void attentionGrad(cuda::Context &c, cudaStream_t st, const Shape &s,
     return; // every output is empty
   if (rows == 0 || s.S == 0) {
     // No query or no key: every gradient is zero, as the CPU's.
-    CUDA_CHECK(cudaMemsetAsync(
-        dk, 0, sizeof(T) * size_t(s.B) * s.G * s.S * s.D, st));
-    CUDA_CHECK(cudaMemsetAsync(
-        dv, 0, sizeof(T) * size_t(s.B) * s.G * s.S * s.D, st));
-    CUDA_CHECK(cudaMemsetAsync(dq, 0, sizeof(T) * size_t(rows) * s.D, st));
+    zeroOperand<T>(s, dk, s.G, s.S, s.ld_k, st);
+    zeroOperand<T>(s, dv, s.G, s.S, s.ld_v, st);
+    zeroOperand<T>(s, dq, s.H, s.T, s.ld_q, st);
     return;
   }
   auto *lse = static_cast<float *>(c.scratch(2 * sizeof(float) * rows));
@@ -636,7 +688,7 @@ void attentionGrad(cuda::Context &c, cudaStream_t st, const Shape &s,
         attentionGradKV, dim3(tilesOf(s.S, kvR), unsigned(s.G), unsigned(s.B)),
         kAttnThreads, sizeof(float) * gradKVSharedFloats(kvR, kvC, s.D), st, q,
         k, v, dOut, lse, dsum, dk, dv, s.H, s.G, s.T, s.S, s.D, s.causal,
-        s.scaleLog2, s.scale);
+        s.scaleLog2, s.scale, s.L);
 
     constexpr int qR = Cfg::kQRpt * kLanes, qC = Cfg::kQCpt * kLanes;
     constexpr auto qKernel =
@@ -648,7 +700,7 @@ void attentionGrad(cuda::Context &c, cudaStream_t st, const Shape &s,
                   dim3(tilesOf(s.T, qR), unsigned(s.H), unsigned(s.B)),
                   kAttnThreads, sizeof(float) * gradQSharedFloats(qR, qC, s.D),
                   st, q, k, v, dOut, lse, dsum, dq, s.H, s.G, s.T, s.S, s.D,
-                  s.causal, s.scaleLog2, s.scale);
+                  s.causal, s.scaleLog2, s.scale, s.L);
   });
 }
 } // namespace
@@ -660,7 +712,7 @@ SHARDC_CUDA_KERNEL(attention_grad) {
   namespace K = A::attention_grad;
   Shape s = shapeOf(
       "attention_grad",
-      {K::B, K::H, K::G, K::T, K::S, K::D, K::causal, K::f::scale}, i, f);
+      SHARDC_ARG_INDEX(K), i, f);
   auto &c = *static_cast<cuda::Context *>(ctx);
   withDtype(i[K::dtype], "attention_grad", [&](auto t) {
     attentionGrad<decltype(t)>(c, c.stream(stream), s, b);
@@ -674,14 +726,17 @@ Shape sdpaShapeOf(const char *kernel, const int64_t *i, const double *f,
                   SdpaShape &out) {
   namespace K = A::sdpa;
   static_assert(int64_t(K::B) == int64_t(A::sdpa_grad::B) &&
-                    int64_t(K::ws_bytes) == int64_t(A::sdpa_grad::ws_bytes),
+                    int64_t(K::ws_bytes) == int64_t(A::sdpa_grad::ws_bytes) &&
+                    int64_t(K::layout) == int64_t(A::sdpa_grad::layout) &&
+                    int64_t(K::ld_o) == int64_t(A::sdpa_grad::ld_o),
                 "sdpa and sdpa_grad share their ints");
   Shape s = shapeOf(
-      kernel, {K::B, K::H, K::G, K::T, K::S, K::D, K::causal, K::f::scale}, i,
+      kernel, SHARDC_ARG_INDEX(K), i,
       f);
   if (!isBf16(i[K::dtype], kernel))
     fatal("%s: fused attention computes on bf16, not f32", kernel);
-  out = {s.B, s.H, s.G, s.T, s.S, s.D, s.causal, s.scale};
+  out = {s.B, s.H, s.G, s.T, s.S, s.D, s.causal, s.scale,
+         s.layout, s.ld_q, s.ld_k, s.ld_v, s.ld_o};
   return s;
 }
 } // namespace

@@ -328,26 +328,17 @@ void cuda::gemmRows(cuda::Context &c, int64_t stream, const RowGemm &g) {
   gemm(&c, stream, s, g.b, g.a, nullptr, g.y, nullptr, g.beta);
 }
 
-namespace {
-/// y[M,N] = op(a) op(b) (+ beta y), row-major and dense, of cuBLASLt type
-/// `type`.
-void gemmRowMajorOf(cuda::Context &c, int64_t stream, int64_t M, int64_t N,
-                    int64_t K, bool ta, bool tb, const void *a, const void *b,
-                    void *y, float beta, cudaDataType_t type) {
-  cuda::RowGemm g{M, N, K, ta, tb, a, b, y};
-  g.beta = beta;
-  g.bf16 = type == CUDA_R_16BF;
-  cuda::gemmRows(c, stream, g);
-}
-} // namespace
 
 // y[M,N] = op(a) op(b): a[M,K] or [K,M] (trans_a), b[K,N] or [N,K] (trans_b)
-// (f32, or bf16 with f32 accumulation)
+// (f32, or bf16 with f32 accumulation; y_f32: bf16 a and b, y in f32, the
+// D type of cuBLASLt's GEMM, so a cast after it is fused)
 SHARDC_CUDA_KERNEL(matmul) {
   int64_t M = i[A::matmul::M], K = i[A::matmul::K], N = i[A::matmul::N];
   bool ta = i[A::matmul::trans_a] != 0, tb = i[A::matmul::trans_b] != 0;
-  gemmRowMajorOf(*static_cast<cuda::Context *>(ctx), stream, M, N, K, ta, tb,
-                 b[0], b[1], b[2], 0.0f, typeOf(i[A::matmul::dtype], "matmul"));
+  cuda::RowGemm g{M, N, K, ta, tb, b[0], b[1], b[2]};
+  g.bf16 = typeOf(i[A::matmul::dtype], "matmul") == CUDA_R_16BF;
+  g.f32Out = g.bf16 && i[A::matmul::y_f32] != 0;
+  cuda::gemmRows(*static_cast<cuda::Context *>(ctx), stream, g);
 }
 
 //===----------------------------------------------------------------------===//

@@ -892,14 +892,17 @@ SHARDC_CUDA_KERNEL(layer_norm) {
 
 // a[M,C], b[M,C], w[C], bias[C]? -> s = a + b, y = layer_norm(s): the
 // residual add fused with the norm after it (one read of the sum saved, one
-// launch; f32)
+// launch; f32 or bf16, where the norm reads s as stored: rounded)
 SHARDC_CUDA_KERNEL(add_layer_norm) {
   namespace K = A::add_layer_norm;
   bool hasBias = i[K::has_bias] != 0;
   int out = hasBias ? 4 : 3;
-  launchNorm<float>(streamOf(ctx, stream), true, i[K::M], i[K::C],
-                    f[K::f::eps], nullptr, b[2], hasBias ? b[3] : nullptr,
-                    b[out + 1], b[0], b[1], b[out]);
+  withDtype(i[K::dtype], "add_layer_norm", [&](auto t) {
+    launchNorm<decltype(t)>(streamOf(ctx, stream), true, i[K::M], i[K::C],
+                            f[K::f::eps], nullptr, b[2],
+                            hasBias ? b[3] : nullptr, b[out + 1], b[0], b[1],
+                            b[out]);
+  });
 }
 
 // x[M,C], w[C] -> y[M,C] (f32 or bf16)
@@ -911,12 +914,15 @@ SHARDC_CUDA_KERNEL(rms_norm) {
   });
 }
 
-// a[M,C], b[M,C], w[C] -> s = a + b, y = rms_norm(s) (f32)
+// a[M,C], b[M,C], w[C] -> s = a + b, y = rms_norm(s) (f32 or bf16, as
+// add_layer_norm)
 SHARDC_CUDA_KERNEL(add_rms_norm) {
   namespace K = A::add_rms_norm;
-  launchNorm<float>(streamOf(ctx, stream), false, i[K::M], i[K::C],
-                    f[K::f::eps], nullptr, b[2], nullptr, b[4], b[0], b[1],
-                    b[3]);
+  withDtype(i[K::dtype], "add_rms_norm", [&](auto t) {
+    launchNorm<decltype(t)>(streamOf(ctx, stream), false, i[K::M], i[K::C],
+                            f[K::f::eps], nullptr, b[2], nullptr, b[4], b[0],
+                            b[1], b[3]);
+  });
 }
 
 // x[outer,n,inner] -> y: softmax over n (f32 or bf16)

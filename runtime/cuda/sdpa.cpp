@@ -2,11 +2,13 @@
 //
 // See sdpa.h. The graphs (sdpa_graph.h) are cudnn-frontend's SDPA node
 // forward with stats, and its backward with the deterministic algorithm;
-// both take Q, K and V by their strides (dense [B,H,T,D] / [B,G,S,D] here).
+// every operand is given by its strides: dense [B,H,T,D] / [B,G,S,D], or
+// rows of a fused projection's output (abi::kAttentionRows).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/sdpa_graph.h"
 
+#include "runtime/abi/abi.h"
 #include "runtime/cuda/context.h"
 
 #include <cstdio>
@@ -27,6 +29,8 @@ using namespace shardc::runtime::cuda;
                                __LINE__, cudnnGetErrorString(st_));            \
   } while (0)
 
+namespace abi = shardc::abi;
+
 namespace {
 
 using Graph = fe::graph::Graph;
@@ -41,18 +45,56 @@ fe::graph::Tensor_attributes &dense(fe::graph::Tensor_attributes &t,
       .set_stride({n1 * n2 * n3, n2 * n3, n3, 1});
 }
 
-/// A dense input of the graph.
-TensorPtr tensor(Graph &g, const char *name, int64_t uid, int64_t n0,
-                 int64_t n1, int64_t n2, int64_t n3) {
-  fe::graph::Tensor_attributes t;
-  t.set_name(name);
-  return g.tensor(dense(t, uid, n0, n1, n2, n3));
+/// The operands of an attention of shape `s`, by role: q (dq), k (dk),
+/// v (dv), o (dO) -- [B, heads, rows, D] at the strides of s's layout.
+struct Operand {
+  int64_t heads, rows, ld;
+};
+Operand operandOf(const SdpaShape &s, char role) {
+  switch (role) {
+  case 'q':
+    return {s.H, s.T, s.ld_q};
+  case 'k':
+    return {s.G, s.S, s.ld_k};
+  case 'v':
+    return {s.G, s.S, s.ld_v};
+  default:
+    return {s.H, s.T, s.ld_o};
+  }
 }
 
-/// `t`, a node's result, as a dense output of the graph.
-void output(const TensorPtr &t, int64_t uid, int64_t n0, int64_t n1,
-            int64_t n2, int64_t n3) {
-  dense(t->set_output(true), uid, n0, n1, n2, n3);
+/// `t` as operand `role` of `s` with `uid`.
+fe::graph::Tensor_attributes &laidOut(fe::graph::Tensor_attributes &t,
+                                      int64_t uid, const SdpaShape &s,
+                                      char role) {
+  Operand o = operandOf(s, role);
+  abi::AttentionStrides st =
+      abi::attentionStrides(s.layout, o.heads, o.rows, s.D, o.ld);
+  return t.set_uid(uid)
+      .set_dim({s.B, o.heads, o.rows, s.D})
+      .set_stride({st.b, st.h, st.t, 1});
+}
+
+/// An input of the graph: operand `role` of `s`.
+TensorPtr tensor(Graph &g, const char *name, int64_t uid, const SdpaShape &s,
+                 char role) {
+  fe::graph::Tensor_attributes t;
+  t.set_name(name);
+  return g.tensor(laidOut(t, uid, s, role));
+}
+
+/// The dense f32 stats [B,H,T,1] (an input of the backward).
+TensorPtr statsTensor(Graph &g, const SdpaShape &s) {
+  fe::graph::Tensor_attributes t;
+  t.set_name("Stats");
+  auto stats = g.tensor(dense(t, kUidStats, s.B, s.H, s.T, 1));
+  stats->set_data_type(fe::DataType_t::FLOAT);
+  return stats;
+}
+
+/// `t`, a node's result, as output operand `role` of `s`.
+void output(const TensorPtr &t, int64_t uid, const SdpaShape &s, char role) {
+  laidOut(t->set_output(true), uid, s, role);
 }
 
 /// A described device's SM version (90 for sm_90): its JSON's "deviceVer"
@@ -90,9 +132,9 @@ std::shared_ptr<Graph>
 forwardGraph(const SdpaShape &s,
              std::shared_ptr<const fe::DeviceProperties> device) {
   auto g = newGraph(device);
-  auto q = tensor(*g, "Q", kUidQ, s.B, s.H, s.T, s.D);
-  auto k = tensor(*g, "K", kUidK, s.B, s.G, s.S, s.D);
-  auto v = tensor(*g, "V", kUidV, s.B, s.G, s.S, s.D);
+  auto q = tensor(*g, "Q", kUidQ, s, 'q');
+  auto k = tensor(*g, "K", kUidK, s, 'k');
+  auto v = tensor(*g, "V", kUidV, s, 'v');
   auto attrs = fe::graph::SDPA_attributes()
                    .set_name("shardc_sdpa")
                    .set_generate_stats(true)
@@ -100,8 +142,8 @@ forwardGraph(const SdpaShape &s,
                    .set_causal_mask(s.causal)
                    .set_implementation(fe::AttentionImplementation_t::COMPOSITE);
   auto [o, stats] = g->sdpa(q, k, v, attrs);
-  output(o, kUidO, s.B, s.H, s.T, s.D);
-  output(stats, kUidStats, s.B, s.H, s.T, 1);
+  output(o, kUidO, s, 'o');
+  dense(stats->set_output(true), kUidStats, s.B, s.H, s.T, 1);
   stats->set_data_type(fe::DataType_t::FLOAT);
   return g;
 }
@@ -111,22 +153,21 @@ std::shared_ptr<Graph>
 backwardGraph(const SdpaShape &s,
               std::shared_ptr<const fe::DeviceProperties> device) {
   auto g = newGraph(device);
-  auto q = tensor(*g, "Q", kUidQ, s.B, s.H, s.T, s.D);
-  auto k = tensor(*g, "K", kUidK, s.B, s.G, s.S, s.D);
-  auto v = tensor(*g, "V", kUidV, s.B, s.G, s.S, s.D);
-  auto o = tensor(*g, "O", kUidO, s.B, s.H, s.T, s.D);
-  auto dO = tensor(*g, "dO", kUidDO, s.B, s.H, s.T, s.D);
-  auto stats = tensor(*g, "Stats", kUidStats, s.B, s.H, s.T, 1);
-  stats->set_data_type(fe::DataType_t::FLOAT);
+  auto q = tensor(*g, "Q", kUidQ, s, 'q');
+  auto k = tensor(*g, "K", kUidK, s, 'k');
+  auto v = tensor(*g, "V", kUidV, s, 'v');
+  auto o = tensor(*g, "O", kUidO, s, 'o');
+  auto dO = tensor(*g, "dO", kUidDO, s, 'o');
+  auto stats = statsTensor(*g, s);
   auto attrs = fe::graph::SDPA_backward_attributes()
                    .set_name("shardc_sdpa_backward")
                    .set_attn_scale(s.scale)
                    .set_causal_mask(s.causal)
                    .set_deterministic_algorithm(true);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dO, stats, attrs);
-  output(dq, kUidDQ, s.B, s.H, s.T, s.D);
-  output(dk, kUidDK, s.B, s.G, s.S, s.D);
-  output(dv, kUidDV, s.B, s.G, s.S, s.D);
+  output(dq, kUidDQ, s, 'q');
+  output(dk, kUidDK, s, 'k');
+  output(dv, kUidDV, s, 'v');
   return g;
 }
 
@@ -180,7 +221,8 @@ struct Entry {
 };
 
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       bool, float, int64_t, int64_t>;
+                       bool, float, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int64_t, int64_t>;
 
 std::mutex cacheMutex;
 std::map<Key, Entry> cache;
@@ -210,7 +252,9 @@ std::string describe(const SdpaShape &s) {
 const SdpaGraphs *graphsFor(cuda::Context &c, const SdpaShape &s, int64_t fwdBytes,
                             int64_t bwdBytes) {
   std::lock_guard<std::mutex> lock(cacheMutex);
-  Key key{s.B, s.H, s.G, s.T, s.S, s.D, s.causal, s.scale, fwdBytes, bwdBytes};
+  Key key{s.B,       s.H,      s.G,      s.T,    s.S,    s.D,
+          s.causal,  s.scale,  fwdBytes, bwdBytes, s.layout, s.ld_q,
+          s.ld_k,    s.ld_v,   s.ld_o};
   auto it = cache.find(key);
   if (it == cache.end()) {
     Entry e;

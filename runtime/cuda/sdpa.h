@@ -25,13 +25,17 @@ struct Context;
 /// (false: the shape was declined, nothing was launched).
 enum class SdpaPath { Cudnn, Declined };
 
-/// One attention: q[B,H,T,D], k and v [B,G,S,D], o [B,H,T,D], all bf16 and
-/// dense (row-major); lse [B,H,T] f32 (the natural log of each row's sum of
-/// exp(scale q.k)); causal is top-left aligned (query t sees keys s <= t).
+/// One attention: q[B,H,T,D], k and v [B,G,S,D], o [B,H,T,D], all bf16,
+/// dense (row-major) or, under layout abi::kAttentionRows, rows of ld_q,
+/// ld_k, ld_v and ld_o elements (abi::attentionStrides; dO, dq, dk and dv
+/// as o, q, k and v); lse [B,H,T] f32, dense (the natural log of each
+/// row's sum of exp(scale q.k)); causal is top-left aligned (query t sees
+/// keys s <= t).
 struct SdpaShape {
   int64_t B, H, G, T, S, D;
   bool causal;
   float scale;
+  int64_t layout = 0, ld_q = 0, ld_k = 0, ld_v = 0, ld_o = 0;
 };
 
 /// q, k, v -> o, lse on `stream`, with `workspaceBytes` of device workspace.

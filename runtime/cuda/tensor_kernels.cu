@@ -423,8 +423,8 @@ __device__ inline int64_t summandOffset(const SumShape &s, int64_t r) {
 // x -> y[outN] (or partial[chunk, outN]): a thread an output (coalesced when
 // the kept dimensions are innermost), summands [chunk * len, +len) of it in
 // x's order, in double
-template <typename T>
-__global__ void sumToThreadsKernel(const T *x, T *y, double *partial,
+template <typename T, typename Y = T>
+__global__ void sumToThreadsKernel(const T *x, Y *y, double *partial,
                                    SumShape s, int64_t len) {
   int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (k >= s.outN)
@@ -452,14 +452,14 @@ __global__ void sumToThreadsKernel(const T *x, T *y, double *partial,
   if (partial)
     partial[blockIdx.y * s.outN + k] = acc;
   else
-    y[k] = fromFloat<T>(float(acc));
+    y[k] = fromFloat<Y>(float(acc));
 }
 
 // x -> y[outN]: a warp an output (grid-stride over outputs by warp), its
 // lanes striding over the summands, in double; for short sums over the
 // innermost dimensions
-template <typename T>
-__global__ void sumToWarpsKernel(const T *x, T *y, SumShape s) {
+template <typename T, typename Y = T>
+__global__ void sumToWarpsKernel(const T *x, Y *y, SumShape s) {
   int lane = threadIdx.x % 32;
   int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
@@ -471,15 +471,15 @@ __global__ void sumToWarpsKernel(const T *x, T *y, SumShape s) {
     for (int o = 16; o > 0; o /= 2)
       acc += __shfl_down_sync(0xffffffffu, acc, o);
     if (lane == 0)
-      y[k] = fromFloat<T>(float(acc));
+      y[k] = fromFloat<Y>(float(acc));
   }
 }
 
 // x -> y[outN] (or partial[chunk, outN]): a block an (output, chunk) pair
 // (grid-stride), its threads striding over summands [chunk * len, +len), in
 // double; for long sums over the innermost dimensions
-template <typename T>
-__global__ void sumToBlocksKernel(const T *x, T *y, double *partial,
+template <typename T, typename Y = T>
+__global__ void sumToBlocksKernel(const T *x, Y *y, double *partial,
                                   SumShape s, int64_t chunks, int64_t len) {
   for (int64_t at = blockIdx.x; at < s.outN * chunks; at += gridDim.x) {
     int64_t k = at % s.outN, chunk = at / s.outN; // block-uniform
@@ -493,20 +493,20 @@ __global__ void sumToBlocksKernel(const T *x, T *y, double *partial,
       if (partial)
         partial[chunk * s.outN + k] = acc;
       else
-        y[k] = fromFloat<T>(float(acc));
+        y[k] = fromFloat<Y>(float(acc));
     }
   }
 }
 
 // partial[chunks, n] -> y[n] = the chunks summed in order
-template <typename T>
-__global__ void sumPartialsKernel(const double *partial, T *y,
+template <typename T, typename Y = T>
+__global__ void sumPartialsKernel(const double *partial, Y *y,
                                   int64_t chunks, int64_t n) {
   FOR_EACH(k, n) {
     double acc = 0;
     for (int64_t c = 0; c < chunks; ++c)
       acc += partial[c * n + k];
-    y[k] = fromFloat<T>(float(acc));
+    y[k] = fromFloat<Y>(float(acc));
   }
 }
 
@@ -518,8 +518,8 @@ struct SumToGeneral {
 };
 
 // x[dims] -> y[outN] as the CPU kernel walks it (a single thread)
-template <typename T>
-__global__ void sumToSerialKernel(const T *x, T *y, double *acc,
+template <typename T, typename Y = T>
+__global__ void sumToSerialKernel(const T *x, Y *y, double *acc,
                                   SumToGeneral g) {
   for (int64_t k = 0; k < g.outN; ++k)
     acc[k] = 0;
@@ -536,7 +536,7 @@ __global__ void sumToSerialKernel(const T *x, T *y, double *acc,
     }
   }
   for (int64_t k = 0; k < g.outN; ++k)
-    y[k] = fromFloat<T>(float(acc[k]));
+    y[k] = fromFloat<Y>(float(acc[k]));
 }
 
 } // namespace
@@ -656,8 +656,8 @@ SHARDC_CUDA_KERNEL(concat_part) {
 
 // x[dims[R]] -> y[out_n], summed over the dimensions where ystr is 0
 /// sum_to on elements of T (sums in double, y rounded once).
-template <typename T>
-void sumTo(cuda::Context &c, int64_t stream, const T *x, T *y,
+template <typename T, typename Y = T>
+void sumTo(cuda::Context &c, int64_t stream, const T *x, Y *y,
            const int64_t *i) {
   namespace K = A::sum_to;
   int64_t R = i[K::R], outN = i[K::out_n];
@@ -712,7 +712,8 @@ void sumTo(cuda::Context &c, int64_t stream, const T *x, T *y,
       g.total *= dims[d];
     }
     auto *acc = static_cast<double *>(c.scratch(size_t(outN) * 8));
-    SHARDC_LAUNCH(sumToSerialKernel<T>, 1, 1, 0, st, x, y, acc, g);
+    auto *sumToSerialKernelOf = &sumToSerialKernel<T, Y>;
+    SHARDC_LAUNCH(sumToSerialKernelOf, 1, 1, 0, st, x, y, acc, g);
     return;
   }
   // Built innermost first: reverse to x's order.
@@ -738,18 +739,22 @@ void sumTo(cuda::Context &c, int64_t stream, const T *x, T *y,
         chunks > 1 ? static_cast<double *>(c.scratch(size_t(chunks * outN) * 8))
                    : nullptr;
     dim3 grid{unsigned(colBlocks), unsigned(chunks)};
-    SHARDC_LAUNCH(sumToThreadsKernel<T>, grid, kThreads, 0, st, x, y, partial, s,
+    auto *sumToThreadsKernelOf = &sumToThreadsKernel<T, Y>;
+    SHARDC_LAUNCH(sumToThreadsKernelOf, grid, kThreads, 0, st, x, y, partial, s,
                   len);
-    if (partial)
-      SHARDC_LAUNCH(sumPartialsKernel<T>, gridFor(outN), kThreads, 0, st, partial,
+    if (partial) {
+      auto *sumPartialsKernelOf = &sumPartialsKernel<T, Y>;
+      SHARDC_LAUNCH(sumPartialsKernelOf, gridFor(outN), kThreads, 0, st, partial,
                     y, chunks, outN);
+    }
     return;
   }
   if (s.redN < 1024) {
     // A warp an output.
     unsigned grid =
         unsigned(std::min<int64_t>(blocksFor(outN * 32, kThreads), cap));
-    SHARDC_LAUNCH(sumToWarpsKernel<T>, grid, kThreads, 0, st, x, y, s);
+    auto *sumToWarpsKernelOf = &sumToWarpsKernel<T, Y>;
+    SHARDC_LAUNCH(sumToWarpsKernelOf, grid, kThreads, 0, st, x, y, s);
     return;
   }
   // A block an output, long sums split into chunks of at least 4096
@@ -762,19 +767,28 @@ void sumTo(cuda::Context &c, int64_t stream, const T *x, T *y,
       chunks > 1 ? static_cast<double *>(c.scratch(size_t(chunks * outN) * 8))
                  : nullptr;
   unsigned grid = unsigned(std::min<int64_t>(outN * chunks, cap));
-  SHARDC_LAUNCH(sumToBlocksKernel<T>, grid, kThreads, 0, st, x, y, partial, s,
+  auto *sumToBlocksKernelOf = &sumToBlocksKernel<T, Y>;
+  SHARDC_LAUNCH(sumToBlocksKernelOf, grid, kThreads, 0, st, x, y, partial, s,
                 chunks, len);
-  if (partial)
-    SHARDC_LAUNCH(sumPartialsKernel<T>, gridFor(outN), kThreads, 0, st, partial, y,
+  if (partial) {
+    auto *sumPartialsKernelOf = &sumPartialsKernel<T, Y>;
+    SHARDC_LAUNCH(sumPartialsKernelOf, gridFor(outN), kThreads, 0, st, partial, y,
                   chunks, outN);
+  }
 }
 
+// (y_f32: y in f32 whatever x's dtype, a cast fused in)
 SHARDC_CUDA_KERNEL(sum_to) {
   auto &c = *static_cast<cuda::Context *>(ctx);
+  bool yF32 = i[A::sum_to::y_f32] != 0;
   withDtype(i[A::sum_to::dtype], "sum_to", [&](auto t) {
     using T = decltype(t);
-    sumTo<T>(c, stream, static_cast<const T *>(b[0]), static_cast<T *>(b[1]),
-             i);
+    if (yF32)
+      sumTo<T, float>(c, stream, static_cast<const T *>(b[0]),
+                      static_cast<float *>(b[1]), i);
+    else
+      sumTo<T>(c, stream, static_cast<const T *>(b[0]),
+               static_cast<T *>(b[1]), i);
   });
 }
 

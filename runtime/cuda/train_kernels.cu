@@ -162,10 +162,11 @@ __global__ void normColumnPartialsKernel(const T *x, const T *dy,
     pb[blockIdx.y * C + c] = sb;
 }
 
-// pw[chunks,C] (and pb) -> dw[C] (and db) = the chunks summed in order
-template <typename T>
-__global__ void sumChunksKernel(const double *pw, const double *pb, T *dw,
-                                T *db, int64_t chunks, int64_t C) {
+// pw[chunks,C] (and pb) -> dw[C] (and db) = the chunks summed in order, in
+// elements of W
+template <typename W>
+__global__ void sumChunksKernel(const double *pw, const double *pb, W *dw,
+                                W *db, int64_t chunks, int64_t C) {
   FOR_EACH(c, C) {
     double sw = 0, sb = 0;
     for (int64_t k = 0; k < chunks; ++k) {
@@ -173,23 +174,24 @@ __global__ void sumChunksKernel(const double *pw, const double *pb, T *dw,
       if (pb)
         sb += pb[k * C + c];
     }
-    dw[c] = fromFloat<T>(float(sw));
+    dw[c] = fromFloat<W>(float(sw));
     if (db)
-      db[c] = fromFloat<T>(float(sb));
+      db[c] = fromFloat<W>(float(sb));
   }
 }
 
 /// The norm gradients: rows, then the parameter gradients' column sums.
-/// Scratch: the row statistics, then the partial sums.
+/// Scratch: the row statistics, then the partial sums. dw and db are in
+/// f32 whatever T when wbF32 (a cast fused in).
 template <typename T>
 void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
-              int64_t C, double eps) {
+              int64_t C, double eps, bool wbF32 = false) {
   auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
   cudaStream_t s = ctx.stream(stream);
   auto in = [&](int k) { return static_cast<const T *>(b[k]); };
   auto out = [&](int k) { return static_cast<T *>(b[k]); };
   const T *x = in(0), *w = in(1), *dy = in(2);
-  T *dx = out(3), *dw = out(4), *db = layer ? out(5) : nullptr;
+  T *dx = out(3);
   if (C == 0)
     return;
   RowChunks rc = rowChunks(M, C);
@@ -208,8 +210,17 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
                         : &normColumnPartialsKernel<false, T>;
   SHARDC_LAUNCH(columns, grid, kThreads, 0, s, x, dy, stats, pw, pb, M, C,
                 rc.rows);
-  auto *sum = &sumChunksKernel<T>;
-  SHARDC_LAUNCH(sum, gridFor(C), kThreads, 0, s, pw, pb, dw, db, rc.chunks, C);
+  auto sums = [&](auto w) {
+    using W = decltype(w);
+    auto *sum = &sumChunksKernel<W>;
+    SHARDC_LAUNCH(sum, gridFor(C), kThreads, 0, s, pw, pb,
+                  static_cast<W *>(b[4]),
+                  layer ? static_cast<W *>(b[5]) : nullptr, rc.chunks, C);
+  };
+  if (wbF32)
+    sums(float{});
+  else
+    sums(T{});
 }
 
 /// fn(v, row[v]) for the elements of row[0, V) the calling thread owns in a
@@ -373,12 +384,12 @@ __global__ void rotateKernel(const X *x, const Tab *cosT, const Tab *sinT,
 } // namespace
 
 // x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C], db[C] of layer_norm (f32 or
-// bf16)
+// bf16; wb_f32: dw and db in f32)
 SHARDC_CUDA_KERNEL(layer_norm_grad) {
   namespace K = A::layer_norm_grad;
   withDtype(i[K::dtype], "layer_norm_grad", [&](auto t) {
     normGrad<decltype(t)>(ctx, stream, /*layer=*/true, b, i[K::M], i[K::C],
-                          f[K::f::eps]);
+                          f[K::f::eps], i[K::wb_f32] != 0);
   });
 }
 

@@ -995,6 +995,19 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t count,
                  [dst, value, count]() { std::memset(dst, value, count); });
 }
 
+cudaError_t cudaMemset2DAsync(void *dst, size_t pitch, int value,
+                              size_t width, size_t height,
+                              cudaStream_t stream) {
+  STICKY();
+  if (width > pitch)
+    return report(cudaErrorInvalidValue,
+                  "cudaMemset2DAsync: a row wider than its pitch");
+  return enqueue(stream, "cudaMemset2DAsync", [=]() {
+    for (size_t r = 0; r < height; ++r)
+      std::memset(static_cast<char *>(dst) + r * pitch, value, width);
+  });
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream,
                                       unsigned int flags) {
   STICKY();

@@ -63,7 +63,7 @@ func.func @forward(%x: tensor<2x4x8xf32> {nn.param = "x"},
   %t = nn.transpose %r {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
   // CHECK: "rotary"(%{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 4, 4, 0, 0>}
   %q = nn.rotary %t : tensor<2x2x4x4xf32>
-  // CHECK: "attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 4, 4, 4, 1, 0>}
+  // CHECK: "attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 4, 4, 4, 1, 0, 0, 0, 0, 0, 0>}
   %o = nn.attention %q, %t, %t {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   // CHECK: "softmax"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 4, 4, 0>}
   %s = nn.softmax %o {axis = 2 : i64} : tensor<2x2x4x4xf32>
@@ -176,14 +176,14 @@ func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.p
     -> (tensor<8xf32> {nn.updates = 1 : i64}, tensor<8xf32> {nn.updates = 6 : i64}, tensor<8xf32> {nn.updates = 7 : i64}) {
   // CHECK: "fill"(%{{.*}}) {floats = array<f64: 1.000000e+00>, ints = array<i64: 1, 0>}
   %one = nn.fill {value = 1.0 : f64} : tensor<f32>
-  // CHECK: "sum_to"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 3, 8, 0, 2, 4, 8, 0, 0, 1>}
+  // CHECK: "sum_to"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 3, 8, 0, 0, 2, 4, 8, 0, 0, 1>}
   %s = nn.sum_to %x : (tensor<2x4x8xf32>) -> tensor<8xf32>
-  // CHECK: "matmul"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 8, 1, 0, 0>}
+  // CHECK: "matmul"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 8, 1, 0, 0, 0>}
   %x3 = nn.reshape %x : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
   %mm = nn.matmul %x3, %x3 {transpose_a} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
   // CHECK: "embedding_grad"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 5, 8, 0>}
   %eg = nn.embedding_grad %ids, %x : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<5x8xf32>
-  // CHECK: "layer_norm_grad"({{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8, 0>}
+  // CHECK: "layer_norm_grad"({{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8, 0, 0>}
   %dx, %dw, %db = nn.layer_norm_grad %x, %w, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   // CHECK: "rms_norm_grad"({{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 8, 0>}
   %rx, %rw = nn.rms_norm_grad %x, %w, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
@@ -202,7 +202,7 @@ func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.p
   // CHECK: "rotary_table"({{.*}}, {{.*}}, {{.*}}, {{.*}}) {floats = array<f64>, ints = array<i64: 1, 4, 4, 8, 1, 0>}
   %tab = nn.constant dense<0.5> : tensor<4x4xf32> -> tensor<4x4xf32>
   %rti = nn.rotary_table %q, %tab, %tab {inverse} : (tensor<1x4x4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4x8xf32>
-  // CHECK: "attention_grad"({{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 1, 4, 2, 4, 4, 8, 1, 0>}
+  // CHECK: "attention_grad"({{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 1, 4, 2, 4, 4, 8, 1, 0, 0, 0, 0, 0, 0>}
   %dq, %dk, %dv = nn.attention_grad %q, %kv, %kv, %q {causal, scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   // CHECK: "slice_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 24, 8, 8, 1, 0>}
   %slg = nn.slice_grad %x {dim = 2 : i64, start = 8 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x24xf32>

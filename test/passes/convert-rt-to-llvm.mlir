@@ -41,10 +41,10 @@ module attributes {rt.manifest = {format = 5 : i64}} {
 func.func @shardc_flops(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) attributes {rt.arena_bytes = 64 : i64} {
   %a = rt.view %arena[0] : !rt.buffer
   rt.kernel %ctx, "linear"(%a, %a, %a) {ints = array<i64: 8, 4, 16, 0, 0, 0>, floats = array<f64>}
-  rt.kernel %ctx, "matmul"(%a, %a, %a) {ints = array<i64: 4, 8, 2, 0, 0, 0>, floats = array<f64>}
+  rt.kernel %ctx, "matmul"(%a, %a, %a) {ints = array<i64: 4, 8, 2, 0, 0, 0, 0>, floats = array<f64>}
   rt.kernel %ctx, "batch_matmul"(%a, %a, %a) {ints = array<i64: 2, 3, 4, 0, 0, 1, 5, 1, 1>, floats = array<f64>}
-  rt.kernel %ctx, "attention"(%a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1, 0>, floats = array<f64: 0.35>}
-  rt.kernel %ctx, "attention_grad"(%a, %a, %a, %a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1, 0>, floats = array<f64: 0.35>}
+  rt.kernel %ctx, "attention"(%a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1, 0, 0, 0, 0, 0, 0>, floats = array<f64: 0.35>}
+  rt.kernel %ctx, "attention_grad"(%a, %a, %a, %a, %a, %a, %a) {ints = array<i64: 1, 2, 2, 4, 4, 8, 1, 0, 0, 0, 0, 0, 0>, floats = array<f64: 0.35>}
   rt.kernel %ctx, "rms_norm"(%a, %a, %a) {ints = array<i64: 8, 4, 0>, floats = array<f64: 1.0e-5>}
   return
 }

@@ -35,7 +35,7 @@ func.func @head(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer) {
   %dh = rt.alloc 128 : !rt.buffer
   rt.kernel %ctx, "linear"(%L, %w, %dh) {floats = array<f64>, ints = array<i64: 8, 100, 4, 1, 0, 0>}
   %dw = rt.alloc 1600 : !rt.buffer
-  rt.kernel %ctx, "matmul"(%L, %h, %dw) {floats = array<f64>, ints = array<i64: 100, 8, 4, 1, 0, 0>}
+  rt.kernel %ctx, "matmul"(%L, %h, %dw) {floats = array<f64>, ints = array<i64: 100, 8, 4, 1, 0, 0, 0>}
   rt.kernel %ctx, "accumulate"(%acc, %dw, %ctl, %acc) {floats = array<f64>, ints = array<i64: 400>}
   rt.kernel %ctx, "fill"(%dh) {floats = array<f64: 0.0>, ints = array<i64: 32, 0>}
   return
@@ -60,7 +60,7 @@ func.func @logits_read_after(%ctx: !rt.context, %p: !rt.buffer, %io: !rt.buffer)
   %dh = rt.alloc 128 : !rt.buffer
   rt.kernel %ctx, "linear"(%L, %w, %dh) {floats = array<f64>, ints = array<i64: 8, 100, 4, 1, 0, 0>}
   %dw = rt.alloc 1600 : !rt.buffer
-  rt.kernel %ctx, "matmul"(%L, %h, %dw) {floats = array<f64>, ints = array<i64: 100, 8, 4, 1, 0, 0>}
+  rt.kernel %ctx, "matmul"(%L, %h, %dw) {floats = array<f64>, ints = array<i64: 100, 8, 4, 1, 0, 0, 0>}
   %s = rt.alloc 4 : !rt.buffer
   rt.kernel %ctx, "squared_norm"(%L, %s) {floats = array<f64>, ints = array<i64: 800>}
   return

@@ -40,11 +40,11 @@ func.func @backward(%ctx: !rt.context, %dy: !rt.buffer, %w: !rt.buffer, %pre: !r
   %t = rt.alloc 3072 : !rt.buffer
   rt.kernel %ctx, "linear"(%dy, %w, %t) {floats = array<f64>, ints = array<i64: 16, 8, 48, 1, 0, 0>}
   %dw = rt.alloc 256 : !rt.buffer
-  rt.kernel %ctx, "matmul"(%h, %dy, %dw) {floats = array<f64>, ints = array<i64: 8, 16, 8, 1, 0, 0>}
+  rt.kernel %ctx, "matmul"(%h, %dy, %dw) {floats = array<f64>, ints = array<i64: 8, 16, 8, 1, 0, 0, 0>}
   %dpre = rt.alloc 3072 : !rt.buffer
   rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   %db = rt.alloc 192 : !rt.buffer
-  rt.kernel %ctx, "sum_to"(%dpre, %db) {floats = array<f64>, ints = array<i64: 3, 48, 0, 4, 4, 48, 0, 0, 1>}
+  rt.kernel %ctx, "sum_to"(%dpre, %db) {floats = array<f64>, ints = array<i64: 3, 48, 0, 0, 4, 4, 48, 0, 0, 1>}
   return
 }
 
@@ -91,7 +91,7 @@ func.func @across_event(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %pre:
   %d = rt.alloc 3072 : !rt.buffer
   rt.kernel %ctx, "gelu_grad"(%pre, %t, %d) {floats = array<f64>, ints = array<i64: 768, 1, 0>}
   %db = rt.alloc 768 : !rt.buffer
-  rt.kernel %ctx, "sum_to"(%d, %db) {floats = array<f64>, ints = array<i64: 3, 192, 0, 4, 4, 48, 0, 48, 1>}
+  rt.kernel %ctx, "sum_to"(%d, %db) {floats = array<f64>, ints = array<i64: 3, 192, 0, 0, 4, 4, 48, 0, 48, 1>}
   return
 }
 
@@ -117,7 +117,7 @@ func.func @bf16(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %b: !rt.buffe
   %dpre = rt.alloc 1536 : !rt.buffer
   rt.kernel %ctx, "gelu_grad"(%pre, %t, %dpre) {dtype = bf16, floats = array<f64>, ints = array<i64: 768, 1, 1>}
   %db = rt.alloc 96 : !rt.buffer
-  rt.kernel %ctx, "sum_to"(%dpre, %db) {dtype = bf16, floats = array<f64>, ints = array<i64: 3, 48, 1, 4, 4, 48, 0, 0, 1>}
+  rt.kernel %ctx, "sum_to"(%dpre, %db) {dtype = bf16, floats = array<f64>, ints = array<i64: 3, 48, 1, 0, 4, 4, 48, 0, 0, 1>}
   %m = rt.alloc 3072 : !rt.buffer
   rt.kernel %ctx, "linear"(%x, %w, %m) {floats = array<f64>, ints = array<i64: 16, 8, 48, 0, 0, 0>}
   %n = rt.alloc 1536 : !rt.buffer

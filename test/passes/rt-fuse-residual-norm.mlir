@@ -1,5 +1,6 @@
 // RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(rt-fuse-residual-norm{target=cuda}))' | FileCheck %s
 // RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(rt-fuse-residual-norm{target=cpu}))' | FileCheck %s
+// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(rt-fuse-residual-norm{target=cuda bf16=false}))' | FileCheck %s --check-prefix=F32ONLY
 
 // Both targets have the fused kernels (runtime/cpu, runtime/cuda): the
 // same rewrite on each.
@@ -9,8 +10,8 @@
 // CHECK-LABEL: func.func @residual
 // CHECK: %[[S:.*]] = rt.alloc 1024
 // CHECK-NEXT: %[[Y:.*]] = rt.alloc 1024
-// CHECK-NEXT: rt.kernel %{{.*}}, "add_layer_norm"(%[[A:.*]], %[[B:.*]], %[[W:.*]], %[[BIAS:.*]], %[[S]], %[[Y]]) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 32, 1>}
-// CHECK: rt.kernel %{{.*}}, "add_rms_norm"(%[[S]], %[[Y]], %[[W]], %{{.*}}, %{{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 32>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "add_layer_norm"(%[[A:.*]], %[[B:.*]], %[[W:.*]], %[[BIAS:.*]], %[[S]], %[[Y]]) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 32, 1, 0>}
+// CHECK: rt.kernel %{{.*}}, "add_rms_norm"(%[[S]], %[[Y]], %[[W]], %{{.*}}, %{{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 32, 0>}
 func.func @residual(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %w: !rt.buffer, %bias: !rt.buffer) {
   %s = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "add"(%a, %b, %s) {floats = array<f64>, ints = array<i64: 3, 0, 2, 4, 32, 128, 32, 1, 128, 32, 1>}
@@ -46,5 +47,29 @@ func.func @kept(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %w: !rt.buffe
   rt.kernel %ctx, "add"(%a, %b, %v) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
   %q = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "rms_norm"(%v, %w, %q) {floats = array<f64: 1.0e-06>, ints = array<i64: 8, 32, 0>, stream = 1 : i64}
+  return
+}
+
+// -----
+
+// bf16: the fused kernel computes on bf16 (its dtype code 1, and the
+// attribute), the sum rounded before the norm reads it. An add and a norm
+// on different dtypes stay apart. With bf16=false, bf16 stays unfused.
+// CHECK-LABEL: func.func @bf16
+// CHECK: rt.kernel %{{.*}}, "add_layer_norm"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 32, 1, 1>}
+// CHECK: "add"(
+// CHECK-NEXT: rt.alloc
+// CHECK-NEXT: "layer_norm"(
+// F32ONLY-LABEL: func.func @bf16
+// F32ONLY-NOT: add_layer_norm
+func.func @bf16(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %w: !rt.buffer, %bias: !rt.buffer) {
+  %s = rt.alloc 512 : !rt.buffer
+  rt.kernel %ctx, "add"(%a, %b, %s) {dtype = bf16, floats = array<f64>, ints = array<i64: 2, 1, 8, 32, 32, 1, 32, 1>}
+  %y = rt.alloc 512 : !rt.buffer
+  rt.kernel %ctx, "layer_norm"(%s, %w, %bias, %y) {dtype = bf16, floats = array<f64: 1.0e-05>, ints = array<i64: 8, 32, 1, 1>}
+  %t = rt.alloc 512 : !rt.buffer
+  rt.kernel %ctx, "add"(%a, %b, %t) {dtype = bf16, floats = array<f64>, ints = array<i64: 2, 1, 8, 32, 32, 1, 32, 1>}
+  %z = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "layer_norm"(%t, %w, %bias, %z) {floats = array<f64: 1.0e-05>, ints = array<i64: 8, 32, 1, 0>}
   return
 }

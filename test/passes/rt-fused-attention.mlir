@@ -9,10 +9,10 @@
 // CHECK-LABEL: func.func @pair
 // CHECK: %[[LSE:.*]] = rt.alloc 256
 // CHECK-NEXT: %[[WF:.*]] = rt.alloc 4194304
-// CHECK-NEXT: rt.kernel %{{.*}}, "sdpa"(%[[Q:.*]], %[[K:.*]], %[[V:.*]], %[[O:.*]], %[[LSE]], %[[WF]]) {dtype = bf16, floats = array<f64: 3.500000e-01>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4194304>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "sdpa"(%[[Q:.*]], %[[K:.*]], %[[V:.*]], %[[O:.*]], %[[LSE]], %[[WF]]) {dtype = bf16, floats = array<f64: 3.500000e-01>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4194304, 0, 0, 0, 0, 0>}
 // CHECK: rt.kernel %{{.*}}, "linear"
 // CHECK: %[[WB:.*]] = rt.alloc 4266240
-// CHECK-NEXT: rt.kernel %{{.*}}, "sdpa_grad"(%[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %[[DO:.*]], %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]], %[[WB]]) {dtype = bf16, floats = array<f64: 3.500000e-01>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4266240>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "sdpa_grad"(%[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %[[DO:.*]], %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]], %[[WB]]) {dtype = bf16, floats = array<f64: 3.500000e-01>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4266240, 0, 0, 0, 0, 0>}
 // CHECK-NOT: "attention
 // CPU-LABEL: func.func @pair
 // CPU: "attention"
@@ -20,13 +20,13 @@
 // CPU-NOT: sdpa
 func.func @pair(%ctx: !rt.context, %q: !rt.buffer, %k: !rt.buffer, %v: !rt.buffer, %w: !rt.buffer, %do: !rt.buffer) {
   %o = rt.alloc 1024 : !rt.buffer
-  rt.kernel %ctx, "attention"(%q, %k, %v, %o) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1>}
+  rt.kernel %ctx, "attention"(%q, %k, %v, %o) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 0, 0, 0, 0, 0>}
   %y = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "linear"(%o, %w, %y) {dtype = bf16, floats = array<f64>, ints = array<i64: 64, 8, 8, 0, 0, 1>}
   %dq = rt.alloc 1024 : !rt.buffer
   %dk = rt.alloc 512 : !rt.buffer
   %dv = rt.alloc 512 : !rt.buffer
-  rt.kernel %ctx, "attention_grad"(%q, %k, %v, %do, %dq, %dk, %dv) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1>}
+  rt.kernel %ctx, "attention_grad"(%q, %k, %v, %do, %dq, %dk, %dv) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 0, 0, 0, 0, 0>}
   return
 }
 
@@ -39,11 +39,11 @@ func.func @pair(%ctx: !rt.context, %q: !rt.buffer, %k: !rt.buffer, %v: !rt.buffe
 // CHECK-NOT: sdpa
 func.func @f32(%ctx: !rt.context, %q: !rt.buffer, %k: !rt.buffer, %v: !rt.buffer, %do: !rt.buffer) {
   %o = rt.alloc 2048 : !rt.buffer
-  rt.kernel %ctx, "attention"(%q, %k, %v, %o) {floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 0, 0>}
+  rt.kernel %ctx, "attention"(%q, %k, %v, %o) {floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 0, 0, 0, 0, 0, 0, 0>}
   %dq = rt.alloc 2048 : !rt.buffer
   %dk = rt.alloc 2048 : !rt.buffer
   %dv = rt.alloc 2048 : !rt.buffer
-  rt.kernel %ctx, "attention_grad"(%q, %k, %v, %do, %dq, %dk, %dv) {floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 0, 0>}
+  rt.kernel %ctx, "attention_grad"(%q, %k, %v, %do, %dq, %dk, %dv) {floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 0, 0, 0, 0, 0, 0, 0>}
   return
 }
 
@@ -62,12 +62,12 @@ func.func @f32(%ctx: !rt.context, %q: !rt.buffer, %k: !rt.buffer, %v: !rt.buffer
 // CHECK-NOT: "attention"(
 func.func @unmatched(%ctx: !rt.context, %q: !rt.buffer, %k: !rt.buffer, %v: !rt.buffer, %do: !rt.buffer) {
   %o = rt.alloc 1024 : !rt.buffer
-  rt.kernel %ctx, "attention"(%q, %k, %v, %o) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 1, 1>}
+  rt.kernel %ctx, "attention"(%q, %k, %v, %o) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 1, 1, 0, 0, 0, 0, 0>}
   %dq = rt.alloc 1024 : !rt.buffer
   %dk = rt.alloc 1024 : !rt.buffer
   %dv = rt.alloc 1024 : !rt.buffer
-  rt.kernel %ctx, "attention_grad"(%q, %k, %v, %do, %dq, %dk, %dv) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 0, 1>}
+  rt.kernel %ctx, "attention_grad"(%q, %k, %v, %do, %dq, %dk, %dv) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 0, 1, 0, 0, 0, 0, 0>}
   %o2 = rt.alloc 1024 : !rt.buffer
-  rt.kernel %ctx, "attention"(%q, %k, %v, %o2) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 1, 1>}
+  rt.kernel %ctx, "attention"(%q, %k, %v, %o2) {dtype = bf16, floats = array<f64: 0.35>, ints = array<i64: 1, 4, 4, 16, 16, 8, 1, 1, 0, 0, 0, 0, 0>}
   return
 }

@@ -189,14 +189,17 @@ TEST_F(CudaSdpa, KernelEntries) {
   std::vector<float> q = randomVec(qn, 7), k = randomVec(kn, 8),
                      v = randomVec(kn, 9), dO = randomVec(qn, 10);
   auto ints = [&](A::KernelId id, bool grad) {
+    // sdpa's ints are attention's with ws_bytes before the layout (dense).
     std::vector<int64_t> i = attentionInts(A::KernelId::attention, s);
-    i.push_back(A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, grad));
+    i.insert(i.begin() + A::sdpa::ws_bytes,
+             A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, grad));
     EXPECT_EQ(int64_t(i.size()), A::kernelInfo(id).numInts);
     return i;
   };
   std::vector<int64_t> fi = ints(A::KernelId::sdpa, false),
                        gi = ints(A::KernelId::sdpa_grad, true);
-  std::vector<float> wsF(size_t(fi.back() / 4)), wsB(size_t(gi.back() / 4));
+  std::vector<float> wsF(size_t(fi[A::sdpa::ws_bytes] / 4)),
+      wsB(size_t(gi[A::sdpa_grad::ws_bytes] / 4));
   std::vector<double> fl = {double(s.scale)};
   compare(A::KernelId::sdpa, shardc_k_sdpa,
           {bf16s(q), bf16s(k), bf16s(v), outBf16(qn), out(rows), floats(wsF)},
@@ -215,6 +218,111 @@ TEST_F(CudaSdpa, KernelEntries) {
            outBf16(qn), outBf16(kn), outBf16(kn), floats(wsB)},
           gi, fl, 1.6e-2);
 }
+
+// Layout Rows (rt-attention-layout), through the kernel table: q, k and v
+// read in place from one fused QKV buffer [B*T, (H+2G)*D] (views at
+// columns 0, H*D and (H+G)*D), o and dO as rows [B*T, H*D], dq, dk and dv
+// written into the columns of one gradient [B*T, (H+2G)*D] -- against the
+// CPU's dense kernels. `fused`: sdpa and sdpa_grad (cuDNN's graphs with
+// strides); else attention and attention_grad (the f32-math kernels, the
+// path cuDNN's declines take, reading and writing by strides too).
+class CudaSdpaRows : public CudaSdpa {
+protected:
+  void rows(bool fused) {
+    SdpaShape s{2, 4, 2, 23, 23, 64, true, 0.125f};
+    const int64_t HD = s.H * s.D, W = (s.H + 2 * s.G) * s.D, BT = s.B * s.T;
+    size_t qn = size_t(s.B * s.H * s.T * s.D), kn = size_t(s.B * s.G * s.S * s.D);
+    Bits q = toBf16(randomVec(qn, 41)), k = toBf16(randomVec(kn, 42)),
+         v = toBf16(randomVec(kn, 43)), dO = toBf16(randomVec(qn, 44));
+    // The CPU's dense results.
+    Bits o(qn), dq(qn), dk(kn), dv(kn);
+    std::vector<double> fl = {double(s.scale)};
+    {
+      void *b[] = {q.data(), k.data(), v.data(), o.data()};
+      std::vector<int64_t> ints = attentionInts(A::KernelId::attention, s);
+      shardc_k_attention(nullptr, b, ints.data(), fl.data(), 0);
+      void *g[] = {q.data(), k.data(), v.data(), dO.data(),
+                   dq.data(), dk.data(), dv.data()};
+      ints = attentionInts(A::KernelId::attention_grad, s);
+      shardc_k_attention_grad(nullptr, g, ints.data(), fl.data(), 0);
+    }
+    // Packed: element (b, h, t, d) of an operand at column col of rows ld.
+    auto at = [&](int64_t b, int64_t h, int64_t t, int64_t d, int64_t col,
+                  int64_t ld) { return size_t((b * s.T + t) * ld + col + h * s.D + d); };
+    auto dense = [&](int64_t b, int64_t h, int64_t t, int64_t d,
+                     int64_t heads) { return size_t(((b * heads + h) * s.T + t) * s.D + d); };
+    Bits qkv(size_t(BT * W)), dOr(qn);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t t = 0; t < s.T; ++t)
+        for (int64_t d = 0; d < s.D; ++d) {
+          for (int64_t h = 0; h < s.H; ++h) {
+            qkv[at(b, h, t, d, 0, W)] = q[dense(b, h, t, d, s.H)];
+            dOr[at(b, h, t, d, 0, HD)] = dO[dense(b, h, t, d, s.H)];
+          }
+          for (int64_t g = 0; g < s.G; ++g) {
+            qkv[at(b, g, t, d, HD, W)] = k[dense(b, g, t, d, s.G)];
+            qkv[at(b, g, t, d, HD + s.G * s.D, W)] = v[dense(b, g, t, d, s.G)];
+          }
+        }
+    Device dev;
+    uint16_t *dQKV = dev.copy(qkv), *ddO = dev.copy(dOr);
+    uint16_t *gO = dev.alloc<uint16_t>(qn), *gdQKV = dev.alloc<uint16_t>(qkv.size());
+    float *lse = dev.alloc<float>(size_t(s.B * s.H * s.T));
+    int64_t wsF = A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, false),
+            wsB = A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, true);
+    void *work = dev.alloc<char>(size_t(std::max(wsF, wsB)));
+    void *qv = dQKV, *kv = dQKV + HD, *vv = dQKV + HD + s.G * s.D;
+    void *dq_ = gdQKV, *dk_ = gdQKV + HD, *dv_ = gdQKV + HD + s.G * s.D;
+    auto ints = [&](A::KernelId id, int64_t ws) {
+      std::vector<int64_t> i = attentionInts(A::KernelId::attention, s);
+      namespace K = A::attention;
+      i[K::layout] = A::kAttentionRows;
+      i[K::ld_q] = i[K::ld_k] = i[K::ld_v] = W;
+      i[K::ld_o] = HD;
+      if (id == A::KernelId::sdpa || id == A::KernelId::sdpa_grad)
+        i.insert(i.begin() + A::sdpa::ws_bytes, ws);
+      EXPECT_EQ(int64_t(i.size()), A::kernelInfo(id).numInts);
+      return i;
+    };
+    auto launch = [&](A::KernelId id, std::vector<void *> b, int64_t ws) {
+      std::vector<int64_t> i = ints(id, ws);
+      cuda::kernelTable()[int64_t(id)](&ctx, b.data(), i.data(), fl.data(),
+                                       A::kComputeStream);
+    };
+    if (fused) {
+      launch(A::KernelId::sdpa, {qv, kv, vv, gO, lse, work}, wsF);
+      launch(A::KernelId::sdpa_grad,
+             {qv, kv, vv, gO, lse, ddO, dq_, dk_, dv_, work}, wsB);
+    } else {
+      launch(A::KernelId::attention, {qv, kv, vv, gO}, 0);
+      launch(A::KernelId::attention_grad, {qv, kv, vv, ddO, dq_, dk_, dv_}, 0);
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    Bits gotO = dev.read(gO, qn), gotD = dev.read(gdQKV, qkv.size());
+    // Unpacked, against the CPU's dense results.
+    Bits uo(qn), udq(qn), udk(kn), udv(kn);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t t = 0; t < s.T; ++t)
+        for (int64_t d = 0; d < s.D; ++d) {
+          for (int64_t h = 0; h < s.H; ++h) {
+            uo[dense(b, h, t, d, s.H)] = gotO[at(b, h, t, d, 0, HD)];
+            udq[dense(b, h, t, d, s.H)] = gotD[at(b, h, t, d, 0, W)];
+          }
+          for (int64_t g = 0; g < s.G; ++g) {
+            udk[dense(b, g, t, d, s.G)] = gotD[at(b, g, t, d, HD, W)];
+            udv[dense(b, g, t, d, s.G)] =
+                gotD[at(b, g, t, d, HD + s.G * s.D, W)];
+          }
+        }
+    expectClose(uo, o, 8e-3, "o");
+    expectClose(udq, dq, 1.6e-2, "dq");
+    expectClose(udk, dk, 1.6e-2, "dk");
+    expectClose(udv, dv, 1.6e-2, "dv");
+  }
+};
+
+TEST_F(CudaSdpaRows, Fused) { rows(true); }
+TEST_F(CudaSdpaRows, Kernels) { rows(false); }
 
 // {B, H, G, T, S, D, causal}
 TEST_F(CudaSdpa, CausalAndNot) {

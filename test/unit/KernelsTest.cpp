@@ -340,6 +340,83 @@ TEST(Kernels, AttentionCausalMultiHead) { checkAttention(4, 4, true); }
 TEST(Kernels, AttentionCausalGroupedQuery) { checkAttention(6, 2, true); }
 TEST(Kernels, AttentionFull) { checkAttention(2, 1, false); }
 
+// The attention kernels under layout Rows (rt-attention-layout): q, k and
+// v read in place from a fused QKV buffer [B*T, (H+2G)*D], o and dO as
+// rows [B*T, H*D], dq, dk and dv written into the columns of one
+// [B*T, (H+2G)*D] gradient. The same values as the dense layout, to f32
+// rounding (the same body reads the rows in place: BLAS may order a sum
+// differently for another leading dimension).
+TEST(Kernels, AttentionRowsLayout) {
+  const int64_t B = 2, H = 4, G = 2, T = 6, D = 4, W = (H + 2 * G) * D;
+  Vec q = randomVec(B * H * T * D, 31), k = randomVec(B * G * T * D, 32),
+      v = randomVec(B * G * T * D, 33), dO = randomVec(B * H * T * D, 34);
+  namespace At = A::attention;
+  namespace Ag = A::attention_grad;
+  auto shape = [&](A::KernelId id, bool rows) {
+    Named<int64_t> named = {{At::B, B}, {At::H, H}, {At::G, G}, {At::T, T},
+                            {At::S, T}, {At::D, D}, {At::causal, 1}};
+    if (rows)
+      named.insert(named.end(), {{At::layout, A::kAttentionRows},
+                                 {At::ld_q, W},
+                                 {At::ld_k, W},
+                                 {At::ld_v, W},
+                                 {At::ld_o, H * D}});
+    static_assert(int64_t(At::ld_o) == int64_t(Ag::ld_o), "shared ints");
+    return packInts(id, named);
+  };
+  std::vector<double> scale =
+      packFloats(Id::attention, {{At::f::scale, 0.5}});
+  // Dense.
+  Vec o(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+  std::vector<void *> fwd = bufs(q, k, v, o), bwd = bufs(q, k, v, dO, dq, dk, dv);
+  std::vector<int64_t> fi = shape(Id::attention, false),
+                       gi = shape(Id::attention_grad, false);
+  SHARDC_LAUNCH(attention, &ctx, fwd, fi, scale, A::kComputeStream);
+  SHARDC_LAUNCH(attention_grad, &ctx, bwd, gi, scale, A::kComputeStream);
+  // Rows: element (b, h, t, d) of an operand of `heads` heads at column
+  // `col` of rows of `ld`.
+  auto at = [&](int64_t b, int64_t h, int64_t t, int64_t d, int64_t col,
+                int64_t ld) { return (b * T + t) * ld + col + h * D + d; };
+  auto dense = [&](int64_t b, int64_t h, int64_t t, int64_t d,
+                   int64_t heads) { return ((b * heads + h) * T + t) * D + d; };
+  Vec qkv(B * T * W), dOr(dO.size()), orows(o.size(), NAN),
+      dqkv(B * T * W, NAN);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        for (int64_t h = 0; h < H; ++h) {
+          qkv[at(b, h, t, d, 0, W)] = q[dense(b, h, t, d, H)];
+          dOr[at(b, h, t, d, 0, H * D)] = dO[dense(b, h, t, d, H)];
+        }
+        for (int64_t g = 0; g < G; ++g) {
+          qkv[at(b, g, t, d, H * D, W)] = k[dense(b, g, t, d, G)];
+          qkv[at(b, g, t, d, (H + G) * D, W)] = v[dense(b, g, t, d, G)];
+        }
+      }
+  float *kr = qkv.data() + H * D, *vr = qkv.data() + (H + G) * D;
+  float *dkr = dqkv.data() + H * D, *dvr = dqkv.data() + (H + G) * D;
+  std::vector<void *> rfwd = {qkv.data(), kr, vr, orows.data()},
+                      rbwd = {qkv.data(), kr, vr, dOr.data(), dqkv.data(),
+                              dkr, dvr};
+  fi = shape(Id::attention, true);
+  gi = shape(Id::attention_grad, true);
+  SHARDC_LAUNCH(attention, &ctx, rfwd, fi, scale, A::kComputeStream);
+  SHARDC_LAUNCH(attention_grad, &ctx, rbwd, gi, scale, A::kComputeStream);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        for (int64_t h = 0; h < H; ++h) {
+          ASSERT_NEAR(orows[at(b, h, t, d, 0, H * D)], o[dense(b, h, t, d, H)], 1e-6);
+          ASSERT_NEAR(dqkv[at(b, h, t, d, 0, W)], dq[dense(b, h, t, d, H)], 1e-6);
+        }
+        for (int64_t g = 0; g < G; ++g) {
+          ASSERT_NEAR(dqkv[at(b, g, t, d, H * D, W)], dk[dense(b, g, t, d, G)], 1e-6);
+          ASSERT_NEAR(dqkv[at(b, g, t, d, (H + G) * D, W)],
+                      dv[dense(b, g, t, d, G)], 1e-6);
+        }
+      }
+}
+
 TEST(Kernels, SoftmaxMiddleAxis) {
   const int64_t O = 3, N = 5, I = 4;
   Vec x = randomVec(O * N * I, 18, 4.0f), y(x.size());

@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <string_view>
 #include <vector>
 
 namespace shardc::test {
@@ -84,12 +85,31 @@ std::vector<T> packNamed(const abi::KernelInfo &k, const char *what,
 inline std::vector<int64_t> packInts(abi::KernelId id, Named<int64_t> named,
                                      const std::vector<int64_t> &tail = {}) {
   const abi::KernelInfo &k = abi::kernelInfo(id);
-  // A typed kernel computes in f32 unless the test names its dtype.
+  // A typed kernel computes in f32 unless the test names its dtype; the
+  // integers whose 0 is the default (a dense attention layout, outputs in
+  // the kernel's dtype) are 0 unless named.
+  auto unnamed = [&](int64_t at) {
+    return at >= 0 && std::none_of(named.begin(), named.end(),
+                                   [&](auto &arg) { return arg.first == at; });
+  };
   int64_t dtype = abi::dtypeArg(k);
-  if (dtype >= 0 && std::none_of(named.begin(), named.end(), [&](auto &arg) {
-        return arg.first == dtype;
-      }))
+  if (unnamed(dtype))
     named.push_back({dtype, abi::kF32});
+  std::string_view names = k.ints;
+  int64_t index = 0;
+  for (size_t at = 0; at < names.size(); ++index) {
+    while (at < names.size() && (names[at] == '(' || names[at] == ' '))
+      ++at;
+    size_t end = names.find(',', at);
+    if (end == std::string_view::npos)
+      break;
+    std::string_view name = names.substr(at, end - at);
+    for (std::string_view zero :
+         {"layout", "ld_q", "ld_k", "ld_v", "ld_o", "y_f32", "wb_f32"})
+      if (name == zero && unnamed(index))
+        named.push_back({index, 0});
+    at = end + 1;
+  }
   std::vector<int64_t> ints = packNamed(k, "integer", k.numInts, named);
   ints.insert(ints.end(), tail.begin(), tail.end());
   return ints;

@@ -16,6 +16,23 @@ func.func @view_offset(%p: !rt.buffer) {
 
 // -----
 
+func.func @view_past_alloc() {
+  %y = rt.alloc 4096 : !rt.buffer
+  // expected-error @+1 {{spans bytes 2048 to 6144 of a buffer of 4096}}
+  %x = rt.view %y[2048] size 4096 : !rt.buffer
+  return
+}
+
+// -----
+
+func.func @view_size(%p: !rt.buffer) {
+  // expected-error @+1 {{size must be non-negative, got -1}}
+  %x = rt.view %p[0] size -1 : !rt.buffer
+  return
+}
+
+// -----
+
 func.func @kernel_name(%ctx: !rt.context, %p: !rt.buffer) {
   // expected-error @+1 {{unknown kernel 'a-b' (the kernels are listed in runtime/abi/kernels.def)}}
   rt.kernel %ctx, "a-b"(%p) {ints = array<i64>, floats = array<f64>}

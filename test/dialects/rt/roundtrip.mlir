@@ -7,6 +7,9 @@ func.func @step(%ctx: !rt.context, %params: !rt.buffer, %io: !rt.buffer, %arena:
   %x = rt.view %params[128] : !rt.buffer
   // CHECK: %[[Y:.*]] = rt.alloc 4096 : !rt.buffer
   %y = rt.alloc 4096 : !rt.buffer
+  // A part of an allocation, with the bytes it spans.
+  // CHECK: rt.view %[[Y]][1024] size 2048 : !rt.buffer
+  %part = rt.view %y[1024] size 2048 : !rt.buffer
   // CHECK: rt.event_wait %[[CTX]] {event = 3 : i64, stream = 0 : i64}
   rt.event_wait %ctx {event = 3 : i64, stream = 0 : i64}
   // CHECK: rt.kernel %[[CTX]], "silu"(%[[X]], %[[Y]]) {floats = array<f64>, ints = array<i64: 1024, 0>}
