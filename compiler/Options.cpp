@@ -143,7 +143,7 @@ void DriverOptions::bindOptions() {
   bind(training.lossChunkRows, "loss-chunk-rows",
        cl::desc("The LM head and its loss run over chunks of "
                 "this many token rows, so the [tokens, vocab] logits are "
-                "never whole (0, the default: as many rows as fit 64 MiB "
+                "never whole (0, the default: as many rows as fit 256 MiB "
                 "of logits; a count of at least the micro-step's tokens "
                 "keeps them whole)"),
        cl::value_desc("N"));
@@ -183,8 +183,9 @@ void DriverOptions::bindOptions() {
                 "fused into the kernel writing it, unrounded "
                 "(rt-fuse-casts); concatenations and contiguous slices are "
                 "views (rt-concat-views, rt-slice-views); a group's "
-                "gradient accumulations are one launch "
-                "(rt-group-accumulate); bf16 residual adds fuse with the "
+                "gradient accumulations, and the optimizer's casts to the "
+                "bf16 working copy, are one launch each "
+                "(rt-group-elementwise); bf16 residual adds fuse with the "
                 "norm after them. =false keeps the layout kernels"));
   bind(training.gradSync, "grad-sync",
        cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces "

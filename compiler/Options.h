@@ -71,7 +71,7 @@ struct TrainingOptions {
   /// --fused-attention: rt-fused-attention (bf16 attention on cuDNN).
   bool fusedAttention = true;
   /// --fuse-layout: the layout passes (rt-attention-layout, rt-fuse-casts,
-  /// rt-concat-views, rt-slice-views, rt-group-accumulate) and bf16
+  /// rt-concat-views, rt-slice-views, rt-group-elementwise) and bf16
   /// residual norms.
   bool fuseLayout = true;
 };

@@ -83,7 +83,6 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createRtFuseCasts());
     pm.addNestedPass<func::FuncOp>(createRtConcatViews());
     pm.addNestedPass<func::FuncOp>(createRtSliceViews());
-    pm.addNestedPass<func::FuncOp>(createRtGroupAccumulate());
   }
   RtGroupOptimizerOptions group;
   group.target = options.target;
@@ -93,6 +92,8 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
     pm.addPass(createRtOffloadToHost());
   else
     pm.addPass(createRtWorkingCopy());
+  if (options.fuseLayout)
+    pm.addNestedPass<func::FuncOp>(createRtGroupElementwise());
   if (!options.predict.empty()) {
     RtPredictOptions predict;
     predict.machine = options.predict;

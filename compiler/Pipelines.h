@@ -45,11 +45,11 @@ struct PipelineOptions {
   /// rt-fused-attention (where the target has fused attention).
   bool fusedAttention = true;
   /// The layout passes (rt-attention-layout, rt-fuse-casts,
-  /// rt-concat-views, rt-slice-views, rt-group-accumulate) and
+  /// rt-concat-views, rt-slice-views, rt-group-elementwise) and
   /// rt-fuse-residual-norm on bf16.
   bool fuseLayout = true;
   /// Rows of logits per chunk of the LM head's loss (rt-chunk-loss-head;
-  /// 0: as many as fit 64 MiB).
+  /// 0: as many as fit 256 MiB).
   int64_t lossChunkRows = 0;
   /// rt-predict: the machine (a bundled name or a calibration file; empty:
   /// no prediction) and its GPUs a node (0: the machine's).

@@ -15,7 +15,7 @@
 // sums as before, element by element. The gradients are concatenated in the
 // order of the gradient state they accumulate into (where each does), so
 // that a group's shards lie in s as its gradients lie in the state: the
-// accumulations are then one launch (rt-slice-views, rt-group-accumulate).
+// accumulations are then one launch (rt-slice-views, rt-group-elementwise).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

@@ -12,8 +12,8 @@
 //
 // where the add is of two tensors of the norm's shape [M, C] (no
 // broadcast), the norm is the next kernel on the same stream with nothing
-// but allocations, views and event waits between (the fused kernel waits
-// where the norm did), and s stays written (the residual
+// but allocations, views, event waits and other streams' event records
+// between (the fused kernel waits where the norm did), and s stays written (the residual
 // stream and the norm's gradient read it). Runs after convert-nn-to-rt,
 // before memory planning.
 //
@@ -76,8 +76,15 @@ struct RtFuseResidualNormPass
       return;
     Operation *next = add->getNextNode();
     // Waits between only hold the norm back (for its weights): the add can
-    // wait with it.
-    while (next && isa<rt::AllocOp, rt::ViewOp, rt::EventWaitOp>(next))
+    // wait with it; so can another stream's event records (not the add's
+    // own stream's: a record there marks the add as done).
+    auto inert = [&](Operation *op) {
+      if (isa<rt::AllocOp, rt::ViewOp, rt::EventWaitOp>(op))
+        return true;
+      auto record = dyn_cast<rt::EventRecordOp>(op);
+      return record && int64_t(record.getStream()) != int64_t(add.getStream());
+    };
+    while (next && inert(next))
       next = next->getNextNode();
     bool layer = isKernel(next, abi::KernelId::layer_norm);
     if (!layer && !isKernel(next, abi::KernelId::rms_norm))

@@ -10,7 +10,8 @@
 //                                             clipping coefficient)
 //     => adamw_group(hyper, c, p_1 g_1 m_1 v_1 p_1' m_1' v_1', ...)
 //
-// at most kMaxGroupTensors tensors a launch. The chain must run on one
+// at most kMaxNormTensors and kMaxGroupTensors tensors a launch. The chain
+// must run on one
 // stream with nothing but allocations and views between its kernels, every
 // squared norm and intermediate sum a fresh buffer read by the next add
 // only (the last sum may be any buffer, as the io slot of the norm); the
@@ -34,9 +35,12 @@ using namespace shardc;
 
 namespace {
 
-/// Tensors of one grouped launch at most (the CUDA kernels' parameter
+/// Tensors of one adamw_group launch at most (the CUDA kernel's parameter
 /// block holds this many).
 constexpr size_t kMaxGroupTensors = 32;
+/// Tensors of one squared_norm_group launch at most (the CUDA kernel takes
+/// them kMaxGroupTensors a pass, then sums every partial in order).
+constexpr size_t kMaxNormTensors = 4096;
 
 /// Allocations and views: no work.
 bool isInert(Operation *op) { return isa<rt::AllocOp, rt::ViewOp>(op); }
@@ -125,7 +129,7 @@ struct RtGroupOptimizerPass
       return nullptr;
     norms.push_back(cast<rt::KernelOp>(n2));
     adds.push_back(a);
-    while (norms.size() < kMaxGroupTensors) {
+    while (norms.size() < kMaxNormTensors) {
       Value sum = adds.back().getBuffers()[2];
       Operation *n = nextWork(adds.back());
       Operation *add2 = n ? nextWork(n) : nullptr;

@@ -409,9 +409,10 @@ def RtChunkLossHead : Pass<"rt-chunk-loss-head", "mlir::func::FuncOp"> {
     for dw) become one `linear_cross_entropy`, which computes R rows of
     logits at a time in a scratch buffer: the [tokens, vocab] logits are
     never all in memory. The scratch's rows are `abi::lossHeadRowStride`
-    floats (the vocabulary rounded up to 64, so that each row is 16-byte
-    aligned for cuBLASLt). R is `rows`, or as many rows as fit 64 MiB of
-    logits; where R covers every row nothing changes. Runs after
+    elements of the head's dtype (f32, or bf16 on a bf16 head; the
+    vocabulary rounded up to 64, so that each row is aligned for cuBLASLt).
+    R is `rows`, or as many rows as fit 256 MiB of logits; where R covers
+    every row nothing changes. Runs after
     convert-nn-to-rt, before memory planning.
 
     Example:
@@ -428,7 +429,7 @@ def RtChunkLossHead : Pass<"rt-chunk-loss-head", "mlir::func::FuncOp"> {
     Option<"target", "target", "std::string", "\"cpu\"",
            "The target whose kernels are used">,
     Option<"rows", "rows", "int64_t", "0",
-           "Rows of logits per chunk (0: as many as fit 64 MiB)">,
+           "Rows of logits per chunk (0: as many as fit 256 MiB)">,
   ];
 }
 
@@ -516,13 +517,16 @@ def RtSliceViews : Pass<"rt-slice-views", "mlir::func::FuncOp"> {
   }];
 }
 
-def RtGroupAccumulate : Pass<"rt-group-accumulate", "mlir::func::FuncOp"> {
-  let summary = "One accumulate over adjacent gradients";
+def RtGroupElementwise : Pass<"rt-group-elementwise", "mlir::func::FuncOp"> {
+  let summary = "One launch for element-wise kernels over adjacent views";
   let description = [{
     A run of in-place `accumulate`s (acc = out) over consecutive views of one
     region, each reading consecutive views of one buffer with the same
-    control buffer and stream, becomes one `accumulate` over views spanning
-    them. The same sums. Any target; runs after rt-slice-views.
+    control buffer and stream (a group's gradients after its
+    reduce-scatter), or of `cast`s between consecutive views of two buffers
+    with the same dtypes (the optimizer step's bf16 working copies), becomes
+    one launch over views spanning them. The same values. Any target; runs
+    after rt-slice-views and rt-working-copy.
 
     Example:
     ```mlir

@@ -330,9 +330,8 @@ enum Stream : int64_t {
 inline constexpr int64_t kBufferAlignment = 64;
 /// The row stride, in elements, of linear_cross_entropy's scratch[R, ld]:
 /// V rounded up to 64 (llm.c pads GPT-2's 50,257 to 50,304), so that every
-/// row of f32 logits, and of their bf16 gradient written in place, starts
-/// 16-byte aligned, as cuBLASLt's fast kernels need of each leading
-/// dimension.
+/// row of logits (f32, or bf16 on bf16) starts 128-byte aligned, as
+/// cuBLASLt's fast kernels need of each leading dimension.
 constexpr int64_t lossHeadRowStride(int64_t V) { return (V + 63) / 64 * 64; }
 constexpr int64_t alignTo(int64_t bytes) {
   return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;

@@ -616,6 +616,14 @@ static void linearCrossEntropyF32(void **b, const int64_t *i, bool bf16) {
   const float *h = F(b[0]), *w = F(b[1]);
   const int32_t *targets = I32(b[2]);
   float *dh = F(b[4]), *dw = F(b[5]), *scratch = F(b[6]);
+  // On bf16 the planned scratch holds bf16 rows; the f32 body works on a
+  // per-thread f32 chunk instead (outside the plan, as AsF32's copies).
+  thread_local std::vector<float> wide;
+  if (bf16) {
+    if (int64_t(wide.size()) < std::min(R, N) * V)
+      wide.resize(size_t(std::min(R, N) * V));
+    scratch = wide.data();
+  }
   int64_t count = countTargets(targets, N, ignore);
   float scale = count ? 1.0f / float(count) : 0.0f;
   std::vector<double> rowLoss(N, 0.0);
@@ -640,7 +648,7 @@ static void linearCrossEntropyF32(void **b, const int64_t *i, bool bf16) {
   F(b[3])[0] = meanRowLoss(rowLoss.data(), targets, N, ignore, count);
 }
 
-// On f32 or bf16 (h, w, dh, dw; the loss and scratch f32): dh and dw
+// On f32 or bf16 (h, w, dh, dw and the scratch; the loss f32): dh and dw
 // rounded once (runtime/cpu/typed.h).
 SHARDC_KERNEL(linear_cross_entropy) {
   namespace K = A::linear_cross_entropy;

@@ -456,80 +456,56 @@ __global__ void softmaxGradKernel(const T *y, const T *dy, T *dx,
   }
 }
 
-/// A logit as the loss reads it: as stored, or (a bf16 head's output, kept
-/// in f32) rounded to bf16 first.
-template <bool RoundBf16> __device__ inline float logitOf(float x) {
-  return RoundBf16 ? __bfloat162float(__float2bfloat16(x)) : x;
-}
-
-// logits[N,V] (row stride ld), t[N] -> dl[N,V] (the same stride) = scale
-// (softmax - onehot(t)) (zero for ignored rows), rowLoss[N] = logsumexp -
-// logit[t]; one block a row; a target outside [0, V) sets *bad to V.
-// RoundBf16: each logit rounded to bf16 as it is read.
-template <bool RoundBf16>
-__global__ void crossEntropyRowsKernel(const float *logits,
+// logits[N,V] (row stride ld, elements of T: f32, or a bf16 head's output),
+// t[N] -> dl[N,V] (the same stride and type) = scale (softmax - onehot(t))
+// (zero for ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a
+// row: the max, then the double sum of exps, then each gradient element
+// from its exp recomputed, computed in f32 and rounded once; a target
+// outside [0, V) sets *bad to V. dl may be logits: the gradient in place.
+template <typename T>
+__global__ void crossEntropyRowsKernel(const T *logits,
                                        const int32_t *targets, int64_t V,
                                        int64_t ld, int64_t ignore,
-                                       const float *scalePtr, float *dl,
+                                       const float *scalePtr, T *dl,
                                        double *rowLoss, int64_t *bad) {
   int64_t n = blockIdx.x;
   float scale = *scalePtr;
-  const float *row = logits + n * ld;
-  float *out = dl + n * ld;
+  const T *row = logits + n * ld;
+  T *out = dl + n * ld;
   int64_t t = targets[n];
   if (t == ignore || t < 0 || t >= V) {
     if (t != ignore && threadIdx.x == 0)
       *bad = V;
     for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-      out[v] = 0.0f;
+      out[v] = fromFloat<T>(0.0f);
     if (threadIdx.x == 0)
       rowLoss[n] = 0.0;
     return;
   }
-  // The target's logit, read before any thread writes: dl may alias logits
-  // (the gradient in place of the logits it consumes).
-  float target = threadIdx.x == 0 ? logitOf<RoundBf16>(row[t]) : 0.0f;
+  // The target's logit, read before any thread writes.
+  float target = threadIdx.x == 0 ? toFloat(row[t]) : 0.0f;
   float mx = -INFINITY;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    mx = fmaxf(mx, logitOf<RoundBf16>(row[v]));
+    mx = fmaxf(mx, toFloat(row[v]));
   mx = blockMax(mx);
   double sum = 0;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-    float e = fastExp(logitOf<RoundBf16>(row[v]) - mx);
-    out[v] = e;
-    sum += e;
-  }
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    sum += fastExp(toFloat(row[v]) - mx);
   __shared__ double total;
   sum = blockSum(sum);
   if (threadIdx.x == 0)
     total = sum;
   __syncthreads();
   float factor = float(scale / total);
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    out[v] *= factor;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    out[t] -= scale;
+  // Each thread rewrites only the elements it reads.
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    float g = fastExp(toFloat(row[v]) - mx) * factor;
+    if (v == t)
+      g -= scale;
+    out[v] = fromFloat<T>(g);
+  }
+  if (threadIdx.x == 0)
     rowLoss[n] = log(total) + mx - target;
-  }
-}
-
-// rows[R, V] f32 (row stride ld) -> the same rows as bf16, each at the
-// start of its own f32 row (bf16 [R, V] with a row stride of 2 ld): one
-// block a row, in chunks of blockDim columns, each chunk read whole before
-// any of it is written (a bf16 element v overwrites f32 element v / 2,
-// already read)
-__global__ void rowsToBf16InPlaceKernel(float *rows, int64_t V, int64_t ld) {
-  float *row = rows + blockIdx.x * ld;
-  auto *out = reinterpret_cast<__nv_bfloat16 *>(row);
-  for (int64_t v0 = 0; v0 < V; v0 += blockDim.x) {
-    int64_t v = v0 + threadIdx.x;
-    float x = v < V ? row[v] : 0.0f;
-    __syncthreads();
-    if (v < V)
-      out[v] = __float2bfloat16(x);
-    __syncthreads();
-  }
 }
 
 // loss[] = mean of rowLoss over the rows not ignored, summed in row order
@@ -802,27 +778,34 @@ unsigned groupBlocks(const TensorGroup &t, unsigned cap) {
 }
 
 // x_1..x_k -> y[]: the squared norms of k tensors summed as the chain of
-// squared_norm and add kernels sums them; partials per (tensor, block), then
-// one block over them in order (deterministic)
+// squared_norm and add kernels sums them; partials per (tensor, block),
+// kMaxGroup tensors a pass (into the context's scratch), then one block
+// over them all in order (deterministic)
 SHARDC_CUDA_KERNEL(squared_norm_group) {
   auto &c = *static_cast<cuda::Context *>(ctx);
   int64_t k = i[A::squared_norm_group::k];
   const int64_t *n = i + A::squared_norm_group::kNumInts;
-  if (k < 1 || k > kMaxGroup)
-    fatal("squared_norm_group: %lld tensors (1 to %d)", (long long)k,
-          kMaxGroup);
-  TensorGroup t;
-  t.k = int(k);
-  for (int64_t j = 0; j < k; ++j) {
-    t.g[j] = F(b[j]);
-    t.n[j] = n[j];
+  if (k < 1 || k > (int64_t(1) << 20))
+    fatal("squared_norm_group: %lld tensors (1 to 2^20)", (long long)k);
+  int64_t most = 1;
+  for (int64_t j = 0; j < k; ++j)
+    most = std::max(most, n[j]);
+  unsigned blocks = unsigned(std::min<int64_t>(
+      cuda::Context::kNormBlocks / kMaxGroup, (most + kThreads - 1) / kThreads));
+  auto *part = static_cast<double *>(
+      c.scratch(size_t(k) * blocks * sizeof(double)));
+  for (int64_t j0 = 0; j0 < k; j0 += kMaxGroup) {
+    TensorGroup t;
+    t.k = int(std::min<int64_t>(kMaxGroup, k - j0));
+    for (int j = 0; j < t.k; ++j) {
+      t.g[j] = F(b[j0 + j]);
+      t.n[j] = n[j0 + j];
+    }
+    SHARDC_LAUNCH(squaredNormGroupPartialKernel, dim3(blocks, unsigned(t.k)),
+                  kThreads, 0, c.stream(stream), t, part + j0 * blocks);
   }
-  unsigned blocks =
-      groupBlocks(t, unsigned(cuda::Context::kNormBlocks / kMaxGroup));
-  SHARDC_LAUNCH(squaredNormGroupPartialKernel, dim3(blocks, unsigned(k)),
-                kThreads, 0, c.stream(stream), t, c.normPartials);
   SHARDC_LAUNCH(squaredNormGroupSumKernel, 1, kThreads, 0, c.stream(stream),
-                c.normPartials, int(k), int(blocks), F(b[k]));
+                part, int(k), int(blocks), F(b[k]));
 }
 
 // hyper, c, then per tensor p g m v p' m' v': AdamW of k tensors in one
@@ -964,7 +947,8 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
   SHARDC_LAUNCH(lossScaleKernel, 1, kOneBlockThreads, 0, s, targets, N, ignore,
                 static_cast<const float *>(nullptr), scale);
   // A bad target is reported after the run (Context::checkErrors).
-  SHARDC_LAUNCH(crossEntropyRowsKernel<false>, unsigned(N), kThreads, 0, s,
+  auto *rowsKernel = &crossEntropyRowsKernel<float>;
+  SHARDC_LAUNCH(rowsKernel, unsigned(N), kThreads, 0, s,
                 F(b[0]), targets, V, V, ignore, scale, F(b[3]), rowLoss,
                 c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
   SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore, F(b[2]));
@@ -978,12 +962,12 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
 // the second chunk); the mean loss as cross_entropy_with_grad's. The [N,V]
 // logits are never whole.
 //
-// On bf16 (h, w, dh, dw): the logits are an f32 product of the bf16
-// operands, rounded to bf16 as the loss reads them (a bf16 head's output);
-// their gradient is rounded to bf16 in place (rowsToBf16InPlaceKernel) and
-// is the bf16 operand of the two backward GEMMs. dh is written once per
-// chunk; dw, summed over several chunks, is summed in f32 in the context's
-// scratch ([V,C], outside the memory plan) and rounded once.
+// On bf16 (h, w, dh, dw and the scratch): the logits are cuBLASLt's bf16 D,
+// the f32 product of the bf16 operands rounded once (a bf16 head's output);
+// their gradient, computed in f32, is rounded to bf16 in place and is the
+// bf16 operand of the two backward GEMMs. dh is written once per chunk; dw,
+// summed over several chunks, is summed in f32 in the context's scratch
+// ([V,C], outside the memory plan) and rounded once.
 SHARDC_CUDA_KERNEL(linear_cross_entropy) {
   namespace L = A::linear_cross_entropy;
   int64_t N = i[L::N], C = i[L::C], V = i[L::V], R = i[L::R],
@@ -997,7 +981,7 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
   const char *h = static_cast<const char *>(b[0]);
   const int32_t *targets = static_cast<const int32_t *>(b[2]);
   char *dh = static_cast<char *>(b[4]);
-  float *logits = F(b[6]); // [R, ldLogits]: each row 16-byte aligned
+  void *logits = b[6]; // [R, ldLogits] of the dtype: each row 128-byte aligned
   int64_t ldLogits = A::lossHeadRowStride(V);
   bool accumulate = bf16 && N > R; // dw over several chunks, in f32
   size_t lossBytes = (size_t(N) * sizeof(double) + 8 + 255) / 256 * 256;
@@ -1011,28 +995,26 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
   int64_t *bad = c.errors + int64_t(A::KernelId::linear_cross_entropy);
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     int64_t rows = std::min(R, N - r0);
-    // logits[rows,V] (f32) = h[r0:r0+rows, C] w[V,C]^T
+    // logits[rows,V] = h[r0:r0+rows, C] w[V,C]^T, in the dtype
     RowGemm fwd{rows, V, C, false, true, h + r0 * C * elem, b[1], logits};
-    fwd.bf16 = fwd.f32Out = bf16;
+    fwd.bf16 = bf16;
     fwd.ldy = ldLogits;
     gemmRows(c, stream, fwd);
-    auto *rowsKernel = bf16 ? &crossEntropyRowsKernel<true>
-                            : &crossEntropyRowsKernel<false>;
-    SHARDC_LAUNCH(rowsKernel, unsigned(rows), kThreads, 0, s, logits,
-                  targets + r0, V, ldLogits, ignore, scale, logits, rowLoss + r0,
-                  bad);
-    if (bf16) // dlogits as bf16 [rows, V], row stride 2 ldLogits
-      SHARDC_LAUNCH(rowsToBf16InPlaceKernel, unsigned(rows), kThreads, 0, s,
-                    logits, V, ldLogits);
-    int64_t ld = bf16 ? 2 * ldLogits : ldLogits;
+    withDtype(i[L::dtype], "linear_cross_entropy", [&](auto e) {
+      using T = decltype(e);
+      auto *rowsKernel = &crossEntropyRowsKernel<T>;
+      SHARDC_LAUNCH(rowsKernel, unsigned(rows), kThreads, 0, s,
+                    static_cast<const T *>(logits), targets + r0, V, ldLogits,
+                    ignore, scale, static_cast<T *>(logits), rowLoss + r0, bad);
+    });
     // dh[r0:, C] = dlogits[rows,V] w[V,C]
     RowGemm dx{rows, C, V, false, false, logits, b[1], dh + r0 * C * elem};
-    dx.lda = ld;
+    dx.lda = ldLogits;
     dx.bf16 = bf16;
     gemmRows(c, stream, dx);
     // dw[V,C] (+)= dlogits[rows,V]^T h[r0:, C]
     RowGemm dW{V, C, rows, true, false, logits, h + r0 * C * elem, dw};
-    dW.lda = ld;
+    dW.lda = ldLogits;
     dW.beta = r0 ? 1.0f : 0.0f;
     dW.bf16 = bf16;
     dW.f32Out = accumulate;

@@ -162,6 +162,7 @@ def shardc_tokens_per_s(args, cfg, B, T, work, ranks):
     flags = ["--mesh", str(ranks)] if ranks > 1 else []
     if args.dtype == "bf16":
         flags += ["--param-dtype", "bf16"]
+    flags += args.shardc_flags.split()
     subprocess.run([args.shardc, cfg, "--micro-batch", str(B), "--seq-len", str(T),
                     "-o", exe] + flags, check=True, capture_output=True)
     log = os.path.join(work, f"log{ranks}.jsonl")
@@ -235,6 +236,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
+    ap.add_argument("--shardc-flags", default="",
+                    help="more flags for shardc's compile, e.g. --fuse-layout=false "
+                         "(the program before the layout passes)")
     ap.add_argument("--python", default=sys.executable,
                     help="the Python whose PyTorch is measured (2.x for compile, FSDP2)")
     ap.add_argument("--skip-mesh", action="store_true", help="one process only")
