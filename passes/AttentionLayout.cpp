@@ -353,6 +353,10 @@ struct RtAttentionLayoutPass
     if (grad)
       readers.push_back(grad);
     ValueRange fb = fwd.getBuffers();
+    // One buffer as two operands (self-attention on one tensor) is read in
+    // one layout only: left as it is.
+    if (fb[0] == fb[1] || fb[0] == fb[2] || fb[1] == fb[2])
+      return;
     // q, k, v, o.
     SmallVector<Placement> ops;
     const Geometry inputs[] = {gq, gkv, gkv};

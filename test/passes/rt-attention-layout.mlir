@@ -152,3 +152,20 @@ func.func @kept(%ctx: !rt.context, %x: !rt.buffer) {
   rt.kernel %ctx, "silu"(%o, %s) {floats = array<f64>, ints = array<i64: 256, 0>}
   return
 }
+
+// -----
+
+// Kept: one transposed buffer as q, k and v at once.
+// CHECK-LABEL: func.func @shared
+// CHECK: "transpose"
+// CHECK: "attention"(%[[Q:.*]], %[[Q]], %[[Q]], %{{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 0, 0, 0, 0, 0, 0>}
+// CHECK: "transpose"
+func.func @shared(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer) {
+  %q = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "transpose"(%x, %q) {floats = array<f64>, ints = array<i64: 4, 0, 2, 16, 2, 4, 0, 2, 1, 3>}
+  %o = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "attention"(%q, %q, %q, %o) {floats = array<f64: 0.5>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 0, 0, 0, 0, 0, 0>}
+  %z = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "transpose"(%o, %z) {floats = array<f64>, ints = array<i64: 4, 0, 2, 2, 16, 4, 0, 2, 1, 3>}
+  return
+}
