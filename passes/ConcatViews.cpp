@@ -76,7 +76,8 @@ struct RtConcatViewsPass
     int64_t e = abi::dtypeBytes(i[C::dtype]);
     int64_t bytes = i[C::n_x] * i[C::inner] * e;
     int64_t offset = i[C::start] * i[C::inner] * e;
-    if (bytes != xAlloc.getSize() || offset + bytes > yAlloc.getSize())
+    if (bytes != int64_t(xAlloc.getSize()) ||
+        offset + bytes > int64_t(yAlloc.getSize()))
       return;
     for (Operation *user : x.getUsers())
       if (user != part.getOperation() &&

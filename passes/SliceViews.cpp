@@ -58,7 +58,7 @@ struct RtSliceViewsPass
     int64_t e = abi::dtypeBytes(i[S::dtype]);
     int64_t bytes = i[S::size] * i[S::inner] * e;
     int64_t offset = i[S::start] * i[S::inner] * e;
-    if (bytes != yAlloc.getSize())
+    if (bytes != int64_t(yAlloc.getSize()))
       return;
     for (Operation *user : y.getUsers())
       if (user != slice.getOperation() &&

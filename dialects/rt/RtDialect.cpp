@@ -62,7 +62,7 @@ LogicalResult ViewOp::verify() {
     return emitOpError("size must be non-negative, got ") << *size;
   if (auto alloc = getBase().getDefiningOp<AllocOp>()) {
     int64_t end = offset + getSize().value_or(0);
-    if (end > alloc.getSize())
+    if (end > int64_t(alloc.getSize()))
       return emitOpError("spans bytes ")
              << offset << " to " << end << " of a buffer of "
              << alloc.getSize();
@@ -147,7 +147,7 @@ LogicalResult AllGatherOp::verify() {
            << getCounts().size() << " counts";
   if (llvm::any_of(getCounts(), [](int64_t c) { return c <= 0; }))
     return emitOpError("counts must be positive");
-  if (getSubgroup() < 0)
+  if (int64_t(getSubgroup()) < 0)
     return emitOpError("subgroup must be non-negative");
   size_t wantScratch = n > 1 ? 2 : 0;
   if (getScratch().size() != wantScratch)

@@ -165,3 +165,11 @@ func.func @all_reduce_bf16(%ctx: !rt.context, %a: !rt.buffer) {
   rt.all_reduce %ctx %a -> %a {axis = 0 : i64, count = 4 : i64, dtype = bf16}
   return
 }
+
+// -----
+
+func.func @gather_subgroup(%ctx: !rt.context, %a: !rt.buffer, %x: !rt.buffer) {
+  // expected-error @+1 {{subgroup must be non-negative}}
+  rt.all_gather %ctx (%a) -> (%x) {axis = 0 : i64, counts = array<i64: 16>, dtype = f32, subgroup = -2 : i64}
+  return
+}
