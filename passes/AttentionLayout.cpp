@@ -215,25 +215,11 @@ std::optional<Padded> paddedOf(const Placement &p, const Geometry &g) {
   return Padded{pad, i[S::start], i[S::size], i[S::n]};
 }
 
-/// The add of two buffers of one shape (no broadcast) on `dtype`.
+/// An add of two buffers of one shape (no broadcast) on `dtype`.
 bool isPlainAdd(Operation *op, int64_t dtype) {
-  if (!isKernel(op, abi::KernelId::add))
-    return false;
-  ArrayRef<int64_t> i = cast<rt::KernelOp>(op).getInts();
-  int64_t R = i[abi::add::R];
-  if (i[abi::add::dtype] != dtype ||
-      int64_t(i.size()) != abi::add::kNumInts + 3 * R)
-    return false;
-  ArrayRef<int64_t> dims = i.slice(abi::add::kNumInts, R);
-  ArrayRef<int64_t> a = i.slice(abi::add::kNumInts + R, R),
-                    b = i.slice(abi::add::kNumInts + 2 * R, R);
-  int64_t stride = 1;
-  for (int64_t d = R - 1; d >= 0; --d) {
-    if (a[d] != stride || b[d] != stride)
-      return false;
-    stride *= dims[d];
-  }
-  return true;
+  return isKernel(op, abi::KernelId::add) &&
+         cast<rt::KernelOp>(op).getInts()[abi::add::dtype] == dtype &&
+         plainAdd(cast<rt::KernelOp>(op)).first >= 0;
 }
 
 /// dq, dk and dv padded into the columns of one [B*T, W] gradient and summed
@@ -381,7 +367,7 @@ struct RtAttentionLayoutPass
       return;
     if (!grad && !fitsRows(ops, gq, gkv))
       return;
-    apply(fwd, grad, gs, ops);
+    apply(fwd, grad, gs, gq, gkv, ops);
   }
 
   /// Placements of dO, dq, dk and dv appended to `ops` (q k v o); false
@@ -452,10 +438,8 @@ struct RtAttentionLayoutPass
   }
 
   void apply(rt::KernelOp fwd, rt::KernelOp grad, const Slots &gs,
+             const Geometry &gq, const Geometry &gkv,
              MutableArrayRef<Placement> ops) {
-    ArrayRef<int64_t> i = fwd.getInts();
-    Geometry gq{i[At::B], i[At::H], i[At::T], i[At::D], i[At::dtype]};
-    Geometry gkv{i[At::B], i[At::G], i[At::S], i[At::D], i[At::dtype]};
     Value q = bufferOf(ops[0], gq, fwd), k = bufferOf(ops[1], gkv, fwd),
           v = bufferOf(ops[2], gkv, fwd), o = bufferOf(ops[3], gq, fwd);
     int64_t ldq = ops[0].ld, ldk = ops[1].ld, ldv = ops[2].ld,

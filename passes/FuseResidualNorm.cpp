@@ -33,24 +33,6 @@ using namespace shardc;
 
 namespace {
 
-/// The rows and columns of an add of two contiguous tensors of one shape
-/// (no broadcast), or {-1, -1}.
-std::pair<int64_t, int64_t> plainAdd(rt::KernelOp add) {
-  ArrayRef<int64_t> i = add.getInts();
-  int64_t R = i[abi::add::R];
-  if (R < 1 || int64_t(i.size()) != abi::add::kNumInts + 3 * R)
-    return {-1, -1};
-  const int64_t *dims = i.data() + abi::add::kNumInts;
-  const int64_t *astr = dims + R, *bstr = astr + R;
-  int64_t stride = 1;
-  for (int64_t d = R - 1; d >= 0; --d) {
-    if (astr[d] != stride || bstr[d] != stride)
-      return {-1, -1};
-    stride *= dims[d];
-  }
-  return {stride / dims[R - 1], dims[R - 1]};
-}
-
 struct RtFuseResidualNormPass
     : public shardc::impl::RtFuseResidualNormBase<RtFuseResidualNormPass> {
   using Base::Base;

@@ -104,25 +104,25 @@ struct Player {
   /// rows spans other operands' columns too, which it does not read), its
   /// stats and workspace as their buffers are; `buffers` as counted from
   /// the buffers, with each view's whole span.
-  static double attentionBytes(rt::KernelOp k, double buffers) {
+  static double attentionBytes(rt::KernelOp k, abi::KernelId id,
+                               double buffers) {
     namespace At = abi::attention;
     ArrayRef<int64_t> i = k.getInts();
-    StringRef name = k.getName();
-    bool fused = name == "sdpa" || name == "sdpa_grad";
+    bool fused = id == abi::KernelId::sdpa || id == abi::KernelId::sdpa_grad;
+    bool grad = id == abi::KernelId::attention_grad ||
+                id == abi::KernelId::sdpa_grad;
     if (i[fused ? int64_t(abi::sdpa::layout) : int64_t(At::layout)] ==
         abi::kAttentionBHTD)
       return buffers;
     double e = double(abi::dtypeBytes(i[At::dtype]));
     double q = double(i[At::B] * i[At::H] * i[At::T] * i[At::D]) * e;
     double kv = double(i[At::B] * i[At::G] * i[At::S] * i[At::D]) * e;
-    double rows = double(i[At::B] * i[At::H] * i[At::T]) * 4;
-    if (name == "attention")
-      return 2 * q + 2 * kv;
-    if (name == "attention_grad")
-      return 4 * q + 4 * kv;
-    int64_t ws = i[abi::sdpa::ws_bytes];
-    return name == "sdpa" ? 2 * q + 2 * kv + rows + double(ws)
-                          : 4 * q + 4 * kv + rows + double(ws);
+    // q, k, v, o; a gradient also dO, dq, dk, dv.
+    double operands = (grad ? 4 : 2) * (q + kv);
+    if (!fused)
+      return operands;
+    double rows = double(i[At::B] * i[At::H] * i[At::T]) * 4; // lse
+    return operands + rows + double(i[abi::sdpa::ws_bytes]);
   }
 
   /// Seconds of one kernel launch.
@@ -167,7 +167,7 @@ struct Player {
       case abi::KernelId::sdpa:
       case abi::KernelId::sdpa_grad:
         work = double(kernelFlops(k)) / attentionFlops(abi::kernelId(*info), i);
-        bytes = attentionBytes(k, bytes);
+        bytes = attentionBytes(k, abi::kernelId(*info), bytes);
         break;
       default:
         break;

@@ -1,7 +1,8 @@
 //===- RtMatch.h - what the rt rewrite passes share ---------------*- C++ -*-===//
 //
 // The kernel test and the target lookup of the target-aware rt passes
-// (rt-fuse-epilogues, rt-fuse-residual-norm, rt-group-optimizer), and the
+// (rt-fuse-epilogues, rt-fuse-residual-norm, rt-group-optimizer), the shape
+// of a plain add (rt-fuse-residual-norm, rt-attention-layout), and the
 // stream of a launch (rt-offload-to-host, rt-plan-memory).
 //
 //===----------------------------------------------------------------------===//
@@ -26,6 +27,24 @@ inline bool isKernel(mlir::Operation *op, abi::KernelId id) {
 inline bool isF32Kernel(mlir::Operation *op, abi::KernelId id) {
   return isKernel(op, id) &&
          llvm::cast<rt::KernelOp>(op).getComputeType().isF32();
+}
+
+/// The rows and columns [M, C] of an `add` of two contiguous tensors of one
+/// shape (no broadcast; C its innermost dimension), or {-1, -1}.
+inline std::pair<int64_t, int64_t> plainAdd(rt::KernelOp add) {
+  llvm::ArrayRef<int64_t> i = add.getInts();
+  int64_t R = i[abi::add::R];
+  if (R < 1 || int64_t(i.size()) != abi::add::kNumInts + 3 * R)
+    return {-1, -1};
+  const int64_t *dims = i.data() + abi::add::kNumInts;
+  const int64_t *astr = dims + R, *bstr = astr + R;
+  int64_t stride = 1;
+  for (int64_t d = R - 1; d >= 0; --d) {
+    if (astr[d] != stride || bstr[d] != stride)
+      return {-1, -1};
+    stride *= dims[d];
+  }
+  return {stride / dims[R - 1], dims[R - 1]};
 }
 
 /// The stream a kernel or collective runs on, or -1 for ops that launch

@@ -768,12 +768,12 @@ SHARDC_CUDA_KERNEL(squared_norm) {
                 c.normPartials, blocks, F(b[1]));
 }
 
-/// Blocks a tensor of the group gets: enough for its largest member (at
-/// most `cap`).
-unsigned groupBlocks(const TensorGroup &t, unsigned cap) {
+/// Blocks each of a group's k tensors (n[j] elements) gets: enough for the
+/// largest (at most `cap`).
+unsigned groupBlocks(const int64_t *n, int64_t k, unsigned cap) {
   int64_t most = 1;
-  for (int j = 0; j < t.k; ++j)
-    most = std::max(most, t.n[j]);
+  for (int64_t j = 0; j < k; ++j)
+    most = std::max(most, n[j]);
   return unsigned(std::min<int64_t>(cap, (most + kThreads - 1) / kThreads));
 }
 
@@ -787,11 +787,8 @@ SHARDC_CUDA_KERNEL(squared_norm_group) {
   const int64_t *n = i + A::squared_norm_group::kNumInts;
   if (k < 1 || k > (int64_t(1) << 20))
     fatal("squared_norm_group: %lld tensors (1 to 2^20)", (long long)k);
-  int64_t most = 1;
-  for (int64_t j = 0; j < k; ++j)
-    most = std::max(most, n[j]);
-  unsigned blocks = unsigned(std::min<int64_t>(
-      cuda::Context::kNormBlocks / kMaxGroup, (most + kThreads - 1) / kThreads));
+  unsigned blocks =
+      groupBlocks(n, k, unsigned(cuda::Context::kNormBlocks / kMaxGroup));
   auto *part = static_cast<double *>(
       c.scratch(size_t(k) * blocks * sizeof(double)));
   for (int64_t j0 = 0; j0 < k; j0 += kMaxGroup) {
@@ -829,7 +826,7 @@ SHARDC_CUDA_KERNEL(adamw_group) {
     t.n[j] = tail[2 * j];
     t.is1D[j] = tail[2 * j + 1] != 0;
   }
-  SHARDC_LAUNCH(adamwGroupKernel, dim3(groupBlocks(t, gridFor(1 << 30)), unsigned(k)),
+  SHARDC_LAUNCH(adamwGroupKernel, dim3(groupBlocks(t.n, t.k, gridFor(1 << 30)), unsigned(k)),
                 kThreads, 0, streamOf(ctx, stream), t, F(b[0]), F(b[1]));
 }
 

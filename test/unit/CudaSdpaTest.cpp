@@ -112,6 +112,20 @@ double logSumExp(const SdpaShape &s, const Bits &q, const Bits &k, int64_t b,
   return mx + std::log(sum);
 }
 
+/// The CPU's attention and attention_grad of `s` on bf16 q, k, v and dO
+/// (dense): o, dq, dk and dv.
+void cpuAttention(const SdpaShape &s, Bits &q, Bits &k, Bits &v, Bits &dO,
+                  Bits &o, Bits &dq, Bits &dk, Bits &dv) {
+  std::vector<double> fl = {double(s.scale)};
+  void *b[] = {q.data(), k.data(), v.data(), o.data()};
+  std::vector<int64_t> ints = attentionInts(A::KernelId::attention, s);
+  shardc_k_attention(nullptr, b, ints.data(), fl.data(), 0);
+  void *g[] = {q.data(),  k.data(),  v.data(), dO.data(),
+               dq.data(), dk.data(), dv.data()};
+  ints = attentionInts(A::KernelId::attention_grad, s);
+  shardc_k_attention_grad(nullptr, g, ints.data(), fl.data(), 0);
+}
+
 class CudaSdpa : public CudaKernels {
 protected:
   /// Forward and backward of `s` through cuDNN against the CPU.
@@ -125,16 +139,7 @@ protected:
          dO = toBf16(randomVec(qn, seed + 3));
     // CPU: attention and attention_grad on the same bf16 data.
     Bits o(qn), dq(qn), dk(kn), dv(kn);
-    std::vector<double> fl = {double(s.scale)};
-    {
-      void *b[] = {q.data(), k.data(), v.data(), o.data()};
-      std::vector<int64_t> ints = attentionInts(A::KernelId::attention, s);
-      shardc_k_attention(nullptr, b, ints.data(), fl.data(), 0);
-      void *g[] = {q.data(), k.data(), v.data(), dO.data(),
-                   dq.data(), dk.data(), dv.data()};
-      ints = attentionInts(A::KernelId::attention_grad, s);
-      shardc_k_attention_grad(nullptr, g, ints.data(), fl.data(), 0);
-    }
+    cpuAttention(s, q, k, v, dO, o, dq, dk, dv);
     Device dev;
     auto *dQ = dev.copy(q), *dK = dev.copy(k), *dV = dev.copy(v),
          *ddO = dev.copy(dO);
@@ -236,16 +241,7 @@ protected:
          v = toBf16(randomVec(kn, 43)), dO = toBf16(randomVec(qn, 44));
     // The CPU's dense results.
     Bits o(qn), dq(qn), dk(kn), dv(kn);
-    std::vector<double> fl = {double(s.scale)};
-    {
-      void *b[] = {q.data(), k.data(), v.data(), o.data()};
-      std::vector<int64_t> ints = attentionInts(A::KernelId::attention, s);
-      shardc_k_attention(nullptr, b, ints.data(), fl.data(), 0);
-      void *g[] = {q.data(), k.data(), v.data(), dO.data(),
-                   dq.data(), dk.data(), dv.data()};
-      ints = attentionInts(A::KernelId::attention_grad, s);
-      shardc_k_attention_grad(nullptr, g, ints.data(), fl.data(), 0);
-    }
+    cpuAttention(s, q, k, v, dO, o, dq, dk, dv);
     // Packed: element (b, h, t, d) of an operand at column col of rows ld.
     auto at = [&](int64_t b, int64_t h, int64_t t, int64_t d, int64_t col,
                   int64_t ld) { return size_t((b * s.T + t) * ld + col + h * s.D + d); };
@@ -284,6 +280,7 @@ protected:
       EXPECT_EQ(int64_t(i.size()), A::kernelInfo(id).numInts);
       return i;
     };
+    std::vector<double> fl = {double(s.scale)};
     auto launch = [&](A::KernelId id, std::vector<void *> b, int64_t ws) {
       std::vector<int64_t> i = ints(id, ws);
       cuda::kernelTable()[int64_t(id)](&ctx, b.data(), i.data(), fl.data(),
