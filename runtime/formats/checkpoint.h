@@ -83,6 +83,12 @@ public:
   TrainProgress load(const std::string &path, const Options &o);
 
 private:
+  /// Writes this rank's shard file of the step `step` checkpoint into
+  /// `tmp` (a shard rank of replica 0), adding its tensor bytes to
+  /// `written`; returns the JSON fragment rank 0 makes the metadata of.
+  std::string writeShard(const std::string &tmp, int64_t step,
+                         uint64_t &written) const;
+
   const Manifest &m_;
   const Mesh &mesh_;
   Backend &backend_;

@@ -183,136 +183,187 @@ bool shardc::runtime::wantsHelp(int argc, char **argv) {
   return false;
 }
 
-Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) {
-  Options o;
-  bool shardSizeGiven = false;
-  bool evalStepsGiven = false;
-  for (int k = 1; k < argc; ++k) {
-    std::string arg = argv[k];
-    size_t eq = arg.find('=');
-    bool inlineValue = eq != std::string::npos && arg.rfind("--", 0) == 0;
-    std::string flag = inlineValue ? arg.substr(0, eq) : arg;
-    auto next = [&]() -> std::string {
-      std::string value;
-      if (inlineValue)
-        value = arg.substr(eq + 1);
-      else if (k + 1 >= argc)
-        throw std::runtime_error(flag + " expects a value");
-      else
-        value = argv[++k];
-      // An empty file name would silently mean "none".
-      if (value.empty())
-        throw std::runtime_error(flag + " expects a value, got an empty "
-                                        "string");
-      return value;
-    };
-    if (flag == "--data")
-      o.data = next();
-    else if (flag == "--val-data")
-      o.valData = next();
-    else if (flag == "--eval-every")
-      o.evalEvery = parseInt(flag, next());
-    else if (flag == "--eval-steps") {
-      o.evalSteps = parseInt(flag, next());
-      evalStepsGiven = true;
-    }
-    else if (flag == "--steps")
-      o.steps = parseInt(flag, next());
-    else if (flag == "--grad-accum")
-      o.gradAccum = parseInt(flag, next());
-    else if (flag == "--seed")
-      o.seed = uint64_t(parseInt(flag, next()));
-    else if (flag == "--init-from")
-      o.initFrom = next();
-    else if (flag == "--save-weights")
-      o.saveWeights = next();
-    else if (flag == "--export-onnx") {
-      o.exportOnnx = next();
-      if (m.graphFile.empty())
-        throw std::runtime_error("--export-onnx: this model was not compiled "
-                                 "from an ONNX file");
-    }
-    else if (flag == "--export-external-data" && !inlineValue)
-      o.exportExternal = true;
-    else if (flag == "--dump-grads")
-      o.dumpGrads = next();
-    else if (flag == "--log")
-      o.log = next();
-    else if (flag == "--checkpoint-dir")
-      o.checkpointDir = next();
-    else if (flag == "--checkpoint-every")
-      o.checkpointEvery = parseInt(flag, next());
-    else if (flag == "--trace") {
-      o.trace = next();
-      if (o.trace.empty())
-        throw std::runtime_error("--trace expects a file name");
-    } else if (flag == "--cuda-graphs") {
-      std::string v = inlineValue ? next() : "true";
-      if (v != "true" && v != "false")
-        throw std::runtime_error("--cuda-graphs expects true or false, got '" +
-                                 v + "'");
-      if (m.target != "cuda")
-        throw std::runtime_error("--cuda-graphs: this program was compiled "
-                                 "for the " +
-                                 (m.target.empty() ? std::string("cpu")
-                                                   : m.target) +
-                                 " target, which has no CUDA graphs");
-      o.cudaGraphs = v == "true";
-    } else if (flag == "--skip-nonfinite") {
-      o.skipNonfinite = parseInt(flag, next());
-    } else if (flag == "--allow-nonfinite-init") {
-      o.allowNonfiniteInit = true;
-    } else if (flag == "--shuffle") {
-      o.shuffle = true;
-      if (inlineValue) {
-        o.shuffleSeed = uint64_t(parseInt(flag, next()));
-        o.shuffleSeedGiven = true;
-      }
-    } else if (flag == "--collective-timeout") {
-      o.collectiveTimeout = parseFloat(flag, next());
-    } else if (flag == "--export-hf") {
-      o.exportHf = next();
-      if (o.exportHf.empty())
-        throw std::runtime_error("--export-hf expects a directory");
-    } else if (flag == "--max-shard-size") {
-      o.maxShardBytes = parseByteSize(flag, next());
-      shardSizeGiven = true;
-    }
-    else if (flag == "--run-steps")
-      o.runSteps = parseInt(flag, next());
-    else if (flag == "--keep")
-      o.keep = parseInt(flag, next());
-    else if (flag == "--resume") {
-      o.resume = inlineValue ? arg.substr(eq + 1) : "latest";
-      if (o.resume.empty())
-        throw std::runtime_error("--resume= expects a directory or auto");
-    } else if (flag == "--lr")
-      o.lr = parseFloat(flag, next());
-    else if (flag == "--beta1")
-      o.beta1 = parseFloat(flag, next());
-    else if (flag == "--beta2")
-      o.beta2 = parseFloat(flag, next());
-    else if (flag == "--eps")
-      o.eps = parseFloat(flag, next());
-    else if (flag == "--momentum")
-      o.momentum = parseFloat(flag, next());
-    else if (flag == "--weight-decay")
-      o.weightDecay = parseFloat(flag, next());
-    else if (flag == "--no-decay-1d" && !inlineValue)
-      o.noDecay1D = true;
-    else if (flag == "--clip-grad-norm")
-      o.clipGradNorm = parseFloat(flag, next());
-    else if (flag == "--warmup-steps")
-      o.warmupSteps = parseInt(flag, next());
-    else if (flag == "--lr-schedule") {
-      o.schedule = next();
-      if (o.schedule != "constant" && o.schedule != "cosine" &&
-          o.schedule != "linear")
-        throw std::runtime_error("--lr-schedule must be constant, cosine or "
-                                 "linear, got '" + o.schedule + "'");
-    } else
-      throw std::runtime_error("unknown option '" + arg + "' (see --help)");
+namespace {
+
+/// One flag of the command line: its name, and its value inline
+/// (--flag=value) or as the next argument.
+struct FlagReader {
+  int argc;
+  char **argv;
+  int &k;
+  std::string arg, flag;
+  size_t eq;
+  bool inlineValue;
+
+  FlagReader(int argc, char **argv, int &k)
+      : argc(argc), argv(argv), k(k), arg(argv[k]), eq(arg.find('=')),
+        inlineValue(eq != std::string::npos && arg.rfind("--", 0) == 0) {
+    flag = inlineValue ? arg.substr(0, eq) : arg;
   }
+
+  /// The flag's value; an empty one would silently mean "none".
+  std::string next() {
+    std::string value;
+    if (inlineValue)
+      value = arg.substr(eq + 1);
+    else if (k + 1 >= argc)
+      throw std::runtime_error(flag + " expects a value");
+    else
+      value = argv[++k];
+    if (value.empty())
+      throw std::runtime_error(flag + " expects a value, got an empty "
+                                      "string");
+    return value;
+  }
+};
+
+/// Which flags were given, for the checks of their combinations.
+struct Given {
+  bool shardSize = false, evalSteps = false;
+};
+
+/// The data, evaluation and run flags; false if `f` is none of them.
+bool parseRunFlag(FlagReader &f, Options &o, Given &given) {
+  const std::string &flag = f.flag;
+  if (flag == "--data")
+    o.data = f.next();
+  else if (flag == "--val-data")
+    o.valData = f.next();
+  else if (flag == "--eval-every")
+    o.evalEvery = parseInt(flag, f.next());
+  else if (flag == "--eval-steps") {
+    o.evalSteps = parseInt(flag, f.next());
+    given.evalSteps = true;
+  } else if (flag == "--steps")
+    o.steps = parseInt(flag, f.next());
+  else if (flag == "--grad-accum")
+    o.gradAccum = parseInt(flag, f.next());
+  else if (flag == "--seed")
+    o.seed = uint64_t(parseInt(flag, f.next()));
+  else if (flag == "--skip-nonfinite")
+    o.skipNonfinite = parseInt(flag, f.next());
+  else if (flag == "--shuffle") {
+    o.shuffle = true;
+    if (f.inlineValue) {
+      o.shuffleSeed = uint64_t(parseInt(flag, f.next()));
+      o.shuffleSeedGiven = true;
+    }
+  } else if (flag == "--collective-timeout")
+    o.collectiveTimeout = parseFloat(flag, f.next());
+  else if (flag == "--run-steps")
+    o.runSteps = parseInt(flag, f.next());
+  else
+    return false;
+  return true;
+}
+
+/// --cuda-graphs[=true|false], on a program compiled for cuda.
+void parseCudaGraphs(FlagReader &f, Options &o, const Manifest &m) {
+  std::string v = f.inlineValue ? f.next() : "true";
+  if (v != "true" && v != "false")
+    throw std::runtime_error("--cuda-graphs expects true or false, got '" + v +
+                             "'");
+  if (m.target != "cuda")
+    throw std::runtime_error(
+        "--cuda-graphs: this program was compiled for the " +
+        (m.target.empty() ? std::string("cpu") : m.target) +
+        " target, which has no CUDA graphs");
+  o.cudaGraphs = v == "true";
+}
+
+/// The weights' and the run's inputs and outputs (--init-from, --log,
+/// --trace, the exports); false if `f` is none of them.
+bool parseFileFlag(FlagReader &f, Options &o, const Manifest &m,
+                   Given &given) {
+  const std::string &flag = f.flag;
+  if (flag == "--init-from")
+    o.initFrom = f.next();
+  else if (flag == "--allow-nonfinite-init")
+    o.allowNonfiniteInit = true;
+  else if (flag == "--save-weights")
+    o.saveWeights = f.next();
+  else if (flag == "--export-onnx") {
+    o.exportOnnx = f.next();
+    if (m.graphFile.empty())
+      throw std::runtime_error("--export-onnx: this model was not compiled "
+                               "from an ONNX file");
+  } else if (flag == "--export-external-data" && !f.inlineValue)
+    o.exportExternal = true;
+  else if (flag == "--dump-grads")
+    o.dumpGrads = f.next();
+  else if (flag == "--log")
+    o.log = f.next();
+  else if (flag == "--trace") {
+    o.trace = f.next();
+    if (o.trace.empty())
+      throw std::runtime_error("--trace expects a file name");
+  } else if (flag == "--cuda-graphs")
+    parseCudaGraphs(f, o, m);
+  else if (flag == "--export-hf") {
+    o.exportHf = f.next();
+    if (o.exportHf.empty())
+      throw std::runtime_error("--export-hf expects a directory");
+  } else if (flag == "--max-shard-size") {
+    o.maxShardBytes = parseByteSize(flag, f.next());
+    given.shardSize = true;
+  } else
+    return false;
+  return true;
+}
+
+/// The checkpoint flags; false if `f` is none of them.
+bool parseCheckpointFlag(FlagReader &f, Options &o) {
+  const std::string &flag = f.flag;
+  if (flag == "--checkpoint-dir")
+    o.checkpointDir = f.next();
+  else if (flag == "--checkpoint-every")
+    o.checkpointEvery = parseInt(flag, f.next());
+  else if (flag == "--keep")
+    o.keep = parseInt(flag, f.next());
+  else if (flag == "--resume") {
+    o.resume = f.inlineValue ? f.arg.substr(f.eq + 1) : "latest";
+    if (o.resume.empty())
+      throw std::runtime_error("--resume= expects a directory or auto");
+  } else
+    return false;
+  return true;
+}
+
+/// The optimizer and schedule flags; false if `f` is none of them.
+bool parseOptimizerFlag(FlagReader &f, Options &o) {
+  const std::string &flag = f.flag;
+  if (flag == "--lr")
+    o.lr = parseFloat(flag, f.next());
+  else if (flag == "--beta1")
+    o.beta1 = parseFloat(flag, f.next());
+  else if (flag == "--beta2")
+    o.beta2 = parseFloat(flag, f.next());
+  else if (flag == "--eps")
+    o.eps = parseFloat(flag, f.next());
+  else if (flag == "--momentum")
+    o.momentum = parseFloat(flag, f.next());
+  else if (flag == "--weight-decay")
+    o.weightDecay = parseFloat(flag, f.next());
+  else if (flag == "--no-decay-1d" && !f.inlineValue)
+    o.noDecay1D = true;
+  else if (flag == "--clip-grad-norm")
+    o.clipGradNorm = parseFloat(flag, f.next());
+  else if (flag == "--warmup-steps")
+    o.warmupSteps = parseInt(flag, f.next());
+  else if (flag == "--lr-schedule") {
+    o.schedule = f.next();
+    if (o.schedule != "constant" && o.schedule != "cosine" &&
+        o.schedule != "linear")
+      throw std::runtime_error("--lr-schedule must be constant, cosine or "
+                               "linear, got '" + o.schedule + "'");
+  } else
+    return false;
+  return true;
+}
+
+/// The flags that need another, or bound one another; then the defaults
+/// that depend on other flags.
+void checkCombinations(Options &o, const Manifest &m, const Given &given) {
   if (o.checkpointDir.empty() && (o.checkpointEvery > 0 || o.keep > 0 ||
                                   o.resume == "latest" || o.resume == "auto"))
     throw std::runtime_error(
@@ -320,7 +371,7 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
                         ? "--resume"
                         : o.keep > 0 ? "--keep" : "--checkpoint-every") +
         " needs --checkpoint-dir DIR");
-  if (shardSizeGiven && o.exportHf.empty())
+  if (given.shardSize && o.exportHf.empty())
     throw std::runtime_error("--max-shard-size needs --export-hf DIR");
   if (o.gradAccum < 1)
     throw std::runtime_error("--grad-accum must be at least 1");
@@ -329,7 +380,7 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
                              "only) or positive");
   if (o.evalSteps < 1)
     throw std::runtime_error("--eval-steps must be at least 1");
-  if (o.valData.empty() && (o.evalEvery > 0 || evalStepsGiven))
+  if (o.valData.empty() && (o.evalEvery > 0 || given.evalSteps))
     throw std::runtime_error(std::string(o.evalEvery > 0 ? "--eval-every"
                                                          : "--eval-steps") +
                              " needs --val-data FILE to evaluate on");
@@ -339,6 +390,21 @@ Options shardc::runtime::parseOptions(int argc, char **argv, const Manifest &m) 
     o.weightDecay = m.optimizer == abi::kOptimizerAdamW ? 0.01 : 0.0;
   if (o.shuffle && !o.shuffleSeedGiven)
     o.shuffleSeed = o.seed;
+}
+
+} // namespace
+
+Options shardc::runtime::parseOptions(int argc, char **argv,
+                                      const Manifest &m) {
+  Options o;
+  Given given;
+  for (int k = 1; k < argc; ++k) {
+    FlagReader f(argc, argv, k);
+    if (!parseRunFlag(f, o, given) && !parseFileFlag(f, o, m, given) &&
+        !parseCheckpointFlag(f, o) && !parseOptimizerFlag(f, o))
+      throw std::runtime_error("unknown option '" + f.arg + "' (see --help)");
+  }
+  checkCombinations(o, m, given);
   return o;
 }
 
