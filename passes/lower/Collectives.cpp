@@ -35,6 +35,13 @@ LogicalResult lowerReduceScatter(StepBuilder &s, shard::ReduceScatterOp r) {
       r.getScatterAxis().getZExtValue() != 0)
     return r.emitOpError("sums and scatters on dim 0 only on this backend");
   Value in = s.buf(r.getInput());
+  // Over an axis of one rank it is the identity: the result reads the
+  // input's bytes (a gradient on one GPU is not copied).
+  if (r.getInput().getType() == r.getResult().getType() &&
+      !s.output(r.getResult())) {
+    s.alias(r.getResult(), in);
+    return success();
+  }
   // A block of scratch for the ring's partial sums, live only here.
   Value scratch = rt::AllocOp::create(s.b, loc, byteSize(r.getResult()));
   Value out = s.define(r.getResult());

@@ -1,4 +1,5 @@
 // RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4' --nn-autodiff --convert-nn-to-rt | FileCheck %s
+// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x1' --nn-autodiff --convert-nn-to-rt | FileCheck --check-prefix=ONE %s
 
 // Collectives run on stream 1, after an event from the compute stream, and
 // compute waits for their result.
@@ -17,3 +18,15 @@
 // CHECK-NEXT: rt.kernel %{{.*}}, "embedding"(%{{.*}}, %[[G]],
 // CHECK: rt.reduce_scatter %{{.*}} %{{.*}} -> %{{.*}} scratch %{{.*}} {axis = 1 : i64, count = 12 : i64, dtype = f32, group = -1 : i64}
 // CHECK: rt.all_reduce %{{.*}} %{{.*}} -> %{{.*}} {axis = 0 : i64, count = 12 : i64, dtype = f32}
+
+// A shard axis of one rank (2x1: replication only): its reduce-scatters
+// are the identity and lowered to nothing (the all-reduces read the
+// gradients in place); the replicas' all-reduces remain. (Its all-gathers
+// stay: on one rank rt-working-copy turns a bf16 one into state.)
+// ONE-LABEL: func.func @shardc_micro_step
+// ONE-NOT: rt.reduce_scatter
+// ONE: rt.all_reduce %{{.*}} %{{.*}} -> %{{.*}} {axis = 0 : i64, count = 6 : i64, dtype = f32}
+// ONE-NOT: rt.reduce_scatter
+// ONE: rt.all_reduce %{{.*}} {axis = 0 : i64, count = 60 : i64, dtype = f32}
+// ONE-NOT: rt.reduce_scatter
+// ONE: return
