@@ -149,8 +149,9 @@ struct Player {
         int64_t R = std::max<int64_t>(1, std::min(i[L::R], N));
         double chunks = double(N) / double(R);
         // Per chunk: logits, dh and dw GEMMs. Each logit (of the dtype) is
-        // written by its GEMM, read three times by the loss (max, sum,
-        // gradient) and its gradient written in place. dw is summed over
+        // written by its GEMM, read twice by the loss (the max and the sum
+        // of exps in one pass, then the gradient) and its gradient written
+        // in place. dw is summed over
         // the chunks in f32 (on bf16 in the runtime's scratch): from the
         // second chunk on, each dw GEMM reads and writes all of it.
         double e = k.getComputeType().isBF16() ? 2.0 : 4.0;
@@ -158,7 +159,7 @@ struct Player {
         work = chunks * (m.gemmSeconds(R, V, C, gemmDtype) +
                          m.gemmSeconds(R, C, V, gemmDtype) +
                          m.gemmSeconds(V, C, R, gemmDtype)) +
-               memorySeconds(5.0 * e * double(N) * double(V) +
+               memorySeconds(4.0 * e * double(N) * double(V) +
                              (2.0 * std::ceil(chunks) - 1.0) * dwBytes);
         break;
       }

@@ -459,8 +459,8 @@ __global__ void softmaxGradKernel(const T *y, const T *dy, T *dx,
 // logits[N,V] (row stride ld, elements of T: f32, or a bf16 head's output),
 // t[N] -> dl[N,V] (the same stride and type) = scale (softmax - onehot(t))
 // (zero for ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a
-// row: the max, then the double sum of exps, then each gradient element
-// from its exp recomputed, computed in f32 and rounded once; a target
+// row: the max and the double sum of exps in one pass, then each gradient
+// element from its exp recomputed (two reads of the row and one write), computed in f32 and rounded once; a target
 // outside [0, V) sets *bad to V. dl may be logits: the gradient in place.
 template <typename T>
 __global__ void crossEntropyRowsKernel(const T *logits,
@@ -484,13 +484,23 @@ __global__ void crossEntropyRowsKernel(const T *logits,
   }
   // The target's logit, read before any thread writes.
   float target = threadIdx.x == 0 ? toFloat(row[t]) : 0.0f;
-  float mx = -INFINITY;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    mx = fmaxf(mx, toFloat(row[v]));
-  mx = blockMax(mx);
+  // The max and the sum of exps in one read (online softmax, as llm.c's
+  // classifier): each thread's sum is rescaled when its max grows, then
+  // to the row's max.
+  float mine = -INFINITY;
   double sum = 0;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    sum += fastExp(toFloat(row[v]) - mx);
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    float x = toFloat(row[v]);
+    if (x > mine) {
+      sum = sum * fastExp(mine - x) + 1.0;
+      mine = x;
+    } else {
+      sum += fastExp(x - mine);
+    }
+  }
+  float mx = blockMax(mine);
+  if (sum != 0)
+    sum *= fastExp(mine - mx);
   __shared__ double total;
   sum = blockSum(sum);
   if (threadIdx.x == 0)
