@@ -75,6 +75,11 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   residual.target = options.target;
   residual.bf16 = options.fuseLayout;
   pm.addNestedPass<func::FuncOp>(createRtFuseResidualNorm(residual));
+  if (options.fuseLayout) {
+    RtFuseNormGradAddOptions gradAdd;
+    gradAdd.target = options.target;
+    pm.addNestedPass<func::FuncOp>(createRtFuseNormGradAdd(gradAdd));
+  }
   RtChunkLossHeadOptions lossHead;
   lossHead.target = options.target;
   lossHead.rows = options.lossChunkRows;

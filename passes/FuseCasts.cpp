@@ -56,31 +56,11 @@ rt::KernelOp widening(Value x, rt::KernelOp producer) {
   return cast;
 }
 
-/// Whether `y` (a cast's output) is defined before `producer`, or can be:
-/// an allocation, or a view of a value defined before it.
-bool hoistable(Value y, Operation *producer) {
-  Operation *def = y.getDefiningOp();
-  if (!def || def->getBlock() != producer->getBlock() ||
-      def->isBeforeInBlock(producer))
-    return true;
-  if (isa<rt::AllocOp>(def))
-    return true;
-  auto view = dyn_cast<rt::ViewOp>(def);
-  if (!view)
-    return false;
-  Operation *base = view.getBase().getDefiningOp();
-  return !base || base->getBlock() != producer->getBlock() ||
-         base->isBeforeInBlock(producer);
-}
-
 /// The producer's buffer `k` becomes the output of `cast` (hoistable), which
 /// is erased with k's allocation.
 void fuseInto(rt::KernelOp producer, rt::KernelOp cast, unsigned k) {
   Value x = producer.getBuffers()[k], y = cast.getBuffers()[1];
-  Operation *def = y.getDefiningOp();
-  if (def && def->getBlock() == producer->getBlock() &&
-      !def->isBeforeInBlock(producer))
-    def->moveBefore(producer);
+  hoistBefore(y, producer);
   producer.getBuffersMutable()[k].set(y);
   cast.erase();
   if (x.use_empty())

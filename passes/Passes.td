@@ -370,6 +370,34 @@ def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
   ];
 }
 
+def RtFuseNormGradAdd : Pass<"rt-fuse-norm-grad-add", "mlir::func::FuncOp"> {
+  let summary = "The residual gradient's add fused into the norm gradient";
+  let description = [{
+    On a target with the fused residual-norm kernels (the CPU and CUDA
+    targets), a `layer_norm_grad` or `rms_norm_grad` whose dx only an
+    `add` of the norm's shape [M, C] reads (the residual stream's gradient
+    plus the norm's) writes the add's output itself: its `add_dr` integer
+    set and the other operand of the add its last buffer `dr`. The fused
+    kernel rounds the norm's gradient to the dtype before adding and rounds
+    the sum, as the two kernels did: the same bits, one launch and one
+    [M, C] write and read fewer. llm.c's layernorm_backward adds into the
+    residual gradient the same way. Other targets: no change. Runs after
+    convert-nn-to-rt, before memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "rms_norm_grad"(%x, %w, %dy, %dx, %dw) {ints = array<i64: 8, 32, 0, 0>, floats = array<f64: 1.0e-06>}
+    rt.kernel %ctx, "add"(%r, %dx, %s) {ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>, floats = array<f64>}
+    // becomes
+    rt.kernel %ctx, "rms_norm_grad"(%x, %w, %dy, %s, %dw, %r) {ints = array<i64: 8, 32, 0, 1>, floats = array<f64: 1.0e-06>}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose fused kernels are used">,
+  ];
+}
+
 def RtFusedAttention : Pass<"rt-fused-attention", "mlir::func::FuncOp"> {
   let summary = "bf16 attention and its gradient through the fused library";
   let description = [{

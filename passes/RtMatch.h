@@ -2,8 +2,10 @@
 //
 // The kernel test and the target lookup of the target-aware rt passes
 // (rt-fuse-epilogues, rt-fuse-residual-norm, rt-group-optimizer), the shape
-// of a plain add (rt-fuse-residual-norm, rt-attention-layout), and the
-// stream of a launch (rt-offload-to-host, rt-plan-memory).
+// of a plain add (rt-fuse-residual-norm, rt-attention-layout,
+// rt-fuse-norm-grad-add), moving an output's definition up (rt-fuse-casts,
+// rt-fuse-norm-grad-add), and the stream of a launch (rt-offload-to-host,
+// rt-plan-memory).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_PASSES_RTMATCH_H
@@ -45,6 +47,31 @@ inline std::pair<int64_t, int64_t> plainAdd(rt::KernelOp add) {
     stride *= dims[d];
   }
   return {stride / dims[R - 1], dims[R - 1]};
+}
+
+/// Whether buffer `y` is defined before `op` (in its block), or can be: an
+/// allocation, or a view of a value defined before it (rt-fuse-casts,
+/// rt-fuse-norm-grad-add make a later kernel's output an earlier one's).
+inline bool hoistable(mlir::Value y, mlir::Operation *op) {
+  mlir::Operation *def = y.getDefiningOp();
+  if (!def || def->getBlock() != op->getBlock() || def->isBeforeInBlock(op))
+    return true;
+  if (llvm::isa<rt::AllocOp>(def))
+    return true;
+  auto view = llvm::dyn_cast<rt::ViewOp>(def);
+  if (!view)
+    return false;
+  mlir::Operation *base = view.getBase().getDefiningOp();
+  return !base || base->getBlock() != op->getBlock() ||
+         base->isBeforeInBlock(op);
+}
+
+/// Moves the definition of `y` (hoistable to `op`) before `op` where it
+/// follows it.
+inline void hoistBefore(mlir::Value y, mlir::Operation *op) {
+  mlir::Operation *def = y.getDefiningOp();
+  if (def && def->getBlock() == op->getBlock() && !def->isBeforeInBlock(op))
+    def->moveBefore(op);
 }
 
 /// The stream a kernel or collective runs on, or -1 for ops that launch

@@ -48,7 +48,8 @@ LogicalResult lowerLayerNormGrad(StepBuilder &s, nn::LayerNormGradOp g) {
         dy = s.buf(g.getGrad());
   Value dx = s.define(g.getInputGrad()), dw = s.define(g.getWeightGrad()),
         db = s.define(g.getBiasGrad());
-  s.kernel(loc, K::layer_norm_grad, {x, w, dy, dx, dw, db}, {m, c, /*wb_f32=*/0},
+  s.kernel(loc, K::layer_norm_grad, {x, w, dy, dx, dw, db},
+           {m, c, /*wb_f32=*/0, /*add_dr=*/0},
            {g.getEps().convertToDouble()});
   return success();
 }
@@ -60,7 +61,7 @@ LogicalResult lowerRMSNormGrad(StepBuilder &s, nn::RMSNormGradOp g) {
   Value x = s.buf(g.getInput()), w = s.buf(g.getWeight()),
         dy = s.buf(g.getGrad());
   Value dx = s.define(g.getInputGrad()), dw = s.define(g.getWeightGrad());
-  s.kernel(loc, K::rms_norm_grad, {x, w, dy, dx, dw}, {m, c},
+  s.kernel(loc, K::rms_norm_grad, {x, w, dy, dx, dw}, {m, c, /*add_dr=*/0},
            {g.getEps().convertToDouble()});
   return success();
 }

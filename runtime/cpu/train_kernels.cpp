@@ -195,13 +195,26 @@ SHARDC_KERNEL(embedding_grad) {
   launched(ctx, stream);
 }
 
-// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C], db[C] of layer_norm (with bias)
+/// A norm gradient's element `g` as its fused residual add writes it: g
+/// rounded to the dtype (as the unfused norm gradient's output was), plus
+/// the residual gradient's element `r` (the add's rounding follows when
+/// the output is rounded); `g` alone without one (r null).
+static inline float plusResidual(float g, const float *r, bool bf16) {
+  if (!r)
+    return g;
+  return (bf16 ? shardc::runtime::roundToBf16(g) : g) + *r;
+}
+
+// x[M,C], w[C], dy[M,C] (dr[M,C]) -> dx[M,C] (+ dr), dw[C], db[C] of
+// layer_norm (with bias)
 static void layer_norm_gradF32(void *ctx, void **b, const int64_t *i,
-                               const double *f, int64_t stream) {
-  int64_t M = i[A::layer_norm_grad::M], C = i[A::layer_norm_grad::C];
-  double eps = f[A::layer_norm_grad::f::eps];
+                               const double *f, int64_t stream, bool bf16) {
+  namespace K = A::layer_norm_grad;
+  int64_t M = i[K::M], C = i[K::C];
+  double eps = f[K::f::eps];
   const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
   float *dx = F(b[3]), *dw = F(b[4]), *db = F(b[5]);
+  const float *dr = i[K::add_dr] ? F(b[6]) : nullptr;
   // Rows in blocks of a fixed size, in parallel; each block keeps its own
   // dw and db partial sums, added in block order after: the result does not
   // depend on the thread count.
@@ -230,8 +243,11 @@ static void layer_norm_gradF32(void *ctx, void **b, const int64_t *i,
         }
         meanG /= C;
         meanGX /= C;
+        // dr is read before dx is written at each element: it may be dx.
         for (int64_t c = 0; c < C; ++c)
-          dx[m * C + c] = float(rstd * (g[c] - meanG - xhat[c] * meanGX));
+          dx[m * C + c] =
+              plusResidual(float(rstd * (g[c] - meanG - xhat[c] * meanGX)),
+                           dr ? dr + m * C + c : nullptr, bf16);
       }
     }
   }
@@ -250,7 +266,7 @@ static void layer_norm_gradF32(void *ctx, void **b, const int64_t *i,
 SHARDC_KERNEL(layer_norm_grad) {
   namespace K = A::layer_norm_grad;
   int64_t M = i[K::M], C = i[K::C];
-  AsF32 t(b, 6, i[K::dtype], "layer_norm_grad");
+  AsF32 t(b, 6 + i[K::add_dr], i[K::dtype], "layer_norm_grad");
   t.in(0, M * C);
   t.in(1, C);
   t.in(2, M * C);
@@ -259,18 +275,22 @@ SHARDC_KERNEL(layer_norm_grad) {
     t.out(4, C);
     t.out(5, C);
   }
-  layer_norm_gradF32(ctx, t.buffers(), i, f, stream);
+  if (i[K::add_dr])
+    t.in(6, M * C);
+  layer_norm_gradF32(ctx, t.buffers(), i, f, stream, t.bf16());
   t.finish();
   launched(ctx, stream);
 }
 
-// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C] of rms_norm
+// x[M,C], w[C], dy[M,C] (dr[M,C]) -> dx[M,C] (+ dr), dw[C] of rms_norm
 static void rms_norm_gradF32(void *ctx, void **b, const int64_t *i,
-                             const double *f, int64_t stream) {
-  int64_t M = i[A::rms_norm_grad::M], C = i[A::rms_norm_grad::C];
-  double eps = f[A::rms_norm_grad::f::eps];
+                             const double *f, int64_t stream, bool bf16) {
+  namespace K = A::rms_norm_grad;
+  int64_t M = i[K::M], C = i[K::C];
+  double eps = f[K::f::eps];
   const float *x = F(b[0]), *w = F(b[1]), *dy = F(b[2]);
   float *dx = F(b[3]), *dw = F(b[4]);
+  const float *dr = i[K::add_dr] ? F(b[5]) : nullptr;
   std::vector<double> dwAcc(C, 0.0);
   for (int64_t m = 0; m < M; ++m) {
     const float *xr = x + m * C, *dyr = dy + m * C;
@@ -284,8 +304,9 @@ static void rms_norm_gradF32(void *ctx, void **b, const int64_t *i,
       dwAcc[c] += double(dyr[c]) * xr[c] * r;
     }
     for (int64_t c = 0; c < C; ++c)
-      dx[m * C + c] =
-          float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C);
+      dx[m * C + c] = plusResidual(
+          float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C),
+          dr ? dr + m * C + c : nullptr, bf16);
   }
   for (int64_t c = 0; c < C; ++c)
     dw[c] = float(dwAcc[c]);
@@ -295,13 +316,15 @@ static void rms_norm_gradF32(void *ctx, void **b, const int64_t *i,
 SHARDC_KERNEL(rms_norm_grad) {
   namespace K = A::rms_norm_grad;
   int64_t M = i[K::M], C = i[K::C];
-  AsF32 t(b, 5, i[K::dtype], "rms_norm_grad");
+  AsF32 t(b, 5 + i[K::add_dr], i[K::dtype], "rms_norm_grad");
   t.in(0, M * C);
   t.in(1, C);
   t.in(2, M * C);
   t.out(3, M * C);
   t.out(4, C);
-  rms_norm_gradF32(ctx, t.buffers(), i, f, stream);
+  if (i[K::add_dr])
+    t.in(5, M * C);
+  rms_norm_gradF32(ctx, t.buffers(), i, f, stream, t.bf16());
   t.finish();
   launched(ctx, stream);
 }

@@ -58,12 +58,24 @@ template <typename T> struct Elems {
   __device__ float operator[](int64_t k) const { return toFloat(p[k]); }
 };
 
-// x[M,C], w[C], dy[M,C] -> dx[M,C], stats[M,2] = (mean, rstd) of each row
-// (one block a row, double statistics, as the CPU kernel)
+/// A norm gradient's element `g` as its fused residual add writes it: g
+/// rounded to T (as the unfused norm gradient's output was) plus the
+/// residual gradient's element, rounded; `g` rounded without one (dr null).
+/// dr may be dx: each thread reads an element before it writes it.
+template <typename T>
+__device__ inline T plusResidual(float g, const T *dr, int64_t at) {
+  if (!dr)
+    return fromFloat<T>(g);
+  return fromFloat<T>(toFloat(fromFloat<T>(g)) + toFloat(dr[at]));
+}
+
+// x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M,2] =
+// (mean, rstd) of each row (one block a row, double statistics, as the CPU
+// kernel)
 template <typename T>
 __global__ void layerNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
-                                        T *dx, double *stats, int64_t C,
-                                        double eps) {
+                                        const T *dr, T *dx, double *stats,
+                                        int64_t C, double eps) {
   Elems<T> xr{xp + blockIdx.x * C}, w{wp}, dyr{dyp + blockIdx.x * C};
   T *dxr = dx + blockIdx.x * C;
   __shared__ double sMean, sRstd, sMeanG, sMeanGX;
@@ -101,16 +113,17 @@ __global__ void layerNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
   double meanG = sMeanG, meanGX = sMeanGX;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     double xhat = (xr[c] - mean) * rstd, g = double(dyr[c]) * w[c];
-    dxr[c] = fromFloat<T>(float(rstd * (g - meanG - xhat * meanGX)));
+    dxr[c] = plusResidual<T>(float(rstd * (g - meanG - xhat * meanGX)),
+                             dr ? dr + blockIdx.x * C : nullptr, c);
   }
 }
 
-// x[M,C], w[C], dy[M,C] -> dx[M,C], stats[M] = 1 / rms of each row (one
-// block a row, double sums, as the CPU kernel)
+// x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M] =
+// 1 / rms of each row (one block a row, double sums, as the CPU kernel)
 template <typename T>
 __global__ void rmsNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
-                                      T *dx, double *stats, int64_t C,
-                                      double eps) {
+                                      const T *dr, T *dx, double *stats,
+                                      int64_t C, double eps) {
   Elems<T> xr{xp + blockIdx.x * C}, w{wp}, dyr{dyp + blockIdx.x * C};
   T *dxr = dx + blockIdx.x * C;
   __shared__ double sR, sGx;
@@ -130,8 +143,9 @@ __global__ void rmsNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
   double r = sR;
   gx = sGx;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    dxr[c] = fromFloat<T>(
-        float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C));
+    dxr[c] = plusResidual<T>(
+        float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C),
+        dr ? dr + blockIdx.x * C : nullptr, c);
 }
 
 // x[M,C], dy[M,C], stats of the rows -> partial column sums over chunk
@@ -182,10 +196,11 @@ __global__ void sumChunksKernel(const double *pw, const double *pb, W *dw,
 
 /// The norm gradients: rows, then the parameter gradients' column sums.
 /// Scratch: the row statistics, then the partial sums. dw and db are in
-/// f32 whatever T when wbF32 (a cast fused in).
+/// f32 whatever T when wbF32 (a cast fused in); `dr` (or null) is the
+/// residual gradient added to dx.
 template <typename T>
 void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
-              int64_t C, double eps, bool wbF32 = false) {
+              int64_t C, double eps, const void *dr, bool wbF32 = false) {
   auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
   cudaStream_t s = ctx.stream(stream);
   auto in = [&](int k) { return static_cast<const T *>(b[k]); };
@@ -202,8 +217,8 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
   double *pw = stats + statWords, *pb = layer ? pw + partials : nullptr;
   if (M > 0) {
     auto *rows = layer ? &layerNormGradRowsKernel<T> : &rmsNormGradRowsKernel<T>;
-    SHARDC_LAUNCH(rows, unsigned(M), kThreads, 0, s, x, w, dy, dx, stats, C,
-                  eps);
+    SHARDC_LAUNCH(rows, unsigned(M), kThreads, 0, s, x, w, dy,
+                  static_cast<const T *>(dr), dx, stats, C, eps);
   }
   dim3 grid(blocksFor(C, kThreads), unsigned(rc.chunks));
   auto *columns = layer ? &normColumnPartialsKernel<true, T>
@@ -383,22 +398,24 @@ __global__ void rotateKernel(const X *x, const Tab *cosT, const Tab *sinT,
 
 } // namespace
 
-// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C], db[C] of layer_norm (f32 or
-// bf16; wb_f32: dw and db in f32)
+// x[M,C], w[C], dy[M,C] (dr[M,C]) -> dx[M,C] (+ dr), dw[C], db[C] of
+// layer_norm (f32 or bf16; wb_f32: dw and db in f32)
 SHARDC_CUDA_KERNEL(layer_norm_grad) {
   namespace K = A::layer_norm_grad;
   withDtype(i[K::dtype], "layer_norm_grad", [&](auto t) {
     normGrad<decltype(t)>(ctx, stream, /*layer=*/true, b, i[K::M], i[K::C],
-                          f[K::f::eps], i[K::wb_f32] != 0);
+                          f[K::f::eps], i[K::add_dr] ? b[6] : nullptr,
+                          i[K::wb_f32] != 0);
   });
 }
 
-// x[M,C], w[C], dy[M,C] -> dx[M,C], dw[C] of rms_norm (f32 or bf16)
+// x[M,C], w[C], dy[M,C] (dr[M,C]) -> dx[M,C] (+ dr), dw[C] of rms_norm
+// (f32 or bf16)
 SHARDC_CUDA_KERNEL(rms_norm_grad) {
   namespace K = A::rms_norm_grad;
   withDtype(i[K::dtype], "rms_norm_grad", [&](auto t) {
     normGrad<decltype(t)>(ctx, stream, /*layer=*/false, b, i[K::M], i[K::C],
-                          f[K::f::eps]);
+                          f[K::f::eps], i[K::add_dr] ? b[5] : nullptr);
   });
 }
 

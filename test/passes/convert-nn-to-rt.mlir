@@ -183,9 +183,9 @@ func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.p
   %mm = nn.matmul %x3, %x3 {transpose_a} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
   // CHECK: "embedding_grad"(%{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 8, 5, 8, 0>}
   %eg = nn.embedding_grad %ids, %x : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<5x8xf32>
-  // CHECK: "layer_norm_grad"({{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8, 0, 0>}
+  // CHECK: "layer_norm_grad"({{.*}}) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 8, 0, 0, 0>}
   %dx, %dw, %db = nn.layer_norm_grad %x, %w, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
-  // CHECK: "rms_norm_grad"({{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 8, 0>}
+  // CHECK: "rms_norm_grad"({{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 8, 0, 0>}
   %rx, %rw = nn.rms_norm_grad %x, %w, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
   // CHECK: "gelu_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 64, 1, 0>}
   %gg = nn.gelu_grad %x, %x {approximate = "tanh"} : tensor<2x4x8xf32>

@@ -9,7 +9,7 @@
 // CHECK: %[[DW:.*]] = rt.alloc 256
 // CHECK-NEXT: rt.kernel %{{.*}}, "matmul"(%{{.*}}, %{{.*}}, %[[DW]]) {dtype = bf16, floats = array<f64>, ints = array<i64: 8, 16, 8, 1, 0, 1, 1>}
 // CHECK: rt.kernel %{{.*}}, "sum_to"(%{{.*}}, %[[DB:.*]]) {dtype = bf16, floats = array<f64>, ints = array<i64: 2, 8, 1, 1, 16, 8, 0, 1>}
-// CHECK: rt.kernel %{{.*}}, "layer_norm_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LW:.*]], %[[LB:.*]]) {dtype = bf16, floats = array<f64: 1.000000e-05>, ints = array<i64: 16, 8, 1, 1>}
+// CHECK: rt.kernel %{{.*}}, "layer_norm_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LW:.*]], %[[LB:.*]]) {dtype = bf16, floats = array<f64: 1.000000e-05>, ints = array<i64: 16, 8, 1, 1, 0>}
 // CHECK-NOT: "cast"
 // CHECK: return %[[DW]], %[[DB]], %[[LW]], %[[LB]]
 func.func @grads(%ctx: !rt.context, %x: !rt.buffer, %dy: !rt.buffer, %w: !rt.buffer) -> (!rt.buffer, !rt.buffer, !rt.buffer, !rt.buffer) {
@@ -24,7 +24,7 @@ func.func @grads(%ctx: !rt.context, %x: !rt.buffer, %dy: !rt.buffer, %w: !rt.buf
   %dx = rt.alloc 256 : !rt.buffer
   %lw16 = rt.alloc 16 : !rt.buffer
   %lb16 = rt.alloc 16 : !rt.buffer
-  rt.kernel %ctx, "layer_norm_grad"(%x, %w, %dy, %dx, %lw16, %lb16) {dtype = bf16, floats = array<f64: 1.0e-05>, ints = array<i64: 16, 8, 1, 0>}
+  rt.kernel %ctx, "layer_norm_grad"(%x, %w, %dy, %dx, %lw16, %lb16) {dtype = bf16, floats = array<f64: 1.0e-05>, ints = array<i64: 16, 8, 1, 0, 0>}
   %lw = rt.alloc 32 : !rt.buffer
   rt.kernel %ctx, "cast"(%lw16, %lw) {floats = array<f64>, ints = array<i64: 8, 1, 0>}
   %lb = rt.alloc 32 : !rt.buffer
@@ -46,7 +46,7 @@ func.func @grads(%ctx: !rt.context, %x: !rt.buffer, %dy: !rt.buffer, %w: !rt.buf
 // CHECK: "matmul"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 16, 8, 1, 0, 0, 0>}
 // CHECK-NEXT: rt.alloc
 // CHECK-NEXT: "cast"
-// CHECK: "layer_norm_grad"({{.*}}) {dtype = bf16, floats = array<f64: 1.000000e-05>, ints = array<i64: 16, 8, 1, 0>}
+// CHECK: "layer_norm_grad"({{.*}}) {dtype = bf16, floats = array<f64: 1.000000e-05>, ints = array<i64: 16, 8, 1, 0, 0>}
 // CHECK-NEXT: rt.alloc
 // CHECK-NEXT: "cast"
 func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %dy: !rt.buffer, %w: !rt.buffer, %o: !rt.buffer) {
@@ -66,7 +66,7 @@ func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %dy: !rt.buffer, %w: !rt.buff
   %dx = rt.alloc 256 : !rt.buffer
   %lw16 = rt.alloc 16 : !rt.buffer
   %lb16 = rt.alloc 16 : !rt.buffer
-  rt.kernel %ctx, "layer_norm_grad"(%x, %w, %dy, %dx, %lw16, %lb16) {dtype = bf16, floats = array<f64: 1.0e-05>, ints = array<i64: 16, 8, 1, 0>}
+  rt.kernel %ctx, "layer_norm_grad"(%x, %w, %dy, %dx, %lw16, %lb16) {dtype = bf16, floats = array<f64: 1.0e-05>, ints = array<i64: 16, 8, 1, 0, 0>}
   %lw = rt.alloc 32 : !rt.buffer
   rt.kernel %ctx, "cast"(%lw16, %lw) {floats = array<f64>, ints = array<i64: 8, 1, 0>}
   return

@@ -514,6 +514,19 @@ TEST_F(CudaKernels, NormGrads) {
             {floats(x), floats(w), floats(dy), out(M * C), out(C)},
             packInts(Id::rms_norm_grad, {{RG::M, M}, {RG::C, C}}),
             packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-6}}));
+    // With the residual gradient's add fused in (add_dr).
+    auto r = randomVec(M * C, 33);
+    compare(Id::layer_norm_grad, shardc_k_layer_norm_grad,
+            {floats(x), floats(w), floats(dy), out(M * C), out(C), out(C),
+             floats(r)},
+            packInts(Id::layer_norm_grad,
+                     {{LG::M, M}, {LG::C, C}, {LG::add_dr, 1}}),
+            packFloats(Id::layer_norm_grad, {{LG::f::eps, 1e-5}}));
+    compare(Id::rms_norm_grad, shardc_k_rms_norm_grad,
+            {floats(x), floats(w), floats(dy), out(M * C), out(C), floats(r)},
+            packInts(Id::rms_norm_grad,
+                     {{RG::M, M}, {RG::C, C}, {RG::add_dr, 1}}),
+            packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-6}}));
   }
 }
 
@@ -1217,6 +1230,22 @@ TEST_F(CudaKernels, Bf16NormsAndGrads) {
             {bf16s(x), bf16s(w), bf16s(dy), outBf16(M * C), outBf16(C)},
             packInts(Id::rms_norm_grad,
                      {{RG::M, M}, {RG::C, C}, {RG::dtype, A::kBF16}}),
+            packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-6}}), tol);
+    // With the residual gradient's add fused in (add_dr).
+    auto r = randomVec(M * C, 75);
+    compare(Id::layer_norm_grad, shardc_k_layer_norm_grad,
+            {bf16s(x), bf16s(w), bf16s(dy), outBf16(M * C), outBf16(C),
+             outBf16(C), bf16s(r)},
+            packInts(Id::layer_norm_grad, {{LG::M, M}, {LG::C, C},
+                                           {LG::dtype, A::kBF16},
+                                           {LG::add_dr, 1}}),
+            packFloats(Id::layer_norm_grad, {{LG::f::eps, 1e-5}}), tol);
+    compare(Id::rms_norm_grad, shardc_k_rms_norm_grad,
+            {bf16s(x), bf16s(w), bf16s(dy), outBf16(M * C), outBf16(C),
+             bf16s(r)},
+            packInts(Id::rms_norm_grad, {{RG::M, M}, {RG::C, C},
+                                         {RG::dtype, A::kBF16},
+                                         {RG::add_dr, 1}}),
             packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-6}}), tol);
   }
 }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels.h"
+#include "runtime/math.h"
 #include "runtime/runtime.h"
 
 #include "test/unit/TestUtil.h"
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -316,6 +318,110 @@ TEST(ParallelKernels, TransposeKeepingRows) {
         for (int64_t d = 0; d < D; ++d)
           want.push_back(x[((bi * T + t) * H + h) * D + d]);
   expectNear(y, want, 0);
+}
+
+namespace {
+
+/// The layer or RMS norm gradient of x, w, dy in `dtype` (f32 or bf16 bits
+/// in a float-sized slot each, for one code path) with the residual
+/// gradient r: fused (add_dr, dr aliasing the output when `inPlace`) or as
+/// the two kernels the fusion replaces; dx as f32 values.
+std::vector<float> normGradPlusResidual(bool layer, int64_t dtype, bool fused,
+                                        bool inPlace, int64_t M, int64_t C,
+                                        const Vec &x, const Vec &w,
+                                        const Vec &dy, const Vec &r) {
+  bool bf16 = dtype == A::kBF16;
+  // Buffers in the dtype: bf16 as uint16 bits.
+  auto typed = [&](const Vec &v) {
+    std::vector<char> out(v.size() * (bf16 ? 2 : 4));
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (bf16) {
+        uint16_t h = shardc::runtime::floatToBf16(v[k]);
+        std::memcpy(out.data() + 2 * k, &h, 2);
+      } else {
+        std::memcpy(out.data() + 4 * k, &v[k], 4);
+      }
+    }
+    return out;
+  };
+  auto values = [&](const std::vector<char> &v, int64_t n) {
+    std::vector<float> out(n);
+    for (int64_t k = 0; k < n; ++k) {
+      if (bf16) {
+        uint16_t h;
+        std::memcpy(&h, v.data() + 2 * k, 2);
+        out[k] = shardc::runtime::bf16ToFloat(h);
+      } else {
+        std::memcpy(&out[k], v.data() + 4 * k, 4);
+      }
+    }
+    return out;
+  };
+  std::vector<char> tx = typed(x), tw = typed(w), tdy = typed(dy),
+                    tr = typed(r), dx = typed(Vec(M * C)), dw = typed(Vec(C)),
+                    db = typed(Vec(C)), sum = typed(Vec(M * C));
+  std::vector<void *> b = {tx.data(), tw.data(), tdy.data(), dx.data(),
+                           dw.data()};
+  if (layer)
+    b.push_back(db.data());
+  if (fused) {
+    if (inPlace)
+      b[3] = tr.data();
+    b.push_back(tr.data());
+  }
+  int64_t addDr = fused ? 1 : 0;
+  if (layer) {
+    namespace K = A::layer_norm_grad;
+    SHARDC_LAUNCH(layer_norm_grad, nullptr, b,
+                  packInts(Id::layer_norm_grad, {{K::M, M}, {K::C, C},
+                                                 {K::dtype, dtype},
+                                                 {K::add_dr, addDr}}),
+                  packFloats(Id::layer_norm_grad, {{K::f::eps, 1e-5}}),
+                  A::kComputeStream);
+  } else {
+    namespace K = A::rms_norm_grad;
+    SHARDC_LAUNCH(rms_norm_grad, nullptr, b,
+                  packInts(Id::rms_norm_grad, {{K::M, M}, {K::C, C},
+                                               {K::dtype, dtype},
+                                               {K::add_dr, addDr}}),
+                  packFloats(Id::rms_norm_grad, {{K::f::eps, 1e-6}}),
+                  A::kComputeStream);
+  }
+  if (fused)
+    return values(inPlace ? tr : dx, M * C);
+  namespace Ad = A::add;
+  std::vector<void *> ab = {tr.data(), dx.data(), sum.data()};
+  SHARDC_LAUNCH(add, nullptr, ab,
+                packInts(Id::add, {{Ad::R, 2}, {Ad::dtype, dtype}},
+                         {M, C, C, 1, C, 1}),
+                nullptr, A::kComputeStream);
+  return values(sum, M * C);
+}
+
+} // namespace
+
+// The norm gradients with the residual gradient's add fused in
+// (rt-fuse-norm-grad-add): the same bits as the norm gradient and the add,
+// on f32 and bf16 (the norm's gradient rounded to bf16 before the add, as
+// the unfused kernel wrote it), also with dr the output itself.
+TEST(Kernels, NormGradAddsResidualAsTheAdd) {
+  const int64_t M = 70, C = 96;
+  Vec x = randomVec(M * C, 51, 2.0f), w = randomVec(C, 52),
+      dy = randomVec(M * C, 53), r = randomVec(M * C, 54);
+  for (bool layer : {true, false})
+    for (int64_t dtype : {A::kF32, A::kBF16}) {
+      SCOPED_TRACE(std::string(layer ? "layer" : "rms") +
+                   (dtype == A::kBF16 ? " bf16" : " f32"));
+      std::vector<float> want = normGradPlusResidual(
+          layer, dtype, false, false, M, C, x, w, dy, r);
+      for (bool inPlace : {false, true}) {
+        std::vector<float> got = normGradPlusResidual(layer, dtype, true,
+                                                      inPlace, M, C, x, w, dy, r);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t k = 0; k < want.size(); ++k)
+          ASSERT_EQ(got[k], want[k]) << "element " << k;
+      }
+    }
 }
 
 TEST(ParallelKernels, LayerNormGradBlocks) {
