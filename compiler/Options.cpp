@@ -186,7 +186,9 @@ void DriverOptions::bindOptions() {
                 "gradient accumulations, and the optimizer's casts to the "
                 "bf16 working copy, are one launch each "
                 "(rt-group-elementwise); bf16 residual adds fuse with the "
-                "norm after them. =false keeps the layout kernels"));
+                "norm after them, and the residual gradient's add with the "
+                "norm's gradient, the same bits (rt-fuse-norm-grad-add). "
+                "=false keeps the layout kernels"));
   bind(training.gradSync, "grad-sync",
        cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces "
                 "its gradients, or only the 'last' one (unsharded gradients "
