@@ -37,13 +37,6 @@ using namespace shardc;
 
 namespace {
 
-/// The buffer `v` is a view of (through any views), or `v`.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<rt::ViewOp>())
-    v = view.getBase();
-  return v;
-}
-
 /// Whether `v` is defined before `op` in its block, or is an argument of
 /// it: r is read at the norm, so it must have been written before.
 bool definedBefore(Value v, Operation *op) {
@@ -65,7 +58,8 @@ bool touchedBetween(Operation *from, Operation *to, ArrayRef<Value> roots,
     if (isa<rt::ViewOp>(op))
       continue;
     for (Value v : op->getOperands())
-      if (isa<rt::BufferType>(v.getType()) && llvm::is_contained(roots, rootOf(v)))
+      if (isa<rt::BufferType>(v.getType()) &&
+          llvm::is_contained(roots, viewRoot(v)))
         return true;
   }
   return false;
@@ -109,8 +103,10 @@ struct RtFuseNormGradAddPass
     ArrayRef<int64_t> gi = grad.getInts();
     int64_t addDr = layer ? int64_t(abi::layer_norm_grad::add_dr)
                           : int64_t(abi::rms_norm_grad::add_dr);
-    int64_t gM = layer ? gi[abi::layer_norm_grad::M] : gi[abi::rms_norm_grad::M];
-    int64_t gC = layer ? gi[abi::layer_norm_grad::C] : gi[abi::rms_norm_grad::C];
+    int64_t gM =
+        layer ? gi[abi::layer_norm_grad::M] : gi[abi::rms_norm_grad::M];
+    int64_t gC =
+        layer ? gi[abi::layer_norm_grad::C] : gi[abi::rms_norm_grad::C];
     Value dx = grad.getBuffers()[3];
     if (gi[addDr] || !dx.getDefiningOp<rt::AllocOp>())
       return;
@@ -126,7 +122,8 @@ struct RtFuseNormGradAddPass
       return;
     Value r = a == dx ? b : a;
     if (!definedBefore(r, grad) ||
-        touchedBetween(grad, add, {rootOf(r), rootOf(s)}, add.getStream()) ||
+        touchedBetween(grad, add, {viewRoot(r), viewRoot(s)},
+                       add.getStream()) ||
         !hoistable(s, grad))
       return;
     hoistBefore(s, grad);

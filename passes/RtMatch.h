@@ -3,6 +3,7 @@
 // The kernel test and the target lookup of the target-aware rt passes
 // (rt-fuse-epilogues, rt-fuse-residual-norm, rt-group-optimizer), the shape
 // of a plain add (rt-fuse-residual-norm, rt-attention-layout,
+// rt-fuse-norm-grad-add), the buffer under views (rt-slice-views,
 // rt-fuse-norm-grad-add), moving an output's definition up (rt-fuse-casts,
 // rt-fuse-norm-grad-add), and the stream of a launch (rt-offload-to-host,
 // rt-plan-memory).
@@ -47,6 +48,13 @@ inline std::pair<int64_t, int64_t> plainAdd(rt::KernelOp add) {
     stride *= dims[d];
   }
   return {stride / dims[R - 1], dims[R - 1]};
+}
+
+/// The buffer `v` views (through any views), or `v` itself.
+inline mlir::Value viewRoot(mlir::Value v) {
+  while (auto view = v.getDefiningOp<rt::ViewOp>())
+    v = view.getBase();
+  return v;
 }
 
 /// Whether buffer `y` is defined before `op` (in its block), or can be: an

@@ -32,9 +32,7 @@ namespace S = abi::slice;
 
 /// Whether `v` is a transient buffer: an allocation or a view of one.
 bool isTransient(Value v) {
-  while (auto view = v.getDefiningOp<rt::ViewOp>())
-    v = view.getBase();
-  return v.getDefiningOp<rt::AllocOp>() != nullptr;
+  return viewRoot(v).getDefiningOp<rt::AllocOp>() != nullptr;
 }
 
 struct RtSliceViewsPass

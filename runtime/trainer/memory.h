@@ -18,6 +18,9 @@ namespace shardc::runtime {
 /// A line of /proc/self/status in bytes (VmRSS, VmHWM), or -1.
 int64_t procStatusBytes(const char *key);
 
+/// Bytes in MiB, as the trainer prints them.
+inline double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+
 /// The memory of a compiled program on its backend: the regions it
 /// addresses, and a host copy of the io region for inputs and outputs.
 /// With --offload=cpu the parameters, state and io regions are pinned host

@@ -3,6 +3,7 @@
 #include "runtime/runtime.h"
 #include "runtime/trainer/trainer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <unistd.h>
@@ -42,7 +43,9 @@ void Trainer::resume() {
           (fromDir ? " (--resume=auto starts fresh when there is none)" : ""));
     }
   }
-  startStep_ = progress_.step;
+  startStep_ = lastSaved_ = progress_.step;
+  endStep_ =
+      o_.runSteps > 0 ? std::min(o_.steps, startStep_ + o_.runSteps) : o_.steps;
 }
 
 void Trainer::refreshWorkingCopies() {

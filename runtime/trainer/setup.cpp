@@ -6,8 +6,8 @@
 // the log, the summary line, the io slots and trace, the validation data.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/trainer/trainer.h"
 #include "runtime/runtime.h"
+#include "runtime/trainer/trainer.h"
 #include "runtime/trainer/watchdog.h"
 
 #include <algorithm>
@@ -122,6 +122,10 @@ Trainer::Trainer(const Manifest &m, const Mesh &mesh, int argc, char **argv)
   doing = "allocating the model's memory";
   backend_ = makeBackend(m.target, &mesh, m.constantsBytes);
   mem_ = std::make_unique<Memory>(*backend_, m, /*touchArena=*/false, &mesh);
+  // The device's peak, for mfu (GPUs the table knows).
+  peak_ = devicePeak(backend_->deviceName());
+  totalBytes_ =
+      m.paramBytes + m.stateBytes + m.ioBytes + m.arenaBytes + m.hostArenaBytes;
 }
 
 void Trainer::openData() {
@@ -148,15 +152,7 @@ void Trainer::openLog() {
     log_.open(o_.log, startStep_);
 }
 
-namespace {
-double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
-} // namespace
-
 void Trainer::printBanner() {
-  // The device's peak, for mfu (GPUs the table knows).
-  peak_ = devicePeak(backend_->deviceName());
-  totalBytes_ = m_.paramBytes + m_.stateBytes + m_.ioBytes + m_.arenaBytes +
-                m_.hostArenaBytes;
   if (!leader_)
     return;
   const Manifest &m = m_;
@@ -177,9 +173,7 @@ void Trainer::printBanner() {
   if (m.offloaded())
     std::printf("; --offload=cpu: %.1f MiB on the device, %.1f MiB of "
                 "pinned host memory",
-                mib(m.arenaBytes),
-                mib(m.paramBytes + m.stateBytes + m.ioBytes +
-                    m.hostArenaBytes));
+                mib(m.arenaBytes), mib(totalBytes_ - m.arenaBytes));
   std::printf("\n");
 }
 
@@ -203,13 +197,10 @@ void Trainer::prepareLaunches() {
   // Every launch is timed for the exposed-communication line (and kept for
   // --trace); a backend that cannot time them records none.
   trace_.setKeepEvents(!o_.trace.empty());
-  trace_.setOrigin(std::stod(mesh_.broadcastString(
-      std::to_string((long long)Trace::unixMicros()))));
+  trace_.setOrigin(std::stod(
+      mesh_.broadcastString(std::to_string((long long)Trace::unixMicros()))));
   backend_->setTrace(&trace_);
   mem_->trace = &trace_;
-  lastSaved_ = startStep_;
-  endStep_ = o_.runSteps > 0 ? std::min(o_.steps, startStep_ + o_.runSteps)
-                             : o_.steps;
 }
 
 void Trainer::openValidation() {

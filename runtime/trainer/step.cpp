@@ -129,11 +129,10 @@ double Trainer::update(int64_t step) {
 void Trainer::report(int64_t step, const StepRecord &r, bool evaluated,
                      double valLoss) {
   if (leader_) {
-    double mib = double(totalBytes_) / (1024.0 * 1024.0);
     std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms "
                 "| %10.0f tok/s | mem %.1f MiB | tflops %.3f",
                 (long long)step, (long long)o_.steps, r.loss, r.lr, r.gradNorm,
-                r.ms, r.tokPerS, mib, r.tflops);
+                r.ms, r.tokPerS, mib(totalBytes_), r.tflops);
     if (peak_)
       std::printf(" | mfu %.1f%%", 100.0 * r.mfu);
     if (evaluated)

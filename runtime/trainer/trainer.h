@@ -67,7 +67,8 @@ public:
   /// seeded initialization.
   void initialWeights();
   /// Makes --checkpoint-dir, and with --resume replaces the initial state
-  /// with the checkpoint's.
+  /// with the checkpoint's; then the steps this invocation runs (to
+  /// --steps, or --run-steps of them).
   void resume();
   /// Casts the bf16 working copies from the parameters (rt-working-copy).
   void refreshWorkingCopies();
