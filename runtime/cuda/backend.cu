@@ -419,8 +419,10 @@ public:
                                " bytes): reserve the planned total first");
     char *p = static_cast<char *>(arena) + used;
     used += size;
-    if (zero)
+    if (zero) { // the legacy stream's memset, done before any kernel runs
       CUDA_CHECK(cudaMemset(p, 0, size_t(size)));
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
     return p;
   }
 
@@ -448,9 +450,13 @@ public:
   }
 
   // Either side may be pinned host memory (--offload=cpu): the direction is
-  // the pointers' (unified addressing).
+  // the pointers' (unified addressing). A copy from pageable memory may
+  // return before its DMA lands, and the kernels' streams do not wait for
+  // the legacy stream: synchronized, so the next run reads the bytes (the
+  // device is idle between runs).
   void copyToDevice(void *dst, const void *src, int64_t bytes) override {
     CUDA_CHECK(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDefault));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   void copyToHost(void *dst, const void *src, int64_t bytes) override {
     CUDA_CHECK(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDefault));

@@ -12,6 +12,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -137,6 +138,54 @@ inline unsigned gridFor(int64_t n) {
 
 /// Blocks that fill the device (gridFor's cap).
 inline int64_t deviceBlocks() { return int64_t(gridFor(int64_t(1) << 30)); }
+
+/// Column sums of a row-major [M, N] matrix (bias and norm-weight
+/// gradients): a block of kThreads threads is kColSlots column slots (one
+/// warp; a slot owns Pack<T>::kN consecutive columns, one 128-bit load a
+/// row) times kRowLanes row lanes (lane l sums rows l, l + kRowLanes, ...
+/// of its chunk); the lanes are then added in lane order, the chunks after
+/// that: a fixed association, no atomics.
+constexpr int kColSlots = 32, kRowLanes = kThreads / kColSlots;
+
+/// How a column-sum kernel splits [M, N] with kN columns a slot: colBlocks
+/// blocks across (x) times chunks of `rows` rows (y), about two blocks a
+/// multiprocessor (each thread then has rows enough to keep loads in
+/// flight, and the partial sums stay few), at least 64 rows a chunk.
+struct ColumnChunks {
+  int64_t colBlocks, chunks, rows;
+};
+inline ColumnChunks columnChunks(int64_t M, int64_t N, int kN) {
+  int64_t colBlocks = std::max<int64_t>(1, (N + kColSlots * kN - 1) / (kColSlots * kN));
+  int64_t want = std::max<int64_t>(1, deviceBlocks() / 4);
+  int64_t chunks = std::min((want + colBlocks - 1) / colBlocks, (M + 63) / 64);
+  chunks = std::clamp<int64_t>(chunks, 1, 65535);
+  int64_t rows = std::max<int64_t>(1, (M + chunks - 1) / chunks);
+  return {colBlocks, std::max<int64_t>(1, (M + rows - 1) / rows), rows};
+}
+
+/// acc (each thread's kN sums) added over the block's row lanes in lane
+/// order; the result is valid in lane 0 (threads [0, kColSlots)). Every
+/// thread of the block calls it; it may be called again at once (its
+/// shared memory is read before it returns: compute-sanitizer's racecheck
+/// found the second call's writes racing the first's reads on an H100).
+template <int kN> __device__ inline void sumRowLanes(double (&acc)[kN]) {
+  __shared__ double part[kRowLanes - 1][kColSlots * kN];
+  int slot = threadIdx.x % kColSlots, lane = threadIdx.x / kColSlots;
+  if (lane > 0)
+    for (int j = 0; j < kN; ++j)
+      part[lane - 1][slot * kN + j] = acc[j];
+  __syncthreads();
+  if (lane == 0)
+    for (int l = 0; l < kRowLanes - 1; ++l)
+      for (int j = 0; j < kN; ++j)
+        acc[j] += part[l][slot * kN + j];
+  __syncthreads();
+}
+
+/// Whether p and a row stride of n elements of T allow 128-bit loads.
+template <typename T> inline bool packAligned(const void *p, int64_t n) {
+  return n % Pack<T>::kN == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 /// Sum over the block of a double per thread (blockDim.x a power of two,
 /// at most 1024); the result is valid in thread 0.

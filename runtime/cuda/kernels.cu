@@ -456,9 +456,17 @@ __global__ void softmaxGradKernel(const T *y, const T *dy, T *dx,
   }
 }
 
+/// out[V, ld) = 0: the padding columns of a row of stride ld, which the
+/// GEMMs after the loss read as zero terms.
+template <typename T>
+__device__ inline void zeroPadding(T *out, int64_t V, int64_t ld) {
+  for (int64_t v = V + threadIdx.x; v < ld; v += blockDim.x)
+    out[v] = fromFloat<T>(0.0f);
+}
+
 // logits[N,V] (row stride ld, elements of T: f32, or a bf16 head's output),
-// t[N] -> dl[N,V] (the same stride and type) = scale (softmax - onehot(t))
-// (zero for ignored rows), rowLoss[N] = logsumexp - logit[t]; one block a
+// t[N] -> dl[N,ld] (the same stride and type) = scale (softmax - onehot(t))
+// (zero for ignored rows and the padding columns [V, ld)), rowLoss[N] = logsumexp - logit[t]; one block a
 // row: the max and the double sum of exps in one pass, then each gradient
 // element from its exp recomputed (two reads of the row and one write), computed in f32 and rounded once; a target
 // outside [0, V) sets *bad to V. dl may be logits: the gradient in place.
@@ -476,7 +484,7 @@ __global__ void crossEntropyRowsKernel(const T *logits,
   if (t == ignore || t < 0 || t >= V) {
     if (t != ignore && threadIdx.x == 0)
       *bad = V;
-    for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    for (int64_t v = threadIdx.x; v < ld; v += blockDim.x)
       out[v] = fromFloat<T>(0.0f);
     if (threadIdx.x == 0)
       rowLoss[n] = 0.0;
@@ -516,6 +524,7 @@ __global__ void crossEntropyRowsKernel(const T *logits,
   }
   if (threadIdx.x == 0)
     rowLoss[n] = log(total) + mx - target;
+  zeroPadding(out, V, ld);
 }
 
 // loss[] = mean of rowLoss over the rows not ignored, summed in row order
@@ -961,13 +970,20 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
   SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore, F(b[2]));
 }
 
-// h[N,C], w[V,C], t[N] -> loss[], dh[N,C], dw[V,C], through scratch[R,ld]
-// (ld = lossHeadRowStride(V), so that cuBLASLt's fast kernels take rows):
-// per chunk of R rows, logits[R,V] = h[r0:] w^T (cuBLASLt), their
-// cross-entropy gradient in place (one block a row, each row's loss kept),
-// dh[r0:] = dlogits w and dw (+)= dlogits^T h[r0:] (cuBLASLt, beta 1 from
+// h[N,C], w[V,C], t[N] -> loss[], dh[N,C], dw[V,C], through scratch[R,Vp]
+// (Vp = lossHeadRowStride(V), V rounded up to 64): per chunk of R rows,
+// logits[R,Vp] = h[r0:] wp^T (cuBLASLt), their cross-entropy gradient in
+// place (one block a row, each row's loss kept, the padding columns zeroed),
+// dh[r0:] = dlogits wp and dw (+)= dlogits^T h[r0:] (cuBLASLt, beta 1 from
 // the second chunk); the mean loss as cross_entropy_with_grad's. The [N,V]
 // logits are never whole.
+//
+// wp[Vp,C] is w with zero rows past V (a copy in the context's scratch when
+// V is not a multiple of 64): cuBLASLt's fast kernels need the vocabulary
+// dimension aligned (GPT-2's 50257-wide head GEMM ran at 125 TFLOP/s on an
+// H100, the 3072-wide ones at 358: tools/bench/results/h100-2026-11-26-run1.log).
+// The padding adds zero terms to dh's sums; dw's rows are split at
+// V0 = V rounded down to 64, so that its aligned rows take the fast kernels.
 //
 // On bf16 (h, w, dh, dw and the scratch): the logits are cuBLASLt's bf16 D,
 // the f32 product of the bf16 operands rounded once (a bf16 head's output);
@@ -988,44 +1004,63 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
   const char *h = static_cast<const char *>(b[0]);
   const int32_t *targets = static_cast<const int32_t *>(b[2]);
   char *dh = static_cast<char *>(b[4]);
-  void *logits = b[6]; // [R, ldLogits] of the dtype: each row 128-byte aligned
-  int64_t ldLogits = A::lossHeadRowStride(V);
+  void *logits = b[6]; // [R, Vp] of the dtype: each row 128-byte aligned
+  int64_t Vp = A::lossHeadRowStride(V), V0 = V / 64 * 64;
   bool accumulate = bf16 && N > R; // dw over several chunks, in f32
   size_t lossBytes = (size_t(N) * sizeof(double) + 8 + 255) / 256 * 256;
-  char *scratch = static_cast<char *>(
-      c.scratch(lossBytes + (accumulate ? size_t(V * C) * 4 : 0)));
+  size_t dwBytes = accumulate ? (size_t(V * C) * 4 + 255) / 256 * 256 : 0;
+  size_t padBytes = Vp != V ? size_t(Vp * C * elem) : 0;
+  char *scratch =
+      static_cast<char *>(c.scratch(lossBytes + dwBytes + padBytes));
   auto *rowLoss = reinterpret_cast<double *>(scratch);
   auto *scale = reinterpret_cast<float *>(rowLoss + N);
-  void *dw = accumulate ? scratch + lossBytes : b[5];
+  char *dw = accumulate ? scratch + lossBytes : static_cast<char *>(b[5]);
+  int64_t dwElem = accumulate ? 4 : elem;
+  const void *wp = b[1]; // [Vp, C]: w, then zero rows
+  if (padBytes) {
+    char *pad = scratch + lossBytes + dwBytes;
+    CUDA_CHECK(cudaMemcpyAsync(pad, b[1], size_t(V * C * elem),
+                               cudaMemcpyDeviceToDevice, s));
+    CUDA_CHECK(cudaMemsetAsync(pad + V * C * elem, 0,
+                               size_t((Vp - V) * C * elem), s));
+    wp = pad;
+  }
   SHARDC_LAUNCH(lossScaleKernel, 1, kOneBlockThreads, 0, s, targets, N, ignore,
                 static_cast<const float *>(nullptr), scale);
   int64_t *bad = c.errors + int64_t(A::KernelId::linear_cross_entropy);
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     int64_t rows = std::min(R, N - r0);
-    // logits[rows,V] = h[r0:r0+rows, C] w[V,C]^T, in the dtype
-    RowGemm fwd{rows, V, C, false, true, h + r0 * C * elem, b[1], logits};
+    const char *hr = h + r0 * C * elem;
+    // logits[rows,Vp] = h[r0:r0+rows, C] wp[Vp,C]^T, in the dtype
+    RowGemm fwd{rows, Vp, C, false, true, hr, wp, logits};
     fwd.bf16 = bf16;
-    fwd.ldy = ldLogits;
     gemmRows(c, stream, fwd);
     withDtype(i[L::dtype], "linear_cross_entropy", [&](auto e) {
       using T = decltype(e);
       auto *rowsKernel = &crossEntropyRowsKernel<T>;
       SHARDC_LAUNCH(rowsKernel, unsigned(rows), kThreads, 0, s,
-                    static_cast<const T *>(logits), targets + r0, V, ldLogits,
+                    static_cast<const T *>(logits), targets + r0, V, Vp,
                     ignore, scale, static_cast<T *>(logits), rowLoss + r0, bad);
     });
-    // dh[r0:, C] = dlogits[rows,V] w[V,C]
-    RowGemm dx{rows, C, V, false, false, logits, b[1], dh + r0 * C * elem};
-    dx.lda = ldLogits;
+    // dh[r0:, C] = dlogits[rows,Vp] wp[Vp,C]
+    RowGemm dx{rows, C, Vp, false, false, logits, wp, dh + r0 * C * elem};
     dx.bf16 = bf16;
     gemmRows(c, stream, dx);
-    // dw[V,C] (+)= dlogits[rows,V]^T h[r0:, C]
-    RowGemm dW{V, C, rows, true, false, logits, h + r0 * C * elem, dw};
-    dW.lda = ldLogits;
-    dW.beta = r0 ? 1.0f : 0.0f;
-    dW.bf16 = bf16;
-    dW.f32Out = accumulate;
-    gemmRows(c, stream, dW);
+    // dw[V0:V1, C] (+)= dlogits[rows, V0:V1]^T h[r0:, C], for the aligned
+    // rows [0, V0) and the rest [V0, V)
+    for (int64_t v0 : {int64_t(0), V0}) {
+      int64_t v1 = v0 ? V : V0;
+      if (v1 == v0)
+        continue;
+      RowGemm dW{v1 - v0, C, rows, true, false,
+                 static_cast<const char *>(logits) + v0 * elem, hr,
+                 dw + v0 * C * dwElem};
+      dW.lda = Vp;
+      dW.beta = r0 ? 1.0f : 0.0f;
+      dW.bf16 = bf16;
+      dW.f32Out = accumulate;
+      gemmRows(c, stream, dW);
+    }
   }
   if (accumulate) // dw rounded to bf16 once
     SHARDC_LAUNCH(castKernel, gridFor(V * C), kThreads, 0, s, dw, b[5], V * C,

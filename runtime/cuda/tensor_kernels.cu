@@ -16,7 +16,9 @@
 //    dimension stays innermost; otherwise 32 x 32 tiles through shared
 //    memory (reads coalesced along the input's innermost dimension, writes
 //    along the output's).
-//  - sum_to: no atomics, a fixed association. A thread an output when the
+//  - sum_to: no atomics, a fixed association. The rows of a [M, N] matrix
+//    (a bias gradient) through columnSumsKernel: 128-bit loads, row lanes
+//    added in order, chunks of rows. Otherwise a thread an output when the
 //    kept dimensions are innermost (coalesced across outputs), a warp or a
 //    block an output when the summed ones are; long sums are split into
 //    chunks whose partial sums (scratch, double) are added in order.
@@ -510,6 +512,33 @@ __global__ void sumPartialsKernel(const double *partial, Y *y,
   }
 }
 
+// x[M,N] (row-major, packAligned) -> partial[chunks, N]: the column sums
+// of chunk blockIdx.y's rows, kColSlots x kRowLanes threads a block over
+// kColSlots * kN columns (columnChunks), in double
+template <typename T>
+__global__ void columnSumsKernel(const T *x, double *partial, int64_t M,
+                                 int64_t N, int64_t rows) {
+  constexpr int kN = Pack<T>::kN;
+  int slot = threadIdx.x % kColSlots, lane = threadIdx.x / kColSlots;
+  int64_t v = blockIdx.x * int64_t(kColSlots) + slot; // x's pack in a row
+  bool live = v * kN < N;
+  int64_t m0 = blockIdx.y * rows, m1 = m0 + rows < M ? m0 + rows : M;
+  double acc[kN] = {};
+  if (live) {
+#pragma unroll 4
+    for (int64_t m = m0 + lane; m < m1; m += kRowLanes) {
+      Pack<T> p;
+      p.load(x + m * N, v);
+      for (int j = 0; j < kN; ++j)
+        acc[j] += p.v[j];
+    }
+  }
+  sumRowLanes<kN>(acc);
+  if (lane == 0 && live)
+    for (int j = 0; j < kN; ++j)
+      partial[blockIdx.y * N + v * kN + j] = acc[j];
+}
+
 /// The CPU kernel's walk, for strides sum_to's fast paths do not read (y
 /// not row-major over the kept dimensions): one thread, acc[outN] in double.
 struct SumToGeneral {
@@ -725,6 +754,22 @@ void sumTo(cuda::Context &c, int64_t stream, const T *x, Y *y,
   for (int d = 0; d < s.redRank; ++d)
     s.redN *= s.redDims[d];
   bool innermostKept = s.redRank == 0 || s.redX[s.redRank - 1] != 1;
+  if (s.keptRank == 1 && s.redRank == 1 && s.keptX[0] == 1 &&
+      s.redX[0] == outN && packAligned<T>(x, outN)) {
+    // x[redN, outN], rows summed (a bias gradient): 128-bit loads, the
+    // partial sums of chunks of rows, then the chunks in order.
+    ColumnChunks cc = columnChunks(s.redN, outN, Pack<T>::kN);
+    auto *partial =
+        static_cast<double *>(c.scratch(size_t(cc.chunks * outN) * 8));
+    dim3 grid{unsigned(cc.colBlocks), unsigned(cc.chunks)};
+    auto *columnSumsKernelOf = &columnSumsKernel<T>;
+    SHARDC_LAUNCH(columnSumsKernelOf, grid, kThreads, 0, st, x, partial,
+                  s.redN, outN, cc.rows);
+    auto *sumPartialsKernelOf = &sumPartialsKernel<T, Y>;
+    SHARDC_LAUNCH(sumPartialsKernelOf, gridFor(outN), kThreads, 0, st, partial,
+                  y, cc.chunks, outN);
+    return;
+  }
   int64_t cap = deviceBlocks();
   if (innermostKept || s.redN <= 1) {
     // A thread an output; the sums split into chunks of rows while that

@@ -8,10 +8,11 @@
 //
 // No atomics: every sum has a fixed association, so results do not depend
 // on block scheduling.
-//  - Norm gradients: one block a row computes the row's statistics and dx,
+//  - Norm gradients: a warp a row computes the row's statistics and dx,
 //    and keeps the statistics in scratch; the parameter gradients (column
-//    sums over rows) are then partial sums over chunks of rows (a thread a
-//    column, coalesced) and a final sum of the chunks in order.
+//    sums over rows) are then partial sums over chunks of rows (128-bit
+//    loads where the rows allow, else a thread a column; coalesced) and a
+//    final sum of the chunks in order.
 //  - Cross entropy: one block a row (max, then a double sum of exps), the
 //    row losses in scratch, then one block for their mean.
 //  - Rotary: the cos/sin table [T, D/2] is built once in scratch (as the
@@ -69,83 +70,81 @@ __device__ inline T plusResidual(float g, const T *dr, int64_t at) {
   return fromFloat<T>(toFloat(fromFloat<T>(g)) + toFloat(dr[at]));
 }
 
+/// Sum over the warp of a double per lane; valid in every lane.
+__device__ inline double warpSum(double v) {
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// The norm gradients' rows: a warp a row, kRowWarps rows a block (no
+/// barrier: a warp past the last row returns).
+constexpr int kRowWarps = kThreads / 32;
+
 // x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M,2] =
-// (mean, rstd) of each row (one block a row, double statistics, as the CPU
-// kernel)
+// (mean, rstd) of each row (a warp a row, double statistics, as the CPU
+// kernel; the row's passes re-read it from the cache)
 template <typename T>
 __global__ void layerNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
                                         const T *dr, T *dx, double *stats,
-                                        int64_t C, double eps) {
-  Elems<T> xr{xp + blockIdx.x * C}, w{wp}, dyr{dyp + blockIdx.x * C};
-  T *dxr = dx + blockIdx.x * C;
-  __shared__ double sMean, sRstd, sMeanG, sMeanGX;
+                                        int64_t M, int64_t C, double eps) {
+  int64_t m = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (m >= M)
+    return; // warp-uniform
+  Elems<T> xr{xp + m * C}, w{wp}, dyr{dyp + m * C};
+  T *dxr = dx + m * C;
   double s = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+  for (int64_t c = lane; c < C; c += 32)
     s += xr[c];
-  s = blockSum(s);
-  if (threadIdx.x == 0)
-    sMean = s / C;
-  __syncthreads();
-  double mean = sMean;
+  double mean = warpSum(s) / C;
   double q = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+  for (int64_t c = lane; c < C; c += 32)
     q += (xr[c] - mean) * (xr[c] - mean);
-  q = blockSum(q);
-  if (threadIdx.x == 0)
-    sRstd = 1.0 / sqrt(q / C + eps);
-  __syncthreads();
-  double rstd = sRstd;
+  double rstd = 1.0 / sqrt(warpSum(q) / C + eps);
   double sumG = 0, sumGX = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+  for (int64_t c = lane; c < C; c += 32) {
     double xhat = (xr[c] - mean) * rstd, g = double(dyr[c]) * w[c];
     sumG += g;
     sumGX += g * xhat;
   }
-  sumG = blockSum(sumG);
-  sumGX = blockSum(sumGX);
-  if (threadIdx.x == 0) {
-    sMeanG = sumG / C;
-    sMeanGX = sumGX / C;
-    stats[2 * blockIdx.x] = mean;
-    stats[2 * blockIdx.x + 1] = rstd;
+  double meanG = warpSum(sumG) / C, meanGX = warpSum(sumGX) / C;
+  if (lane == 0) {
+    stats[2 * m] = mean;
+    stats[2 * m + 1] = rstd;
   }
-  __syncthreads();
-  double meanG = sMeanG, meanGX = sMeanGX;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+  for (int64_t c = lane; c < C; c += 32) {
     double xhat = (xr[c] - mean) * rstd, g = double(dyr[c]) * w[c];
     dxr[c] = plusResidual<T>(float(rstd * (g - meanG - xhat * meanGX)),
-                             dr ? dr + blockIdx.x * C : nullptr, c);
+                             dr ? dr + m * C : nullptr, c);
   }
 }
 
 // x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M] =
-// 1 / rms of each row (one block a row, double sums, as the CPU kernel)
+// 1 / rms of each row (a warp a row, double sums, as the CPU kernel)
 template <typename T>
 __global__ void rmsNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
                                       const T *dr, T *dx, double *stats,
-                                      int64_t C, double eps) {
-  Elems<T> xr{xp + blockIdx.x * C}, w{wp}, dyr{dyp + blockIdx.x * C};
-  T *dxr = dx + blockIdx.x * C;
-  __shared__ double sR, sGx;
+                                      int64_t M, int64_t C, double eps) {
+  int64_t m = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (m >= M)
+    return; // warp-uniform
+  Elems<T> xr{xp + m * C}, w{wp}, dyr{dyp + m * C};
+  T *dxr = dx + m * C;
   double ss = 0, gx = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+  for (int64_t c = lane; c < C; c += 32) {
     ss += double(xr[c]) * xr[c];
     gx += double(dyr[c]) * w[c] * xr[c];
   }
-  ss = blockSum(ss);
-  gx = blockSum(gx);
-  if (threadIdx.x == 0) {
-    sR = 1.0 / sqrt(ss / C + eps);
-    sGx = gx;
-    stats[blockIdx.x] = sR;
-  }
-  __syncthreads();
-  double r = sR;
-  gx = sGx;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+  double r = 1.0 / sqrt(warpSum(ss) / C + eps);
+  gx = warpSum(gx);
+  if (lane == 0)
+    stats[m] = r;
+  for (int64_t c = lane; c < C; c += 32)
     dxr[c] = plusResidual<T>(
         float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C),
-        dr ? dr + blockIdx.x * C : nullptr, c);
+        dr ? dr + m * C : nullptr, c);
 }
 
 // x[M,C], dy[M,C], stats of the rows -> partial column sums over chunk
@@ -174,6 +173,48 @@ __global__ void normColumnPartialsKernel(const T *x, const T *dy,
   pw[blockIdx.y * C + c] = sw;
   if (Layer)
     pb[blockIdx.y * C + c] = sb;
+}
+
+// normColumnPartialsKernel's sums with 128-bit loads (x and dy
+// packAligned): kColSlots x kRowLanes threads a block over kColSlots * kN
+// columns, each lane's rows in order, then the lanes in order (columnChunks)
+template <bool Layer, typename T>
+__global__ void normColumnPacksKernel(const T *x, const T *dy,
+                                      const double *stats, double *pw,
+                                      double *pb, int64_t M, int64_t C,
+                                      int64_t rows) {
+  constexpr int kN = Pack<T>::kN;
+  int slot = threadIdx.x % kColSlots, lane = threadIdx.x / kColSlots;
+  int64_t v = blockIdx.x * int64_t(kColSlots) + slot; // the pack in a row
+  bool live = v * kN < C;
+  int64_t m0 = blockIdx.y * rows, m1 = m0 + rows < M ? m0 + rows : M;
+  double sw[kN] = {}, sb[kN] = {};
+  if (live) {
+#pragma unroll 2
+    for (int64_t m = m0 + lane; m < m1; m += kRowLanes) {
+      Pack<T> xp, gp;
+      xp.load(x + m * C, v);
+      gp.load(dy + m * C, v);
+      for (int j = 0; j < kN; ++j) {
+        if (Layer) {
+          double xhat = (xp.v[j] - stats[2 * m]) * stats[2 * m + 1];
+          sw[j] += double(gp.v[j]) * xhat;
+          sb[j] += gp.v[j];
+        } else {
+          sw[j] += double(gp.v[j]) * xp.v[j] * stats[m];
+        }
+      }
+    }
+  }
+  sumRowLanes<kN>(sw);
+  if (Layer)
+    sumRowLanes<kN>(sb);
+  if (lane == 0 && live)
+    for (int j = 0; j < kN; ++j) {
+      pw[blockIdx.y * C + v * kN + j] = sw[j];
+      if (Layer)
+        pb[blockIdx.y * C + v * kN + j] = sb[j];
+    }
 }
 
 // pw[chunks,C] (and pb) -> dw[C] (and db) = the chunks summed in order, in
@@ -209,7 +250,12 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
   T *dx = out(3);
   if (C == 0)
     return;
+  bool packs = packAligned<T>(x, C) && packAligned<T>(dy, C);
   RowChunks rc = rowChunks(M, C);
+  if (packs) {
+    ColumnChunks cc = columnChunks(M, C, Pack<T>::kN);
+    rc = {cc.chunks, cc.rows};
+  }
   int64_t statWords = (layer ? 2 : 1) * M;
   int64_t partials = rc.chunks * C;
   auto *stats = static_cast<double *>(ctx.scratch(
@@ -217,14 +263,24 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
   double *pw = stats + statWords, *pb = layer ? pw + partials : nullptr;
   if (M > 0) {
     auto *rows = layer ? &layerNormGradRowsKernel<T> : &rmsNormGradRowsKernel<T>;
-    SHARDC_LAUNCH(rows, unsigned(M), kThreads, 0, s, x, w, dy,
-                  static_cast<const T *>(dr), dx, stats, C, eps);
+    SHARDC_LAUNCH(rows, unsigned((M + kRowWarps - 1) / kRowWarps), kThreads,
+                  0, s, x, w, dy, static_cast<const T *>(dr), dx, stats, M, C,
+                  eps);
   }
-  dim3 grid(blocksFor(C, kThreads), unsigned(rc.chunks));
-  auto *columns = layer ? &normColumnPartialsKernel<true, T>
-                        : &normColumnPartialsKernel<false, T>;
-  SHARDC_LAUNCH(columns, grid, kThreads, 0, s, x, dy, stats, pw, pb, M, C,
-                rc.rows);
+  if (packs) {
+    dim3 grid(unsigned(columnChunks(M, C, Pack<T>::kN).colBlocks),
+              unsigned(rc.chunks));
+    auto *columns = layer ? &normColumnPacksKernel<true, T>
+                          : &normColumnPacksKernel<false, T>;
+    SHARDC_LAUNCH(columns, grid, kThreads, 0, s, x, dy, stats, pw, pb, M, C,
+                  rc.rows);
+  } else {
+    dim3 grid(blocksFor(C, kThreads), unsigned(rc.chunks));
+    auto *columns = layer ? &normColumnPartialsKernel<true, T>
+                          : &normColumnPartialsKernel<false, T>;
+    SHARDC_LAUNCH(columns, grid, kThreads, 0, s, x, dy, stats, pw, pb, M, C,
+                  rc.rows);
+  }
   auto sums = [&](auto w) {
     using W = decltype(w);
     auto *sum = &sumChunksKernel<W>;

@@ -498,9 +498,13 @@ TEST_F(CudaKernels, NormGrads) {
   namespace LG = A::layer_norm_grad;
   namespace RG = A::rms_norm_grad;
   // C not a multiple of 32; M large enough that the parameter gradients'
-  // column sums are split into several chunks of rows.
-  for (auto [M, C] :
-       {std::pair<int64_t, int64_t>{37, 300}, {203, 45}, {1, 7}}) {
+  // column sums are split into several chunks of rows. C a multiple of 4
+  // (300, 264) takes the 128-bit column sums; 264 leaves the last block
+  // of columns part empty.
+  for (auto [M, C] : {std::pair<int64_t, int64_t>{37, 300},
+                      {203, 45},
+                      {1, 7},
+                      {1000, 264}}) {
     SCOPED_TRACE("M " + std::to_string(M) + " C " + std::to_string(C));
     auto x = randomVec(M * C, 30, 2.0f), w = randomVec(C, 31),
          dy = randomVec(M * C, 32);
@@ -606,6 +610,7 @@ TEST_F(CudaKernelsDeathTest, CrossEntropyBadTarget) {
     CUDA_CHECK(cudaMemset(bufs[0], 0, bytes[0]));
     CUDA_CHECK(cudaMemset(bufs[2], 0, bytes[2]));
     CUDA_CHECK(cudaMemcpy(bufs[1], t.data(), bytes[1], cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize()); // the copies landed (CudaCompare.h)
     std::vector<int64_t> ints = {N, V, -100};
     cuda::kernelTable()[int64_t(id)](&ctx, bufs, ints.data(), nullptr,
                                      A::kComputeStream);
@@ -677,6 +682,7 @@ protected:
           cudaMemcpy(d, b.host.data(), b.host.size(), cudaMemcpyHostToDevice));
       devPtrs.push_back(d);
     }
+    CUDA_CHECK(cudaDeviceSynchronize()); // the copies landed (CudaCompare.h)
     gpu(&ctx, devPtrs.data(), ints.data(), nullptr, A::kComputeStream);
     CUDA_CHECK(cudaDeviceSynchronize());
     ctx.checkErrors();
@@ -772,7 +778,9 @@ TEST_F(CudaKernels, SumTo) {
     int64_t outN;
   };
   const Case cases[] = {
-      {{6, 35, 40}, {0, 0, 1}, 40},     // leading dims: a thread a column
+      {{6, 35, 40}, {0, 0, 1}, 40},     // rows summed: 128-bit columns
+      {{1000, 264}, {0, 1}, 264},       // ... a block of columns part empty
+      {{30, 7}, {0, 1}, 7},             // leading dims: a thread a column
       {{300, 5}, {0, 1}, 5},            // ... its rows in chunks
       {{4, 5, 6, 7}, {0, 7, 0, 1}, 35}, // two summed dims apart
       {{4, 5, 6}, {6, 0, 1}, 24},       // the middle dim
@@ -1198,7 +1206,11 @@ TEST_F(CudaKernels, Bf16NormsAndGrads) {
   namespace LG = A::layer_norm_grad;
   namespace RG = A::rms_norm_grad;
   const double tol = 8e-3;
-  for (auto [M, C] : {std::pair<int64_t, int64_t>{37, 296}, {203, 45}}) {
+  // C 296 and 264: 128-bit column sums (264: in chunks of rows, the last
+  // block of columns part empty); 45: column by column.
+  for (auto [M, C] : {std::pair<int64_t, int64_t>{37, 296},
+                      {203, 45},
+                      {700, 264}}) {
     SCOPED_TRACE("M " + std::to_string(M) + " C " + std::to_string(C));
     auto x = randomVec(M * C, 71, 2.0f), w = randomVec(C, 72),
          b = randomVec(C, 73), dy = randomVec(M * C, 74);
@@ -1280,10 +1292,12 @@ TEST_F(CudaKernels, Bf16SoftmaxRotaryAndSums) {
             {}, tol);
   }
   // [4, 300, 6] summed to [1, 300, 1] (ints: R, out_n, dtype, dims, y's
-  // strides) and to [4, 1, 6].
+  // strides), to [4, 1, 6] and to [1, 1, 6] (rows summed: 128-bit columns
+  // when 8 divide them; here 6 do not).
   for (std::vector<int64_t> ystr : {std::vector<int64_t>{0, 1, 0},
-                                    std::vector<int64_t>{6, 0, 1}}) {
-    int64_t outN = ystr[1] ? 300 : 24;
+                                    std::vector<int64_t>{6, 0, 1},
+                                    std::vector<int64_t>{0, 0, 1}}) {
+    int64_t outN = ystr[1] ? 300 : ystr[0] ? 24 : 6;
     std::vector<int64_t> tail = {4, 300, 6};
     tail.insert(tail.end(), ystr.begin(), ystr.end());
     compare(Id::sum_to, shardc_k_sum_to,
@@ -1294,6 +1308,15 @@ TEST_F(CudaKernels, Bf16SoftmaxRotaryAndSums) {
                      tail),
             {}, tol);
   }
+  // [700, 264] summed to [264]: 128-bit columns (8 bf16), in chunks of
+  // rows, the last block of columns part empty.
+  compare(Id::sum_to, shardc_k_sum_to,
+          {bf16s(randomVec(700 * 264, 90)), outBf16(264)},
+          packInts(Id::sum_to, {{A::sum_to::R, 2},
+                                {A::sum_to::out_n, 264},
+                                {A::sum_to::dtype, A::kBF16}},
+                   {700, 264, 0, 1}),
+          {}, tol);
   const int64_t N = 60, V = 23, C = 40;
   std::vector<int32_t> ids(N);
   std::mt19937 gen(89);
@@ -1361,6 +1384,7 @@ TEST_F(CudaKernels, Tf32Linear) {
     CUDA_CHECK(cudaMalloc(&d[k], bytes[k]));
   CUDA_CHECK(cudaMemcpy(d[0], x.data(), bytes[0], cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d[1], w.data(), bytes[1], cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize()); // the copies landed (CudaCompare.h)
   std::vector<int64_t> ints = packInts(
       Id::linear, {{Li::M, M}, {Li::K, K}, {Li::N, N}, {Li::in_out, 0},
                    {Li::has_bias, 0}, {Li::dtype, A::kF32}});
