@@ -182,6 +182,43 @@ template <int kN> __device__ inline void sumRowLanes(double (&acc)[kN]) {
   __syncthreads();
 }
 
+// partial[chunks, n] (and partial2, or null) -> y[n] (y2): each column's
+// chunks summed, kColSlots columns a block (coalesced), lane l of
+// kRowLanes summing chunks l, l + kRowLanes, ..., the lanes then in order
+// (sumRowLanes): a fixed association, the latency of chunks / kRowLanes
+// loads instead of `chunks` (a thread a column took about 25 us over 88
+// chunks on an H100)
+template <typename Y>
+__global__ void sumChunkColumnsKernel(const double *partial,
+                                      const double *partial2, Y *y, Y *y2,
+                                      int64_t chunks, int64_t n) {
+  int slot = threadIdx.x % kColSlots, lane = threadIdx.x / kColSlots;
+  int64_t c = blockIdx.x * int64_t(kColSlots) + slot;
+  double acc[2] = {0.0, 0.0};
+  if (c < n)
+    for (int64_t k = lane; k < chunks; k += kRowLanes) {
+      acc[0] += partial[k * n + c];
+      if (partial2)
+        acc[1] += partial2[k * n + c];
+    }
+  sumRowLanes<2>(acc);
+  if (lane == 0 && c < n) {
+    y[c] = fromFloat<Y>(float(acc[0]));
+    if (y2)
+      y2[c] = fromFloat<Y>(float(acc[1]));
+  }
+}
+
+/// Launches sumChunkColumnsKernel over n columns on stream s.
+template <typename Y>
+void sumChunkColumns(cudaStream_t s, const double *partial,
+                     const double *partial2, Y *y, Y *y2, int64_t chunks,
+                     int64_t n) {
+  auto *kernel = &sumChunkColumnsKernel<Y>;
+  SHARDC_LAUNCH(kernel, unsigned((n + kColSlots - 1) / kColSlots), kThreads, 0,
+                s, partial, partial2, y, y2, chunks, n);
+}
+
 /// Whether p and a row stride of n elements of T allow 128-bit loads.
 template <typename T> inline bool packAligned(const void *p, int64_t n) {
   return n % Pack<T>::kN == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;

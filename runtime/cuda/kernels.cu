@@ -226,22 +226,26 @@ __global__ void squaredNormGroupPartialKernel(TensorGroup t, double *part) {
     part[j * gridDim.x + blockIdx.x] = s;
 }
 
-// part[k * blocks] -> y[] = ((float(sq_1) + float(sq_2)) + ...) in f32, sq_j
-// the sum of tensor j's partials (one block; the chain of squared_norm and
-// add kernels it replaces, rounded as they round)
-__global__ void squaredNormGroupSumKernel(const double *part, int k,
-                                          int blocks, float *y) {
-  float total = 0.0f;
-  for (int j = 0; j < k; ++j) {
-    double s = 0;
-    for (int b = threadIdx.x; b < blocks; b += blockDim.x)
-      s += part[j * blocks + b];
-    s = blockSum(s);
-    if (threadIdx.x == 0)
-      total = j == 0 ? float(s) : total + float(s);
-  }
+// part[k * blocks] -> sq[k]: tensor blockIdx.x's partials summed (a block
+// a tensor, in parallel; one block over all k took a blockSum each in turn)
+__global__ void squaredNormTensorSumsKernel(const double *part, int blocks,
+                                            double *sq) {
+  int j = blockIdx.x;
+  double s = 0;
+  for (int b = threadIdx.x; b < blocks; b += blockDim.x)
+    s += part[int64_t(j) * blocks + b];
+  s = blockSum(s);
   if (threadIdx.x == 0)
-    y[0] = total;
+    sq[j] = s;
+}
+
+// sq[k] -> y[] = ((float(sq_1) + float(sq_2)) + ...) in f32 (one thread; the
+// chain of squared_norm and add kernels it replaces, rounded as they round)
+__global__ void squaredNormChainKernel(const double *sq, int k, float *y) {
+  float total = 0.0f;
+  for (int j = 0; j < k; ++j)
+    total = j == 0 ? float(sq[j]) : total + float(sq[j]);
+  y[0] = total;
 }
 
 // per tensor j (blockIdx.y): p', m', v' [n_j] = AdamW(p, g * c[], m, v)
@@ -623,6 +627,22 @@ __device__ void offsetsOf(const Broadcast<N> &bc, int64_t e, int64_t *off) {
 
 enum class BinaryOp { Add, Mul, Sub, Div, Pow };
 
+/// The binary kernels' math, in f32 (one rounding of the result after).
+template <BinaryOp Op> struct BinaryFn {
+  __device__ float operator()(float x, float z) const {
+    if (Op == BinaryOp::Add)
+      return x + z;
+    if (Op == BinaryOp::Mul)
+      return x * z;
+    if (Op == BinaryOp::Sub)
+      return x - z;
+    if (Op == BinaryOp::Div)
+      return x / z;
+    // x^2 exact, as the CPU kernel (and PyTorch) does
+    return z == 2.0f ? x * x : float(pow(double(x), double(z)));
+  }
+};
+
 // y[dims] = a[broadcast] op b[broadcast], in f32 on elements of T (f32, or
 // bf16 for the typed add and mul)
 template <BinaryOp Op, typename T>
@@ -630,20 +650,21 @@ __global__ void binaryKernel(const T *a, const T *b, T *y, Broadcast<2> bc) {
   FOR_EACH(e, bc.numel) {
     int64_t off[2];
     offsetsOf(bc, e, off);
-    float x = toFloat(a[off[0]]), z = toFloat(b[off[1]]);
-    float r;
-    if (Op == BinaryOp::Add)
-      r = x + z;
-    else if (Op == BinaryOp::Mul)
-      r = x * z;
-    else if (Op == BinaryOp::Sub)
-      r = x - z;
-    else if (Op == BinaryOp::Div)
-      r = x / z;
-    else // x^2 exact, as the CPU kernel (and PyTorch) does
-      r = z == 2.0f ? x * x : float(pow(double(x), double(z)));
-    y[e] = fromFloat<T>(r);
+    y[e] = fromFloat<T>(BinaryFn<Op>()(toFloat(a[off[0]]), toFloat(b[off[1]])));
   }
+}
+
+/// Whether both operands are dense in y's order (no broadcast): then the
+/// binary kernel is an elementwise map (128-bit loads, no index math).
+template <int N> bool denseOperands(const Broadcast<N> &bc) {
+  int64_t stride = 1;
+  for (int64_t d = bc.rank - 1; d >= 0; --d) {
+    for (int k = 0; k < N; ++k)
+      if (bc.dims[d] != 1 && bc.strides[k][d] != stride)
+        return false;
+    stride *= bc.dims[d];
+  }
+  return true;
 }
 
 // y[dims] = x[broadcast]
@@ -798,8 +819,9 @@ unsigned groupBlocks(const int64_t *n, int64_t k, unsigned cap) {
 
 // x_1..x_k -> y[]: the squared norms of k tensors summed as the chain of
 // squared_norm and add kernels sums them; partials per (tensor, block),
-// kMaxGroup tensors a pass (into the context's scratch), then one block
-// over them all in order (deterministic)
+// kMaxGroup tensors a pass (into the context's scratch), then a block a
+// tensor over its partials and one thread over the tensors in order
+// (deterministic)
 SHARDC_CUDA_KERNEL(squared_norm_group) {
   auto &c = *static_cast<cuda::Context *>(ctx);
   int64_t k = i[A::squared_norm_group::k];
@@ -809,7 +831,8 @@ SHARDC_CUDA_KERNEL(squared_norm_group) {
   unsigned blocks =
       groupBlocks(n, k, unsigned(cuda::Context::kNormBlocks / kMaxGroup));
   auto *part = static_cast<double *>(
-      c.scratch(size_t(k) * blocks * sizeof(double)));
+      c.scratch(size_t(k) * (blocks + 1) * sizeof(double)));
+  double *sq = part + k * blocks; // [k]: each tensor's squared norm
   for (int64_t j0 = 0; j0 < k; j0 += kMaxGroup) {
     TensorGroup t;
     t.k = int(std::min<int64_t>(kMaxGroup, k - j0));
@@ -820,8 +843,10 @@ SHARDC_CUDA_KERNEL(squared_norm_group) {
     SHARDC_LAUNCH(squaredNormGroupPartialKernel, dim3(blocks, unsigned(t.k)),
                   kThreads, 0, c.stream(stream), t, part + j0 * blocks);
   }
-  SHARDC_LAUNCH(squaredNormGroupSumKernel, 1, kThreads, 0, c.stream(stream),
-                part, int(k), int(blocks), F(b[k]));
+  SHARDC_LAUNCH(squaredNormTensorSumsKernel, unsigned(k), kThreads, 0,
+                c.stream(stream), part, int(blocks), sq);
+  SHARDC_LAUNCH(squaredNormChainKernel, 1, 1, 0, c.stream(stream), sq, int(k),
+                F(b[k]));
 }
 
 // hyper, c, then per tensor p g m v p' m' v': AdamW of k tensors in one
@@ -1106,6 +1131,11 @@ SHARDC_CUDA_KERNEL(sgd) {
 
 template <BinaryOp Op, typename T>
 void binaryOf(cudaStream_t s, void **b, const Broadcast<2> &bc) {
+  if (denseOperands(bc)) { // a residual add: y[n] = a[n] op b[n]
+    launchMap2(s, BinaryFn<Op>(), bc.numel, static_cast<T *>(b[2]),
+               static_cast<const T *>(b[0]), static_cast<const T *>(b[1]));
+    return;
+  }
   auto *kernel = &binaryKernel<Op, T>;
   SHARDC_LAUNCH(kernel, gridFor(bc.numel), kThreads, 0, s,
                 static_cast<const T *>(b[0]), static_cast<const T *>(b[1]),

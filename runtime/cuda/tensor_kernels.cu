@@ -765,9 +765,7 @@ void sumTo(cuda::Context &c, int64_t stream, const T *x, Y *y,
     auto *columnSumsKernelOf = &columnSumsKernel<T>;
     SHARDC_LAUNCH(columnSumsKernelOf, grid, kThreads, 0, st, x, partial,
                   s.redN, outN, cc.rows);
-    auto *sumPartialsKernelOf = &sumPartialsKernel<T, Y>;
-    SHARDC_LAUNCH(sumPartialsKernelOf, gridFor(outN), kThreads, 0, st, partial,
-                  y, cc.chunks, outN);
+    sumChunkColumns<Y>(st, partial, nullptr, y, nullptr, cc.chunks, outN);
     return;
   }
   int64_t cap = deviceBlocks();

@@ -283,10 +283,14 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
   }
   auto sums = [&](auto w) {
     using W = decltype(w);
+    W *dw = static_cast<W *>(b[4]), *db = layer ? static_cast<W *>(b[5]) : nullptr;
+    if (packs) {
+      sumChunkColumns<W>(s, pw, pb, dw, db, rc.chunks, C);
+      return;
+    }
     auto *sum = &sumChunksKernel<W>;
-    SHARDC_LAUNCH(sum, gridFor(C), kThreads, 0, s, pw, pb,
-                  static_cast<W *>(b[4]),
-                  layer ? static_cast<W *>(b[5]) : nullptr, rc.chunks, C);
+    SHARDC_LAUNCH(sum, gridFor(C), kThreads, 0, s, pw, pb, dw, db, rc.chunks,
+                  C);
   };
   if (wbF32)
     sums(float{});

@@ -222,6 +222,22 @@ TEST_F(CudaKernels, Broadcasting) {
   compare(A::KernelId::pow, shardc_k_pow, {floats(a), floats(e), out(24)}, ints);
   compare(A::KernelId::broadcast, shardc_k_broadcast, {floats(c), out(24)},
           {3, 2, 3, 4, 0, 1, 0});
+  // [2,3,7] op [2,3,7], both dense: the elementwise map (packs of 4 and a
+  // tail of 2), every op.
+  auto x = randomVec(42, 27), z = randomVec(42, 28);
+  for (float &v : x)
+    v = std::fabs(v) + 0.1f;
+  z[5] = 2.0f;
+  std::vector<int64_t> dense = {3, 2, 3, 7, 21, 7, 1, 21, 7, 1};
+  std::vector<int64_t> denseTyped = dense;
+  denseTyped.insert(denseTyped.begin() + 1, A::kF32);
+  compare(A::KernelId::add, shardc_k_add, {floats(x), floats(z), out(42)},
+          denseTyped);
+  compare(A::KernelId::mul, shardc_k_mul, {floats(x), floats(z), out(42)},
+          denseTyped);
+  compare(A::KernelId::sub, shardc_k_sub, {floats(x), floats(z), out(42)}, dense);
+  compare(A::KernelId::div, shardc_k_div, {floats(x), floats(z), out(42)}, dense);
+  compare(A::KernelId::pow, shardc_k_pow, {floats(x), floats(z), out(42)}, dense);
 }
 
 TEST_F(CudaKernels, SoftmaxAndLoss) {
@@ -1187,6 +1203,14 @@ TEST_F(CudaKernels, Bf16BroadcastAndEmbedding) {
     compare(id, id == Id::add ? shardc_k_add : shardc_k_mul,
             {bf16s(randomVec(24, 61)), bf16s(randomVec(3, 62)), outBf16(24)},
             packInts(id, {{0, 3}, {1, A::kBF16}}, tail), {}, 8e-3);
+  // [2,3,45] with [2,3,45], both dense (a residual add): packs of 8 and a
+  // tail of 6, one rounding each, as the CPU's.
+  std::vector<int64_t> dense = {2, 3, 45, 135, 45, 1, 135, 45, 1};
+  for (Id id : {Id::add, Id::mul})
+    compare(id, id == Id::add ? shardc_k_add : shardc_k_mul,
+            {bf16s(randomVec(270, 64)), bf16s(randomVec(270, 65)),
+             outBf16(270)},
+            packInts(id, {{0, 3}, {1, A::kBF16}}, dense), {}, 0.0);
   int64_t N = 9, V = 11, C = 24;
   std::vector<int32_t> ids = {0, 3, 10, 3, 7, 1, 1, 5, 2};
   compare(Id::embedding, shardc_k_embedding,
