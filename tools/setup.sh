@@ -10,6 +10,7 @@ packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libgtest-dev
   libopenmpi-dev openmpi-bin libxxhash-dev libboost-context-dev
+  clang-22 libclang-rt-22-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -13,7 +13,8 @@
 namespace shardc::runtime {
 
 /// Loads every parameter from a Hugging Face checkpoint (a safetensors
-/// file, a directory, or a model.safetensors.index.json: runtime/hf_io.h;
+/// file, a directory, or a model.safetensors.index.json:
+/// runtime/formats/hf_checkpoint.h;
 /// names with or without the transformer./model. prefix) into the
 /// parameter region `params` of `backend`: this shard's rows only, read by
 /// range, padding rows zero. Every parameter is found and checked before

@@ -16,78 +16,12 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char *kSingle = "model.safetensors";
-constexpr const char *kIndex = "model.safetensors.index.json";
-
 bool endsWith(const std::string &s, const std::string &tail) {
   return s.size() >= tail.size() &&
          s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 } // namespace
-
-HfCheckpoint::HfCheckpoint(const std::string &path) {
-  std::string index;
-  if (isDirectory(path)) {
-    if (pathExists(path + "/" + kSingle))
-      where_ = path + "/" + kSingle;
-    else if (pathExists(path + "/" + kIndex))
-      index = path + "/" + kIndex;
-    else
-      throw std::runtime_error(path + ": a directory without " + kSingle +
-                               " or " + kIndex);
-  } else if (endsWith(path, ".json")) {
-    index = path;
-  } else {
-    where_ = path;
-  }
-  if (index.empty()) {
-    auto file = std::make_unique<SafetensorsFile>(where_);
-    for (const auto &[name, e] : file->entries())
-      tensors_[name] = file.get();
-    files_[where_] = std::move(file);
-    return;
-  }
-  where_ = index;
-  json j;
-  try {
-    j = json::parse(readTextFile(index));
-  } catch (const json::exception &e) {
-    throw std::runtime_error(index + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object() || !j.contains("weight_map") ||
-      !j["weight_map"].is_object())
-    throw std::runtime_error(index + ": not a safetensors index (no "
-                                     "\"weight_map\" object)");
-  std::string dir = parentDirectory(index);
-  for (auto &[tensor, fileName] : j["weight_map"].items()) {
-    if (!fileName.is_string())
-      throw std::runtime_error(index + ": the file of '" + tensor +
-                               "' is not a string");
-    std::string name = fileName.get<std::string>();
-    if (name.empty() || name.find('/') != std::string::npos || name == "." ||
-        name == "..")
-      throw std::runtime_error(index + ": the file of '" + tensor + "', '" +
-                               name + "', is not a file name in " + dir);
-    std::string file = dir + "/" + name;
-    auto it = files_.find(file);
-    if (it == files_.end()) {
-      if (!pathExists(file))
-        throw std::runtime_error(file + ": missing: " + index +
-                                 " maps tensor '" + tensor + "' to it");
-      it = files_.emplace(file, std::make_unique<SafetensorsFile>(file)).first;
-    }
-    if (!it->second->find(tensor))
-      throw std::runtime_error(file + ": has no tensor '" + tensor + "', which " +
-                               index + " maps to it");
-    tensors_[tensor] = it->second.get();
-  }
-}
-
-const SafetensorsFile *HfCheckpoint::find(const std::string &name) const {
-  auto it = tensors_.find(name);
-  return it == tensors_.end() ? nullptr : it->second;
-}
 
 int64_t shardc::runtime::parseByteSize(const std::string &flag,
                                        const std::string &text) {
@@ -149,7 +83,7 @@ int64_t shardc::runtime::exportHf(const Manifest &m, const Mesh &mesh,
     char buf[64];
     std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", k + 1,
                   n);
-    names.push_back(n == 1 ? std::string(kSingle) : std::string(buf));
+    names.push_back(n == 1 ? std::string(kHfSingleFile) : std::string(buf));
   }
   json weightMap = json::object();
   for (size_t k = 0; k < n; ++k) {
@@ -171,7 +105,7 @@ int64_t shardc::runtime::exportHf(const Manifest &m, const Mesh &mesh,
   if (!leader)
     return int64_t(n);
   if (n > 1)
-    writeFileDurably(dir + "/" + kIndex,
+    writeFileDurably(dir + "/" + kHfIndexFile,
                      json({{"metadata", {{"total_size", total}}},
                            {"weight_map", weightMap}})
                              .dump(2) +
@@ -180,9 +114,9 @@ int64_t shardc::runtime::exportHf(const Manifest &m, const Mesh &mesh,
   // one (transformers reads model.safetensors before an index).
   std::set<std::string> written(names.begin(), names.end());
   if (n > 1)
-    written.insert(kIndex);
+    written.insert(kHfIndexFile);
   for (const std::string &entry : listDirectory(dir))
-    if ((entry == kSingle || entry == kIndex ||
+    if ((entry == kHfSingleFile || entry == kHfIndexFile ||
          (entry.rfind("model-", 0) == 0 && endsWith(entry, ".safetensors"))) &&
         !written.count(entry))
       removeTree(dir + "/" + entry);

@@ -1,9 +1,7 @@
 //===- hf_io.h - Hugging Face checkpoints in and out -------------*- C++ -*-===//
 //
-// What transformers' save_pretrained writes and from_pretrained reads: one
-// `model.safetensors`, or several `model-0000k-of-0000n.safetensors` with a
-// `model.safetensors.index.json` ({"metadata": {"total_size": bytes},
-// "weight_map": {tensor: file}}), and a `config.json`.
+// What transformers' save_pretrained writes and from_pretrained reads (the
+// reader, HfCheckpoint, is runtime/formats/hf_checkpoint.h): the export.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_FORMATS_HF_IO_H
@@ -12,6 +10,7 @@
 #include "runtime/backend.h"
 #include "runtime/mesh.h"
 #include "runtime/trainer/model.h"
+#include "runtime/formats/hf_checkpoint.h"
 #include "runtime/formats/safetensors.h"
 
 #include <map>
@@ -19,26 +18,6 @@
 #include <string>
 
 namespace shardc::runtime {
-
-/// The tensors of a Hugging Face checkpoint: `path` is a .safetensors file,
-/// a directory holding model.safetensors or model.safetensors.index.json,
-/// or such an index. Every file is opened and its header checked up front;
-/// tensors are then read by element range. Throws std::runtime_error naming
-/// the file and the problem (a file the index names that is missing, a
-/// tensor the index maps to a file that lacks it).
-class HfCheckpoint {
-public:
-  explicit HfCheckpoint(const std::string &path);
-  /// The file holding tensor `name`, or null.
-  const SafetensorsFile *find(const std::string &name) const;
-  /// What `path` turned out to be, for messages.
-  const std::string &where() const { return where_; }
-
-private:
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, const SafetensorsFile *> tensors_;
-  std::string where_;
-};
 
 /// Bytes from "5GB", "500MB", "10KB" (powers of 1000, as transformers
 /// reads them), "2GiB" (powers of 1024) or a plain number; throws naming

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora and dictionaries under test/fuzz/
+(committed; re-run after changing the input format in test/fuzz/FuzzInput.h):
+
+    tools/fuzz/make_seeds.py
+
+Each seed is a valid input of its target: a one-byte mode, then parts
+separated by the marker (FuzzInput.h)."""
+import json
+import os
+import struct
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+FUZZ = os.path.join(ROOT, "test", "fuzz")
+MARKER = b"\n--part--\n"
+
+
+def safetensors(tensors, metadata=None):
+    """A safetensors file: {name: (dtype, shape, raw bytes)}."""
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def tokens(magic, version, values):
+    """An llm.c token shard: 256 int32 of header, then the tokens."""
+    fmt = "<%dH" if version == 1 else "<%dI"
+    head = struct.pack("<3i", magic, version, len(values)) + b"\0" * (256 * 4 - 12)
+    return head + struct.pack(fmt % len(values), *values)
+
+
+def write(target, name, mode, parts):
+    d = os.path.join(FUZZ, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(bytes([mode]) + MARKER.join(parts))
+
+
+def main():
+    w = ("F32", [2, 3], struct.pack("<6f", 1, 2, 3, 4, 5, 6))
+    b = ("BF16", [3], struct.pack("<3H", 0x3f80, 0x4000, 0xbf80))
+    h = ("F16", [2], struct.pack("<2H", 0x3c00, 0xc000))
+    write("safetensors", "single", 0,
+          [safetensors({"w": w, "b": b}, {"format": "pt"})])
+    write("safetensors", "single-f16", 0, [safetensors({"h": h})])
+    index = json.dumps({"metadata": {"total_size": 30},
+                        "weight_map": {"w": "model-00001-of-00002.safetensors",
+                                       "b": "model-00002-of-00002.safetensors"}})
+    write("safetensors", "index", 1,
+          [index.encode(), safetensors({"w": w}), safetensors({"b": b})])
+    gpt2 = tokens(20240520, 1, list(range(0, 40, 2)))
+    llama = tokens(20240801, 7, list(range(100, 120)))
+    vocab = 50 << 2  # mode >> 2 = 50: a vocabulary of 50,001
+    write("tokens", "gpt2-list", vocab | 0, [gpt2])
+    write("tokens", "llama-file", vocab | 3, [llama])
+    write("tokens", "gpt2-directory", vocab | 1, [gpt2, gpt2[:1024] + gpt2[1024:1030]])
+    write("tokens", "gpt2-glob", vocab | 2, [gpt2, gpt2, gpt2])
+    write("tokens", "small-vocab", 0, [gpt2])
+    with open(os.path.join(FUZZ, "safetensors.dict"), "w") as f:
+        for word in ['"dtype"', '"shape"', '"data_offsets"', '"__metadata__"', '"F32"',
+                     '"BF16"', '"F16"', '"F64"', '"I64"', '"weight_map"', '"metadata"',
+                     '"total_size"', '"model-00001-of-00002.safetensors"',
+                     '"model-00002-of-00002.safetensors"', "[]", "{}", "-1",
+                     "18446744073709551615"]:
+            f.write('"%s"\n' % word.replace("\\", "\\\\").replace('"', '\\"'))
+        f.write('"\\x0a--part--\\x0a"\n')
+    with open(os.path.join(FUZZ, "tokens.dict"), "w") as f:
+        for value in (20240520, 20240801, 1, 7):
+            f.write('"%s"\n' % "".join("\\x%02x" % c for c in struct.pack("<i", value)))
+        f.write('"\\xff\\xff\\xff\\x7f"\n"\\xff\\xff"\n"\\x0a--part--\\x0a"\n')
+
+
+if __name__ == "__main__":
+    main()

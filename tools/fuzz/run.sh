@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of shardc's parsers of outside input (libFuzzer,
+# under AddressSanitizer and UndefinedBehaviorSanitizer): test/fuzz/.
+#
+#   tools/fuzz/run.sh [--seconds N] [TARGET...]   fuzz each target N s (60)
+#   tools/fuzz/run.sh --replay TARGET FILES...    run the inputs once
+#
+# Targets: safetensors, tokens (default: all). The targets are built into
+# build-fuzz/ with clang++-22 when needed. Each run starts from the committed
+# seeds (test/fuzz/corpus/TARGET) and regressions (test/fuzz/regressions/
+# TARGET) and adds what it finds to build-fuzz/corpus/TARGET; a crash is
+# written to build-fuzz/crashes/ and ends the script non-zero, naming it.
+# Memory is capped at -rss_limit_mb=2048. One line a target:
+#   TARGET: N executions, C crashes, coverage: E edges, F features, corpus K
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TARGETS=(safetensors tokens)
+seconds=60
+replay=""
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
+    --seconds=*) seconds=${1#--seconds=}; shift ;;
+    --replay) replay=1; shift ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "error: unknown flag $1 (see --help)" >&2; exit 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] ||
+  { echo "error: --seconds: '$seconds' is not a positive whole number" >&2; exit 2; }
+known() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
+
+CXX=${FUZZ_CXX:-clang++-22}
+command -v "$CXX" >/dev/null ||
+  { echo "error: $CXX not found (Debian: apt-get install clang-22 libclang-rt-22-dev)" >&2; exit 1; }
+if [ ! -f build-fuzz/build.ninja ]; then
+  cmake -G Ninja -S test/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER="$CXX" >/dev/null
+fi
+ninja -C build-fuzz >/dev/null
+# Inputs become files: on tmpfs when there is one.
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  export TMPDIR=/dev/shm
+fi
+
+if [ -n "$replay" ]; then
+  [ ${#args[@]} -ge 2 ] || { echo "usage: $0 --replay TARGET FILES..." >&2; exit 2; }
+  target=${args[0]}
+  known "$target" || { echo "error: no fuzz target '$target' (${TARGETS[*]})" >&2; exit 2; }
+  files=("${args[@]:1}")
+  log=$(mktemp)
+  if build-fuzz/fuzz-"$target" -rss_limit_mb=2048 -runs=1 "${files[@]}" >"$log" 2>&1; then
+    echo "$target: replayed ${#files[@]} inputs, 0 crashes"
+    rm -f "$log"
+    exit 0
+  fi
+  grep -E "ERROR|Running:|SUMMARY" "$log" | tail -6 >&2
+  echo "$target: replay FAILED (log: $log)" >&2
+  exit 1
+fi
+
+[ ${#args[@]} -gt 0 ] || args=("${TARGETS[@]}")
+status=0
+for target in "${args[@]}"; do
+  known "$target" || { echo "error: no fuzz target '$target' (${TARGETS[*]})" >&2; exit 2; }
+  corpus=build-fuzz/corpus/$target
+  mkdir -p "$corpus" build-fuzz/crashes build-fuzz/logs
+  seeds=(test/fuzz/corpus/"$target")
+  [ -d test/fuzz/regressions/"$target" ] && seeds+=(test/fuzz/regressions/"$target")
+  log=build-fuzz/logs/$target.log
+  rc=0
+  build-fuzz/fuzz-"$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    -dict=test/fuzz/"$target".dict -print_final_stats=1 \
+    -artifact_prefix=build-fuzz/crashes/"$target"- \
+    "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
+  runs=$(grep -oE '^stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  cov=$(sed -nE 's/.* cov: ([0-9]+) .*/\1/p' <<<"$last")
+  ft=$(sed -nE 's/.* ft: ([0-9]+) .*/\1/p' <<<"$last")
+  corp=$(sed -nE 's/.* corp: ([0-9]+)\/.*/\1/p' <<<"$last")
+  crash=$(grep -oE "Test unit written to [^ ]+" "$log" | awk '{print $5}' | tail -1 || true)
+  crashes=$([ -n "$crash" ] && echo 1 || echo 0)
+  echo "$target: ${runs:-0} executions, $crashes crashes, coverage: ${cov:-?} edges, ${ft:-?} features, corpus ${corp:-?}"
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    grep -E "ERROR|SUMMARY" "$log" | head -3 >&2
+    echo "$target: reproduce with tools/fuzz/run.sh --replay $target ${crash:-(see $log)}" >&2
+  fi
+done
+exit $status
