@@ -258,6 +258,12 @@ bool shardc::loadMachine(const std::string &spec, Machine &machine,
       !number(kKeyCollectiveLatency, m.collectiveLatency) ||
       !number(kKeyCollectiveBandwidth, m.intraNodeBandwidth))
     return false;
+  // A whole number a host can have (an int64 conversion of 1e300 is
+  // undefined: found by fuzzing, test/fuzz/regressions/calibration).
+  if (threads != std::floor(threads) || threads > double(1 << 20))
+    return fail(error, spec + ": calibration key \"" + kKeyThreads +
+                           "\" is not a whole number of threads (1 to " +
+                           std::to_string(1 << 20) + ")");
   m.threads = int64_t(threads);
   m.interNodeBandwidth = m.intraNodeBandwidth;
   const llvm::json::Array *gemms = o->getArray(kKeyGemm);

@@ -3,6 +3,7 @@
 // RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(rt-predict{machine=h100-sxm gpus-per-node=4})' | FileCheck %s --check-prefix=NODES
 // RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=h100-pcie})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=%S/Inputs/calibration-v2.json})' 2>&1 | FileCheck %s --check-prefix=VERSION
+// RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=%S/Inputs/calibration-threads.json})' 2>&1 | FileCheck %s --check-prefix=THREADS
 
 // A GEMM on the compute stream beside an all-gather on the communication
 // stream of 8 ranks (the shard axis), then a wait for the gather and a fill.
@@ -42,6 +43,7 @@
 //
 // UNKNOWN: unknown machine 'h100-pcie': neither a bundled machine (h100-sxm, h200, a100-sxm-80, b200) nor a calibration file
 // VERSION: calibration-v2.json: calibration format version 2, this shardc reads version 1: calibrate again with shardc --calibrate
+// THREADS: calibration-threads.json: calibration key "threads" is not a whole number of threads (1 to 1048576)
 module attributes {rt.manifest = {mesh = array<i64: 1, 8>}} {
   func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
     %x = rt.alloc 4194304 : !rt.buffer

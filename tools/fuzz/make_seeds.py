@@ -63,6 +63,16 @@ def main():
     write("tokens", "gpt2-directory", vocab | 1, [gpt2, gpt2[:1024] + gpt2[1024:1030]])
     write("tokens", "gpt2-glob", vocab | 2, [gpt2, gpt2, gpt2])
     write("tokens", "small-vocab", 0, [gpt2])
+    for name in ("calibration-round.json", "calibration-v2.json"):
+        with open(os.path.join(ROOT, "test", "passes", "Inputs", name), "rb") as f:
+            write("calibration", name[:-5], 0, [f.read()])
+    with open(os.path.join(FUZZ, "calibration.dict"), "w") as f:
+        for word in ['"format"', '"shardc-calibration"', '"version"', '"name"', '"threads"',
+                     '"memory_bytes"', '"gemm"', '"m"', '"n"', '"k"', '"flops_per_s"',
+                     '"attention_flops_per_s"', '"attention_grad_flops_per_s"',
+                     '"memory_bytes_per_s"', '"launch_s"', '"collective_latency_s"',
+                     '"collective_bytes_per_s"', "1e308", "-0", "4096", "NaN", "[]", "{}"]:
+            f.write('"%s"\n' % word.replace("\\", "\\\\").replace('"', '\\"'))
     with open(os.path.join(FUZZ, "safetensors.dict"), "w") as f:
         for word in ['"dtype"', '"shape"', '"data_offsets"', '"__metadata__"', '"F32"',
                      '"BF16"', '"F16"', '"F64"', '"I64"', '"weight_map"', '"metadata"',
