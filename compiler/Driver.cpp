@@ -314,11 +314,34 @@ Error calibrate(const std::string &file) {
   return Error::success();
 }
 
+/// -o's directory exists and is writable: checked before the compile, so
+/// that a mistyped path costs no compile time and is named in one line
+/// (the linker's own error was two, naming neither shardc nor -o).
+Error checkOutputDirectory(const std::string &path) {
+  if (path == "-")
+    return Error::success();
+  if (sys::fs::is_directory(path))
+    return fail("-o " + path + ": is a directory, not a file to write");
+  SmallString<256> dir(path);
+  sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  if (!sys::fs::is_directory(dir))
+    return fail("-o " + path + ": the directory '" + dir +
+                "' does not exist");
+  if (sys::fs::access(dir, sys::fs::AccessMode::Write))
+    return fail("-o " + path + ": the directory '" + dir +
+                "' is not writable");
+  return Error::success();
+}
+
 } // namespace
 
 Error shardc::compile(const DriverOptions &given) {
   if (!given.predict.calibrate.empty())
     return calibrate(given.predict.calibrate);
+  if (Error e = checkOutputDirectory(given.outputPath()))
+    return e;
   DriverOptions options = given;
   if (given.predict.plan == "auto") {
     Expected<DriverOptions> chosen = choosePlan(given);
