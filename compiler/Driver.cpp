@@ -90,9 +90,13 @@ Expected<Imported> importModel(mlir::MLIRContext &context,
   if (!built)
     return built.takeError();
   out.module = std::move(*built);
+  // The config's own model_type (qwen2, mistral), not the family it is
+  // built as.
+  std::string type = !config->modelType.empty() ? config->modelType
+                     : config->family == meta::Family::GPT2 ? "gpt2"
+                                                             : "llama";
   out.description =
-      (config->family == meta::Family::GPT2 ? "gpt2" : "llama") +
-      (", " + Twine(config->numLayers) + " layers, micro-batch " +
+      type + (", " + Twine(config->numLayers) + " layers, micro-batch " +
        Twine(opts.microBatch) + " x " + Twine(seqLen) + " tokens")
           .str();
   return out;
