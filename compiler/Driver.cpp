@@ -69,6 +69,7 @@ Expected<Imported> importModel(mlir::MLIRContext &context,
     options.target = &target;
     options.allowExternalDataOutside = opts.allowExternalDataOutside;
     options.foldBudgetBytes = opts.foldBudgetMiB << 20;
+    options.retieTransposes = opts.retieHead;
     auto imported = onnx_import::importModel(context, opts.model, options);
     if (!imported)
       return imported.takeError();

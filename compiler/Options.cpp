@@ -99,6 +99,11 @@ void DriverOptions::bindOptions() {
                 "(8 bytes an element; default 1024); a node beyond it is an "
                 "error naming it"),
        cl::value_desc("MiB"));
+  bind(model.retieHead, "retie-head",
+       cl::desc("ONNX: a trained initializer that is another's transpose "
+                "bit for bit (a tied head the exporter folded to a copy) is "
+                "computed from it, tied; =false trains each apart, as the "
+                "file has them"));
   bind(model.fusePatterns, "fuse-patterns",
        cl::desc("Rewrite the decomposed forms exporters write (GELU, SiLU, "
                 "layer and RMS norm, rotary embedding, attention) into the "
@@ -338,9 +343,10 @@ Error DriverOptions::validate() {
   if (!model.isOnnx() && (model.infer || !model.bindings.empty() ||
                           !model.frozen.empty() || !model.train.empty() ||
                           model.loss != "cross_entropy" ||
-                          model.allowExternalDataOutside))
-    return fail("--infer, --bind, --freeze, --train, --loss and "
-                "--allow-external-data-outside apply to ONNX models");
+                          model.allowExternalDataOutside || !model.retieHead))
+    return fail("--infer, --bind, --freeze, --train, --loss, "
+                "--allow-external-data-outside and --retie-head apply to "
+                "ONNX models");
   if (model.infer && (training.meshShape.ranks() != 1 ||
                       training.recompute != "none"))
     return fail("--infer compiles for one rank without recomputation");

@@ -42,6 +42,10 @@ struct ModelOptions {
   /// --fold-budget: MiB of values the ONNX importer may evaluate at compile
   /// time (ConstantOfShape, Expand, Range, ... on known inputs).
   int64_t foldBudgetMiB = 1024;
+  /// --retie-head: a trained initializer that is another's transpose bit
+  /// for bit (a tied head an exporter folded to a copy) is computed from it
+  /// (=false: trained apart, as the file has it).
+  bool retieHead = true;
 
   bool isOnnx() const;
 };

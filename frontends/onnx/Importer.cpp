@@ -432,7 +432,7 @@ Error GraphImporter::addInitializers() {
   // Transposed copies: a 2-D tensor with more than one distinct value that
   // equals another's transpose bit for bit is that tensor, tied.
   std::map<std::string, std::string> transposeOf;
-  for (size_t i = 0; i < chosen.size(); ++i) {
+  for (size_t i = 0; opts.retieTransposes && i < chosen.size(); ++i) {
     const HostTensor &x = chosen[i].second;
     if (x.shape.size() != 2 || transposeOf.count(chosen[i].first) ||
         std::all_of(x.f.begin(), x.f.end(), [&](double v) { return v == x.f[0]; }))

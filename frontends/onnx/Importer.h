@@ -49,6 +49,9 @@ struct ImportOptions {
   bool allowExternalDataOutside = false;
   /// Bytes of values evaluated at compile time (8 an element), in all.
   int64_t foldBudgetBytes = int64_t(1) << 30;
+  /// A trained initializer that equals another's transpose bit for bit is
+  /// computed from it, tied (false: each trained as the file has it).
+  bool retieTransposes = true;
 };
 
 /// A trainable initializer: the initial value of a parameter.
