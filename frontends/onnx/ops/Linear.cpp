@@ -100,8 +100,17 @@ Error GraphImporter::gemm(const onnx::NodeProto &n) {
     Value cv = *c;
     if (beta != 1.0)
       cv = nn::MulOp::create(b, loc, cv.getType(), cv, floatScalar(beta));
-    if (!broadcast(shapeOf(cv).vec(), {m, nOut}))
-      return nodeError(n, "C does not broadcast to [M, N]");
+    // C broadcasts to the product's [M, N], not past it (a [3, N] C of a
+    // one-row product is no Gemm's).
+    auto shape = broadcast(shapeOf(cv).vec(), {m, nOut});
+    if (!shape || *shape != std::vector<int64_t>{m, nOut}) {
+      std::string dims;
+      for (int64_t d : shapeOf(cv))
+        dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      return nodeError(n, "C of shape [" + dims +
+                              "] does not broadcast to [M, N] = [" +
+                              llvm::Twine(m) + ", " + llvm::Twine(nOut) + "]");
+    }
     y = nn::AddOp::create(b, loc, type({m, nOut}), y, cv);
   }
   setValue(n.output(0), y);

@@ -81,3 +81,14 @@ ssa = helper.make_graph(
     "g", [ids], [logits],
     [numpy_helper.from_array(wte, "wte"), numpy_helper.from_array(head, "head")])
 save(helper.make_model(ssa, opset_imports=opset), os.path.join(out, "ssa.onnx"))
+
+# A Gemm whose C is [3, V] for a [1, V] product: C broadcasts past the
+# output's shape.
+x1 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C])
+y1 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, V])
+gemm = helper.make_graph(
+    [helper.make_node("Gemm", ["x", "head", "bias"], ["y"], name="proj")],
+    "g", [x1], [y1],
+    [numpy_helper.from_array(head, "head"),
+     numpy_helper.from_array(np.ones((3, V), np.float32), "bias")])
+save(helper.make_model(gemm, opset_imports=opset), os.path.join(out, "gemm_bias.onnx"))
