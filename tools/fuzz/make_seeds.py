@@ -73,6 +73,22 @@ def main():
                      '"memory_bytes_per_s"', '"launch_s"', '"collective_latency_s"',
                      '"collective_bytes_per_s"', "1e308", "-0", "4096", "NaN", "[]", "{}"]:
             f.write('"%s"\n' % word.replace("\\", "\\\\").replace('"', '\\"'))
+    inputs = os.path.join(ROOT, "test", "e2e", "Inputs")
+    for name in ("gpt2-tiny", "gpt2-odd", "gpt2-erf-untied", "gpt2-scale-attn", "llama-tiny",
+                 "llama-odd", "llama-bias", "llama3-rope-tf5", "mistral-tiny", "qwen2-tiny"):
+        with open(os.path.join(inputs, name + ".json"), "rb") as f:
+            write("config", name, 15, [f.read()])  # 16 tokens a sequence
+    with open(os.path.join(FUZZ, "config.dict"), "w") as f:
+        for word in ['"model_type"', '"gpt2"', '"llama"', '"mistral"', '"qwen2"', '"vocab_size"',
+                     '"n_embd"', '"n_layer"', '"n_head"', '"n_inner"', '"n_positions"',
+                     '"hidden_size"', '"num_hidden_layers"', '"num_attention_heads"',
+                     '"num_key_value_heads"', '"intermediate_size"', '"max_position_embeddings"',
+                     '"rope_theta"', '"rope_scaling"', '"rope_type"', '"llama3"', '"factor"',
+                     '"tie_word_embeddings"', '"activation_function"', '"gelu_new"',
+                     '"hidden_act"', '"silu"', '"rms_norm_eps"', '"layer_norm_epsilon"',
+                     '"head_dim"', '"attention_bias"', '"sliding_window"', "true", "false",
+                     "null", "0", "-1", "1e308", "2147483648"]:
+            f.write('"%s"\n' % word.replace("\\", "\\\\").replace('"', '\\"'))
     with open(os.path.join(FUZZ, "safetensors.dict"), "w") as f:
         for word in ['"dtype"', '"shape"', '"data_offsets"', '"__metadata__"', '"F32"',
                      '"BF16"', '"F16"', '"F64"', '"I64"', '"weight_map"', '"metadata"',
