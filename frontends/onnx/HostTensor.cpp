@@ -66,6 +66,14 @@ void push(HostTensor &r, const HostTensor &x, int64_t k) {
     r.i.push_back(x.i[k]);
 }
 
+/// int64 arithmetic that wraps in two's complement, as ONNX Runtime's does
+/// on every machine it runs on (C++ leaves signed overflow undefined: a
+/// CumSum of large values, found by fuzzing, test/fuzz/regressions/onnx).
+int64_t wrapAdd(int64_t x, int64_t y) { return int64_t(uint64_t(x) + uint64_t(y)); }
+int64_t wrapSub(int64_t x, int64_t y) { return int64_t(uint64_t(x) - uint64_t(y)); }
+int64_t wrapMul(int64_t x, int64_t y) { return int64_t(uint64_t(x) * uint64_t(y)); }
+int64_t wrapNeg(int64_t x) { return int64_t(uint64_t(0) - uint64_t(x)); }
+
 /// `x op y` rounded to T (float or double); Pow is computed in double.
 template <typename T>
 std::optional<double> floatArith(const std::string &op, T x, T y) {
@@ -167,17 +175,17 @@ std::optional<HostTensor> shardc::onnx_import::evalBinary(const std::string &op,
     } else {
       int64_t x = a.i[ia], y = b.i[ib];
       if (op == "Add")
-        r.i.push_back(x + y);
+        r.i.push_back(wrapAdd(x, y));
       else if (op == "Sub")
-        r.i.push_back(x - y);
+        r.i.push_back(wrapSub(x, y));
       else if (op == "Mul")
-        r.i.push_back(x * y);
+        r.i.push_back(wrapMul(x, y));
       else if (op == "Div") {
         if (y == 0)
           return std::nullopt;
-        r.i.push_back(x / y);
+        r.i.push_back(y == -1 ? wrapNeg(x) : x / y);
       } else if (op == "Pow")
-        r.i.push_back(int64_t(std::pow(double(x), double(y))));
+        r.i.push_back(HostTensor::toInt64(std::pow(double(x), double(y))));
       else
         return std::nullopt;
     }
@@ -192,7 +200,7 @@ std::optional<HostTensor> shardc::onnx_import::evalUnary(const std::string &op,
     if (op != "Neg")
       return std::nullopt;
     for (int64_t v : a.i)
-      r.i.push_back(-v);
+      r.i.push_back(wrapNeg(v));
     return r;
   }
   for (double v : a.f) {
@@ -356,7 +364,7 @@ HostTensor shardc::onnx_import::evalCast(const HostTensor &x, int32_t onnxType) 
     else if (toBool)
       r.i.push_back(v != 0.0);
     else
-      r.i.push_back(x.kind == Kind::Float ? int64_t(std::trunc(v)) : x.i[k]);
+      r.i.push_back(x.kind == Kind::Float ? HostTensor::toInt64(v) : x.i[k]);
   }
   return r;
 }
@@ -512,7 +520,7 @@ shardc::onnx_import::evalFolded(const std::string &op,
       if (a.kind == Kind::Float)
         r.f.push_back(v);
       else
-        r.i.push_back(int64_t(v));
+        r.i.push_back(HostTensor::toInt64(v));
     }
     return r;
   }
@@ -601,9 +609,9 @@ shardc::onnx_import::evalFolded(const std::string &op,
           } else {
             if (attrs.exclusive) {
               r.i[size_t(k)] = iacc;
-              iacc += x->i[size_t(k)];
+              iacc = wrapAdd(iacc, x->i[size_t(k)]);
             } else {
-              iacc += x->i[size_t(k)];
+              iacc = wrapAdd(iacc, x->i[size_t(k)]);
               r.i[size_t(k)] = iacc;
             }
           }

@@ -29,9 +29,17 @@ struct HostTensor {
 
   int64_t numel() const;
   double at(int64_t k) const { return kind == Kind::Float ? f[k] : double(i[k]); }
-  /// Element k as an integer (floats truncate).
+  /// Element k as an integer (floats truncate, as toInt64).
   int64_t intAt(int64_t k) const {
-    return kind == Kind::Float ? int64_t(f[k]) : i[k];
+    return kind == Kind::Float ? toInt64(f[k]) : i[k];
+  }
+  /// v truncated to int64; NaN and values out of range are INT64_MIN, as
+  /// x86's cvttsd2si gives them (C++ leaves the conversion undefined:
+  /// found by fuzzing).
+  static int64_t toInt64(double v) {
+    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+      return INT64_MIN;
+    return int64_t(v);
   }
   bool isFinite() const;
   /// All values of an integer tensor (shape-like use).

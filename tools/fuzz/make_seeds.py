@@ -43,6 +43,50 @@ def write(target, name, mode, parts):
         f.write(bytes([mode]) + MARKER.join(parts))
 
 
+def onnx_seeds():
+    """The onnx target's seeds: the models of test/frontends/onnx's
+    generators (as a micro-batch of 2, 4 tokens: mode 26) and the
+    hand-found hostile models of test/onnx/Inputs/crashers; the external
+    data model's location renamed data.bin, its bytes as part 1."""
+    import subprocess
+    import tempfile
+    import onnx
+    with tempfile.TemporaryDirectory() as tmp:
+        gen = os.path.join(ROOT, "test", "frontends", "onnx")
+        subprocess.run(["/usr/bin/python3", os.path.join(gen, "make_models.py"), tmp], check=True)
+        subprocess.run(["/usr/bin/python3", os.path.join(gen, "make_hostile.py"),
+                        os.path.join(tmp, "h")], check=True)
+        for dirpath, _, files in sorted(os.walk(tmp)):
+            for name in sorted(files):
+                if not name.endswith(".onnx") or name in ("link.onnx", "zero.onnx",
+                                                           "fifo.onnx", "dotdot.onnx"):
+                    continue
+                path = os.path.join(dirpath, name)
+                model = onnx.load(path, load_external_data=False)
+                parts = [model.SerializeToString()]
+                if name == "ok.onnx":
+                    for t in model.graph.initializer:
+                        for entry in t.external_data:
+                            if entry.key == "location":
+                                entry.value = "data.bin"
+                    parts = [model.SerializeToString()]
+                    with open(os.path.join(dirpath, "ok.bin"), "rb") as f:
+                        parts.append(f.read())
+                write("onnx", name[:-5], 26, parts)
+    crashers = os.path.join(ROOT, "test", "onnx", "Inputs", "crashers")
+    for name in sorted(os.listdir(crashers)):
+        with open(os.path.join(crashers, name), "rb") as f:
+            write("onnx", "crasher-" + name[:-5], 26, [f.read()])
+    ops = ["Add", "Cast", "Concat", "Constant", "ConstantOfShape", "Div", "Equal", "Expand",
+           "Gather", "GatherND", "Gemm", "Identity", "LayerNormalization", "MatMul", "Mul",
+           "Range", "Reshape", "Shape", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub",
+           "Transpose", "Unsqueeze", "Where", "Pow", "ReduceMean", "Erf", "Tanh", "Sigmoid"]
+    with open(os.path.join(FUZZ, "onnx.dict"), "w") as f:
+        for word in ops + ["data.bin", "location", "offset", "length", "axis", "perm",
+                           "value", "ai.onnx", "logits"]:
+            f.write('"%s"\n' % word)
+
+
 def main():
     w = ("F32", [2, 3], struct.pack("<6f", 1, 2, 3, 4, 5, 6))
     b = ("BF16", [3], struct.pack("<3H", 0x3f80, 0x4000, 0xbf80))
@@ -89,6 +133,7 @@ def main():
                      '"head_dim"', '"attention_bias"', '"sliding_window"', "true", "false",
                      "null", "0", "-1", "1e308", "2147483648"]:
             f.write('"%s"\n' % word.replace("\\", "\\\\").replace('"', '\\"'))
+    onnx_seeds()
     with open(os.path.join(FUZZ, "safetensors.dict"), "w") as f:
         for word in ['"dtype"', '"shape"', '"data_offsets"', '"__metadata__"', '"F32"',
                      '"BF16"', '"F16"', '"F64"', '"I64"', '"weight_map"', '"metadata"',

@@ -5,7 +5,7 @@
 #   tools/fuzz/run.sh [--seconds N] [TARGET...]   fuzz each target N s (60)
 #   tools/fuzz/run.sh --replay TARGET FILES...    run the inputs once
 #
-# Targets: safetensors, tokens, calibration, config (default: all). The targets are built into
+# Targets: safetensors, tokens, calibration, config, onnx (default: all). The targets are built into
 # build-fuzz/ with clang++-22 when needed. Each run starts from the committed
 # seeds (test/fuzz/corpus/TARGET) and regressions (test/fuzz/regressions/
 # TARGET) and adds what it finds to build-fuzz/corpus/TARGET; a crash is
@@ -14,7 +14,7 @@
 #   TARGET: N executions, C crashes, coverage: E edges, F features, corpus K
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-TARGETS=(safetensors tokens calibration config)
+TARGETS=(safetensors tokens calibration config onnx)
 seconds=60
 replay=""
 args=()

@@ -141,19 +141,25 @@ Error GraphImporter::reshapeLike(const onnx::NodeProto &n) {
         infer = k;
       } else if (d < 0) {
         return nodeError(n, "shape has a negative size " + llvm::Twine(d));
-      } else {
-        known *= d;
+      } else if (__builtin_mul_overflow(known, d, &known)) {
+        // (C++ leaves the overflow undefined: found by fuzzing.)
+        return nodeError(n, "shape " + shapeText(*s) +
+                                " has more than 2^63 elements");
       }
       out.push_back(d);
     }
     int64_t numel = 1;
     for (int64_t d : in)
-      numel *= d;
+      if (__builtin_mul_overflow(numel, d, &numel))
+        return nodeError(n, "input " + shapeText(in) +
+                                " has more than 2^63 elements");
     if (infer >= 0)
       out[infer] = known ? numel / known : 0;
     int64_t outNumel = 1;
     for (int64_t d : out)
-      outNumel *= d;
+      if (__builtin_mul_overflow(outNumel, d, &outNumel))
+        return nodeError(n, "shape " + shapeText(*s) +
+                                " has more than 2^63 elements");
     if (outNumel != numel)
       return nodeError(n, "cannot reshape " + shapeText(in) + " (" +
                               llvm::Twine(numel) + " elements) to " +
