@@ -240,7 +240,10 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
 void gemm(cuda::Context &ctx, int64_t stream, BatchedShape bs, const void *a,
           const void *b, const void *bias, void *c, const void *aux = nullptr,
           float beta = 0.0f) {
-  static std::map<PlanKey, Plan> plans;
+  // Made once per key and kept for the process: never destroyed, so its
+  // descriptors stay reachable at exit (LeakSanitizer reported them when a
+  // static map was destroyed before its check).
+  static auto &plans = *new std::map<PlanKey, Plan>();
   bs.s.tf32 = ctx.allowTf32 && bs.s.type == CUDA_R_32F;
   Alignments al{alignmentOf(a), alignmentOf(b), alignmentOf(c),
                 alignmentOf(bias), alignmentOf(aux)};

@@ -175,6 +175,7 @@ TEST(CudaEmulator, OversizedBlockIsAnError) {
             std::string::npos)
       << printed;
   EXPECT_EQ(cudaGetLastError(), cudaSuccess); // not sticky
+  EXPECT_EQ(cudaFree(y), cudaSuccess);
 }
 
 // Over 48 KiB of dynamic shared memory needs the kernel's opt-in, as on a
