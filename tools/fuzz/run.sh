@@ -12,6 +12,7 @@
 # written to build-fuzz/crashes/ and ends the script non-zero, naming it.
 # Memory is capped at -rss_limit_mb=2048. One line a target:
 #   TARGET: N executions, C crashes, coverage: E edges, F features, corpus K
+# (and S slow inputs, when an input took over 10 s: noted, not failed on)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TARGETS=(safetensors tokens calibration config onnx)
@@ -79,9 +80,14 @@ for target in "${args[@]}"; do
   cov=$(sed -nE 's/.* cov: ([0-9]+) .*/\1/p' <<<"$last")
   ft=$(sed -nE 's/.* ft: ([0-9]+) .*/\1/p' <<<"$last")
   corp=$(sed -nE 's/.* corp: ([0-9]+)\/.*/\1/p' <<<"$last")
-  crash=$(grep -oE "Test unit written to [^ ]+" "$log" | awk '{print $5}' | tail -1 || true)
-  crashes=$([ -n "$crash" ] && echo 1 || echo 0)
-  echo "$target: ${runs:-0} executions, $crashes crashes, coverage: ${cov:-?} edges, ${ft:-?} features, corpus ${corp:-?}"
+  # libFuzzer's artifacts: crash-, leak-, timeout- and oom- inputs are
+  # findings; slow-unit- ones (an input slower than -report_slow_units, 10 s
+  # by default) are noted, not failed on.
+  units=$(grep -oE "Test unit written to [^ ]+" "$log" | awk '{print $5}' || true)
+  crash=$(grep -vE -- '-slow-unit-' <<<"$units" | grep . | tail -1 || true)
+  crashes=$(grep -vE -- '-slow-unit-' <<<"$units" | grep -c . || true)
+  slow=$(grep -cE -- '-slow-unit-' <<<"$units" || true)
+  echo "$target: ${runs:-0} executions, $crashes crashes, coverage: ${cov:-?} edges, ${ft:-?} features, corpus ${corp:-?}$([ "$slow" -gt 0 ] && echo ", $slow slow inputs (build-fuzz/crashes/$target-slow-unit-*)")"
   if [ "$rc" -ne 0 ]; then
     status=1
     grep -E "ERROR|SUMMARY" "$log" | head -3 >&2
