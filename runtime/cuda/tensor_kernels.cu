@@ -683,6 +683,27 @@ SHARDC_CUDA_KERNEL(concat_part) {
            nx * inner, 0, ny * inner, start * inner);
 }
 
+/// sum_to of a simplified shape that is x[redN, outN] with its rows summed
+/// (a bias gradient): 128-bit loads, the partial sums of chunks of rows,
+/// then the chunks in order. False (nothing launched) for other shapes.
+template <typename T, typename Y>
+bool sumMatrixRows(cuda::Context &c, cudaStream_t st, const T *x, Y *y,
+                   const SumShape &s) {
+  int64_t outN = s.outN;
+  if (s.keptRank != 1 || s.redRank != 1 || s.keptX[0] != 1 ||
+      s.redX[0] != outN || !packAligned<T>(x, outN))
+    return false;
+  ColumnChunks cc = columnChunks(s.redN, outN, Pack<T>::kN);
+  auto *partial =
+      static_cast<double *>(c.scratch(size_t(cc.chunks * outN) * 8));
+  dim3 grid{unsigned(cc.colBlocks), unsigned(cc.chunks)};
+  auto *columnSumsKernelOf = &columnSumsKernel<T>;
+  SHARDC_LAUNCH(columnSumsKernelOf, grid, kThreads, 0, st, x, partial, s.redN,
+                outN, cc.rows);
+  sumChunkColumns<Y>(st, partial, nullptr, y, nullptr, cc.chunks, outN);
+  return true;
+}
+
 // x[dims[R]] -> y[out_n], summed over the dimensions where ystr is 0
 /// sum_to on elements of T (sums in double, y rounded once).
 template <typename T, typename Y = T>
@@ -754,20 +775,8 @@ void sumTo(cuda::Context &c, int64_t stream, const T *x, Y *y,
   for (int d = 0; d < s.redRank; ++d)
     s.redN *= s.redDims[d];
   bool innermostKept = s.redRank == 0 || s.redX[s.redRank - 1] != 1;
-  if (s.keptRank == 1 && s.redRank == 1 && s.keptX[0] == 1 &&
-      s.redX[0] == outN && packAligned<T>(x, outN)) {
-    // x[redN, outN], rows summed (a bias gradient): 128-bit loads, the
-    // partial sums of chunks of rows, then the chunks in order.
-    ColumnChunks cc = columnChunks(s.redN, outN, Pack<T>::kN);
-    auto *partial =
-        static_cast<double *>(c.scratch(size_t(cc.chunks * outN) * 8));
-    dim3 grid{unsigned(cc.colBlocks), unsigned(cc.chunks)};
-    auto *columnSumsKernelOf = &columnSumsKernel<T>;
-    SHARDC_LAUNCH(columnSumsKernelOf, grid, kThreads, 0, st, x, partial,
-                  s.redN, outN, cc.rows);
-    sumChunkColumns<Y>(st, partial, nullptr, y, nullptr, cc.chunks, outN);
+  if (sumMatrixRows(c, st, x, y, s))
     return;
-  }
   int64_t cap = deviceBlocks();
   if (innermostKept || s.redN <= 1) {
     // A thread an output; the sums split into chunks of rows while that
