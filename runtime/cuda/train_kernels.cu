@@ -36,21 +36,18 @@ using namespace shardc::runtime::cuda;
 namespace {
 
 
-/// How the column sums of a [M, C] gradient are split: `chunks` chunks of
-/// `rows` rows each (the last may be shorter), enough blocks of kThreads
-/// columns to fill the device, at least kMinRows rows a chunk.
-struct RowChunks {
-  int64_t chunks, rows;
-};
-
-RowChunks rowChunks(int64_t M, int64_t C) {
+/// How normColumnPartialsKernel splits the column sums of a [M, C] gradient
+/// (a thread a column): `chunks` chunks of `rows` rows each (the last may be
+/// shorter), enough blocks of kThreads columns to fill the device, at least
+/// kMinRows rows a chunk. (columnChunks is normColumnPacksKernel's.)
+ColumnChunks rowChunks(int64_t M, int64_t C) {
   constexpr int64_t kMinRows = 16;
   int64_t colBlocks = std::max<int64_t>(1, blocksFor(C, kThreads));
   int64_t chunks = std::min((deviceBlocks() + colBlocks - 1) / colBlocks,
                             (M + kMinRows - 1) / kMinRows);
   chunks = std::clamp<int64_t>(chunks, 1, 65535);
   int64_t rows = std::max<int64_t>(1, (M + chunks - 1) / chunks);
-  return {std::max<int64_t>(1, (M + rows - 1) / rows), rows};
+  return {colBlocks, std::max<int64_t>(1, (M + rows - 1) / rows), rows};
 }
 
 /// Elements of T read as f32 by index (the norm gradients' rows).
@@ -251,11 +248,7 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
   if (C == 0)
     return;
   bool packs = packAligned<T>(x, C) && packAligned<T>(dy, C);
-  RowChunks rc = rowChunks(M, C);
-  if (packs) {
-    ColumnChunks cc = columnChunks(M, C, Pack<T>::kN);
-    rc = {cc.chunks, cc.rows};
-  }
+  ColumnChunks rc = packs ? columnChunks(M, C, Pack<T>::kN) : rowChunks(M, C);
   int64_t statWords = (layer ? 2 : 1) * M;
   int64_t partials = rc.chunks * C;
   auto *stats = static_cast<double *>(ctx.scratch(
@@ -267,20 +260,13 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
                   0, s, x, w, dy, static_cast<const T *>(dr), dx, stats, M, C,
                   eps);
   }
-  if (packs) {
-    dim3 grid(unsigned(columnChunks(M, C, Pack<T>::kN).colBlocks),
-              unsigned(rc.chunks));
-    auto *columns = layer ? &normColumnPacksKernel<true, T>
-                          : &normColumnPacksKernel<false, T>;
-    SHARDC_LAUNCH(columns, grid, kThreads, 0, s, x, dy, stats, pw, pb, M, C,
-                  rc.rows);
-  } else {
-    dim3 grid(blocksFor(C, kThreads), unsigned(rc.chunks));
-    auto *columns = layer ? &normColumnPartialsKernel<true, T>
-                          : &normColumnPartialsKernel<false, T>;
-    SHARDC_LAUNCH(columns, grid, kThreads, 0, s, x, dy, stats, pw, pb, M, C,
-                  rc.rows);
-  }
+  auto *columns = packs ? (layer ? &normColumnPacksKernel<true, T>
+                                 : &normColumnPacksKernel<false, T>)
+                        : (layer ? &normColumnPartialsKernel<true, T>
+                                 : &normColumnPartialsKernel<false, T>);
+  dim3 grid(unsigned(rc.colBlocks), unsigned(rc.chunks));
+  SHARDC_LAUNCH(columns, grid, kThreads, 0, s, x, dy, stats, pw, pb, M, C,
+                rc.rows);
   auto sums = [&](auto w) {
     using W = decltype(w);
     W *dw = static_cast<W *>(b[4]), *db = layer ? static_cast<W *>(b[5]) : nullptr;

@@ -77,6 +77,11 @@ void syncDirectory(const std::string &dir);
 
 /// The directory part of a path ("." when it has none).
 std::string parentDirectory(const std::string &path);
+/// Whether `name` ends with `tail` (a file name's suffix: ".json").
+inline bool endsWith(const std::string &name, const std::string &tail) {
+  return name.size() >= tail.size() &&
+         name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+}
 /// mkdir -p.
 void makeDirectories(const std::string &dir);
 /// rm -r (no error if absent).

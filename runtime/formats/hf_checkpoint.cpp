@@ -9,15 +9,6 @@
 using namespace shardc::runtime;
 using nlohmann::json;
 
-namespace {
-
-bool endsWith(const std::string &s, const std::string &tail) {
-  return s.size() >= tail.size() &&
-         s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-} // namespace
-
 HfCheckpoint::HfCheckpoint(const std::string &path) {
   std::string index;
   if (isDirectory(path)) {

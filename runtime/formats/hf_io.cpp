@@ -14,15 +14,6 @@
 using namespace shardc::runtime;
 using nlohmann::json;
 
-namespace {
-
-bool endsWith(const std::string &s, const std::string &tail) {
-  return s.size() >= tail.size() &&
-         s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-} // namespace
-
 int64_t shardc::runtime::parseByteSize(const std::string &flag,
                                        const std::string &text) {
   size_t digits = 0;

@@ -12,39 +12,16 @@
 // finding.
 //
 //===----------------------------------------------------------------------===//
+#include "FuzzContext.h"
 #include "FuzzInput.h"
-#include "dialects/nn/NNDialect.h"
 #include "frontends/meta/ModelConfig.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 
 #include <cstdio>
 #include <cstdlib>
 
 using namespace shardc;
-
-namespace {
-
-/// The context, made anew every 1000 inputs: it interns every type and
-/// attribute an input makes, so one context for a whole campaign grows
-/// without bound (1 GB after 700,000 inputs) and would end it at
-/// -rss_limit_mb, a finding of the harness's, not the importer's.
-mlir::MLIRContext &context() {
-  static mlir::MLIRContext *ctx = nullptr;
-  static int uses = 0;
-  if (!ctx || ++uses % 1000 == 0) {
-    delete ctx;
-    auto *c = new mlir::MLIRContext();
-    c->loadDialect<nn::NNDialect, mlir::func::FuncDialect>();
-    c->printOpOnDiagnostic(false);
-    ctx = c;
-  }
-  return *ctx;
-}
-
-} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz::FuzzInput in = fuzz::splitInput(data, size);
@@ -55,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   int64_t seqLen = 1 + in.mode % 64;
-  auto built = meta::buildForwardModule(context(), *config, 1, seqLen);
+  auto built = meta::buildForwardModule(fuzz::fuzzContext(/*quiet=*/false),
+                                       *config, 1, seqLen);
   if (!built) {
     llvm::consumeError(built.takeError());
     return 0;

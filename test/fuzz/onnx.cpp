@@ -15,39 +15,11 @@
 // is a finding.
 //
 //===----------------------------------------------------------------------===//
+#include "FuzzContext.h"
 #include "FuzzInput.h"
-#include "dialects/nn/NNDialect.h"
 #include "frontends/onnx/Importer.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-
 using namespace shardc;
-
-namespace {
-
-/// The context, made anew every 1000 inputs: it interns every type and
-/// attribute an input makes, so one context for a whole campaign grows
-/// without bound (1 GB after 700,000 inputs) and would end it at
-/// -rss_limit_mb, a finding of the harness's, not the importer's.
-mlir::MLIRContext &context() {
-  static mlir::MLIRContext *ctx = nullptr;
-  static int uses = 0;
-  if (!ctx || ++uses % 1000 == 0) {
-    delete ctx;
-    auto *c = new mlir::MLIRContext();
-    c->loadDialect<nn::NNDialect, mlir::func::FuncDialect>();
-    c->printOpOnDiagnostic(false);
-    // Diagnostics are expected on bad models: kept off the fuzzer's output.
-    c->getDiagEngine().registerHandler([](mlir::Diagnostic &) {
-      return mlir::success();
-    });
-    ctx = c;
-  }
-  return *ctx;
-}
-
-} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz::FuzzInput in = fuzz::splitInput(data, size);
@@ -61,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   options.microBatch = (in.mode >> 1) % 4 + 1;
   options.seqLen = (in.mode >> 3) % 16 + 1;
   options.foldBudgetBytes = int64_t(256) << 20;
-  auto imported = onnx_import::importModel(context(), path, options);
+  auto imported = onnx_import::importModel(fuzz::fuzzContext(/*quiet=*/true),
+                                           path, options);
   if (!imported)
     llvm::consumeError(imported.takeError());
   return 0;
