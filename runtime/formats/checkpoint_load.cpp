@@ -195,6 +195,27 @@ const SafetensorsFile &openShard(ShardPlan &plan, const Stored &s,
   return plan.open.emplace(file, SafetensorsFile(filePath)).first->second;
 }
 
+/// Throws unless `pieces` (sorted here by their first row) cover rows
+/// [want, wantEnd) of tensor `t` once each: two shards that overlap there
+/// would leave other rows unread while their count added up.
+void checkCoverage(const Stored &s, const CheckpointTensor &t,
+                   std::vector<Piece> &pieces, int64_t want, int64_t wantEnd) {
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece &a, const Piece &b) { return a.first < b.first; });
+  int64_t next = want;
+  for (const Piece &p : pieces) {
+    if (p.first > next)
+      break;
+    if (p.first < next && next != want)
+      throw s.bad("the shards of '" + t.key + "' overlap at row " +
+                  std::to_string(p.first));
+    next = std::max(next, std::min(p.end, wantEnd));
+  }
+  if (next != wantEnd)
+    throw s.bad("the shards of '" + t.key + "' do not cover rows [" +
+                std::to_string(want) + ", " + std::to_string(wantEnd) + ")");
+}
+
 /// The pieces of tensor `t` that hold rows [want, wantEnd); throws unless
 /// they cover them.
 std::vector<Piece> planTensor(ShardPlan &plan, const Stored &s,
@@ -202,11 +223,16 @@ std::vector<Piece> planTensor(ShardPlan &plan, const Stored &s,
                               const CheckpointTensor &t, int64_t want,
                               int64_t wantEnd) {
   std::vector<Piece> pieces;
-  int64_t covered = 0;
+  const int64_t globalRows = t.globalShape.empty() ? 1 : t.globalShape[0];
   try {
     for (const json &shard : s.tensors.at(t.key).at("shards")) {
       auto rows = shard.at("rows").get<std::vector<int64_t>>();
-      if (rows.size() != 2 || rows[1] <= want || rows[0] >= wantEnd)
+      if (rows.size() != 2 || rows[0] < 0 || rows[0] >= rows[1] ||
+          rows[1] > globalRows)
+        throw s.bad("a shard of '" + t.key + "' has rows " +
+                    shapeString(rows) + ", not [first, end) within its " +
+                    std::to_string(globalRows) + " rows");
+      if (rows[1] <= want || rows[0] >= wantEnd)
         continue;
       std::string file = shard.at("file").get<std::string>();
       if (file.find('/') != std::string::npos || file.rfind("..", 0) == 0)
@@ -225,14 +251,11 @@ std::vector<Piece> planTensor(ShardPlan &plan, const Stored &s,
                     " has a byte range that does not match its rows");
       pieces.push_back({&f, rows[0], rows[1], range[0],
                         shard.at("xxh3").get<std::vector<std::string>>()});
-      covered += std::min(rows[1], wantEnd) - std::max(rows[0], want);
     }
   } catch (const json::exception &e) {
     throw s.bad("malformed shard list of '" + t.key + "': " + e.what());
   }
-  if (covered != wantEnd - want)
-    throw s.bad("the shards of '" + t.key + "' do not cover rows [" +
-                std::to_string(want) + ", " + std::to_string(wantEnd) + ")");
+  checkCoverage(s, t, pieces, want, wantEnd);
   return pieces;
 }
 

@@ -285,6 +285,29 @@ def errors(s, args):
     expect_error([exe, "--steps", "4", "--resume=" + variant("corrupt", corrupt)],
                  "checksum mismatch", "corrupt shard")
 
+    def rows_of(p, change):
+        """Changes the shard list of the first tensor of two rows or more."""
+        m = json.load(open(os.path.join(p, "metadata.json")))
+        key = next(k for k, t in m["tensors"].items() if t["shape"] and t["shape"][0] >= 2)
+        change(m["tensors"][key])
+        json.dump(m, open(os.path.join(p, "metadata.json"), "w"))
+
+    def outside(t):
+        t["shards"][0]["rows"][1] += 5
+
+    def overlap(t):
+        # Its first half twice: as many rows as it has, the second half none.
+        first = t["shards"][0]
+        half = t["shape"][0] // 2
+        row_bytes = (first["byte_range"][1] - first["byte_range"][0]) // t["shape"][0]
+        first["rows"] = [0, half]
+        first["byte_range"][1] = first["byte_range"][0] + half * row_bytes
+        t["shards"].append(dict(first, rows=[0, t["shape"][0] - half]))
+    expect_error([exe, "--steps", "4", "--resume=" + variant(
+        "outside", lambda p: rows_of(p, outside))], "not [first, end)", "rows outside")
+    expect_error([exe, "--steps", "4", "--resume=" + variant(
+        "overlap", lambda p: rows_of(p, overlap))], "overlap", "overlapping shards")
+
     empty = os.path.join(d, "empty")
     os.makedirs(empty)
     expect_error([exe, "--steps", "4", "--checkpoint-dir", empty, "--resume"],

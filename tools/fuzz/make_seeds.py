@@ -2,13 +2,22 @@
 """Writes the fuzz targets' seed corpora and dictionaries under test/fuzz/
 (committed; re-run after changing the input format in test/fuzz/FuzzInput.h):
 
-    tools/fuzz/make_seeds.py
+    tools/fuzz/make_seeds.py [--shardc build/bin/shardc]
+
+The checkpoint target's seeds are checkpoints that trainers compiled by
+shardc saved (on 1, 2 and 3 ranks, with mpirun), and its programs the
+manifests shardc compiled for them.
 
 Each seed is a valid input of its target: a one-byte mode, then parts
 separated by the marker (FuzzInput.h)."""
+import argparse
 import json
 import os
+import re
+import shutil
 import struct
+import subprocess
+import tempfile
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 FUZZ = os.path.join(ROOT, "test", "fuzz")
@@ -87,7 +96,74 @@ def onnx_seeds():
             f.write('"%s"\n' % word)
 
 
+CHECKPOINT_MODEL = os.path.join(FUZZ, "checkpoint-model")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+def manifest_of(shardc, config, ranks, work):
+    """The manifest shardc compiles for `config` on `ranks` ranks (the
+    shardc_manifest constant of its LLVM IR)."""
+    ll = os.path.join(work, "m%d.ll" % ranks)
+    subprocess.run([os.path.abspath(shardc), config, "--mesh", str(ranks), "--micro-batch", "1", "--seq-len",
+                    "4", "--emit=llvm", "-o", ll], check=True, stdout=subprocess.DEVNULL,
+                   cwd=CHECKPOINT_MODEL)
+    text = open(ll).read()
+    # LLVM writes a byte as \\XX in hex, a backslash as \\\\.
+    escape = r"\\(\\|[0-9A-Fa-f]{2})"
+    found = re.search(r'@shardc_manifest = [^"]*c"((?:[^"\\]|%s)*)\\00"' % escape, text)
+    raw = re.sub(escape, lambda g: "\\" if g.group(1) == "\\" else chr(int(g.group(1), 16)),
+                 found.group(1))
+    return json.loads(raw)
+
+
+def checkpoint_seeds(shardc):
+    """The checkpoint target's programs (checkpoint-model/mesh-N.json) and
+    seeds: the micro GPT-2 trained 2 steps on N = 1, 2, 3 ranks, each
+    checkpoint loaded into each mesh's program on its last rank (mode =
+    mesh - 1 + 3 * rank); its metadata compacted."""
+    config = "config.json"  # named so in the manifests: run in CHECKPOINT_MODEL
+    work = tempfile.mkdtemp(prefix="shardc-seeds-")
+    try:
+        for n in (1, 2, 3):
+            with open(os.path.join(CHECKPOINT_MODEL, "mesh-%d.json" % n), "w") as f:
+                json.dump(manifest_of(shardc, config, n, work), f, sort_keys=True)
+                f.write("\n")
+        for n in (1, 2, 3):
+            exe, ck = os.path.join(work, "train-%d" % n), os.path.join(work, "ck-%d" % n)
+            subprocess.run([os.path.abspath(shardc), config, "--mesh", str(n), "--micro-batch", "1",
+                            "--seq-len", "4", "-o", exe], check=True, stdout=subprocess.DEVNULL,
+                           cwd=CHECKPOINT_MODEL)
+            launch = MPIRUN + ["-np", str(n)] if n > 1 else []
+            subprocess.run(launch + [exe, "--steps", "2", "--checkpoint-dir", ck], check=True,
+                           stdout=subprocess.DEVNULL)
+            step = os.path.join(ck, "step-00000002")
+            meta = json.dumps(json.load(open(os.path.join(step, "metadata.json"))),
+                              separators=(",", ":"), sort_keys=True).encode()
+            shards = [open(os.path.join(step, "shard-%05d-of-%05d.safetensors" % (k, n)),
+                           "rb").read() for k in range(n)]
+            latest = open(os.path.join(ck, "latest"), "rb").read()
+            for into in (1, 2, 3):
+                mode = into - 1 + 3 * (into - 1)
+                write("checkpoint", "saved-%d-into-%d" % (n, into), mode, [meta, latest] + shards)
+    finally:
+        shutil.rmtree(work)
+    with open(os.path.join(FUZZ, "checkpoint.dict"), "w") as f:
+        for word in ['"format"', '"shardc-checkpoint"', '"version"', '"optimizer"', '"adamw"',
+                     '"sgd"', '"step"', '"data"', '"tokens_consumed"', '"seq_len"', '"shuffle"',
+                     '"file"', '"seed"', '"tensors"', '"files"', '"bytes"', '"dtype"', '"F32"',
+                     '"BF16"', '"shape"', '"shards"', '"rows"', '"byte_range"', '"xxh3"',
+                     '"step-00000002"', '"shard-00000-of-00002.safetensors"',
+                     '"shard-00001-of-00002.safetensors"', '"../"', "[]", "{}", "null", "-1",
+                     "9223372036854775807", "18446744073709551615"]:
+            f.write('"%s"\n' % word.replace("\\", "\\\\").replace('"', '\\"'))
+        f.write('"\\x0a--part--\\x0a"\n')
+
+
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"),
+                        help="the compiler the checkpoint seeds are made with")
+    args = parser.parse_args()
     w = ("F32", [2, 3], struct.pack("<6f", 1, 2, 3, 4, 5, 6))
     b = ("BF16", [3], struct.pack("<3H", 0x3f80, 0x4000, 0xbf80))
     h = ("F16", [2], struct.pack("<2H", 0x3c00, 0xc000))
@@ -134,6 +210,7 @@ def main():
                      "null", "0", "-1", "1e308", "2147483648"]:
             f.write('"%s"\n' % word.replace("\\", "\\\\").replace('"', '\\"'))
     onnx_seeds()
+    checkpoint_seeds(args.shardc)
     with open(os.path.join(FUZZ, "safetensors.dict"), "w") as f:
         for word in ['"dtype"', '"shape"', '"data_offsets"', '"__metadata__"', '"F32"',
                      '"BF16"', '"F16"', '"F64"', '"I64"', '"weight_map"', '"metadata"',

@@ -5,7 +5,8 @@
 #   tools/fuzz/run.sh [--seconds N] [TARGET...]   fuzz each target N s (60)
 #   tools/fuzz/run.sh --replay TARGET FILES...    run the inputs once
 #
-# Targets: safetensors, tokens, calibration, config, onnx (default: all). The targets are built into
+# Targets: safetensors, tokens, calibration, checkpoint, config, onnx
+# (default: all). The targets are built into
 # build-fuzz/ with clang++-22 when needed. Each run starts from the committed
 # seeds (test/fuzz/corpus/TARGET) and regressions (test/fuzz/regressions/
 # TARGET) and adds what it finds to build-fuzz/corpus/TARGET; a crash is
@@ -15,7 +16,7 @@
 # (and S slow inputs, when an input took over 10 s: noted, not failed on)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-TARGETS=(safetensors tokens calibration config onnx)
+TARGETS=(safetensors tokens calibration checkpoint config onnx)
 seconds=60
 replay=""
 args=()
