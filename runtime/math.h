@@ -67,7 +67,10 @@ SHARDC_HD inline float fastExp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   float e = p * r * r + r + 1.0f;
-  return e * bitsFloat(uint32_t((int32_t(n) + 127) << 23));
+  // 2^n from its exponent bits. A NaN x leaves e NaN, whatever the scale;
+  // its n is converted as 0 (converting a NaN to an integer is undefined).
+  int32_t ni = n == n ? int32_t(n) : 0;
+  return e * bitsFloat(uint32_t(ni + 127) << 23);
 }
 
 /// tanh(x) = 1 - 2 / (exp(2x) + 1): absolute error ~1e-7.

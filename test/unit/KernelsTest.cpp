@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/fastmath.h"
 #include "runtime/kernels.h"
+#include "runtime/math.h"
 #include "runtime/runtime.h"
 
 #include "test/unit/TestUtil.h"
@@ -225,6 +226,37 @@ TEST(Kernels, GeluTanhWorstError) {
   EXPECT_LE(worstUlps, kGeluUlps) << "at x = " << atUlps;
   EXPECT_LE(worstScaled, kGeluScaled) << "at x = " << atScaled;
   EXPECT_LE(worstGrad, kGradScaled) << "at x = " << atGrad;
+}
+
+/// fastExp (runtime/math.h) against std::exp: within 2 ulp on [-87, 88]
+/// (every 101st float there by bit pattern), clamped past it, and NaN for
+/// NaN (the loss's NaN check depends on it; its exponent's conversion was
+/// once undefined for NaN, which UBSan reported).
+TEST(Kernels, FastExp) {
+  double worst = 0;
+  float at = 0;
+  for (uint32_t bits = 0;; bits += 101) {
+    float v;
+    std::memcpy(&v, &bits, sizeof(v));
+    if (!(v <= 88.0f))
+      break;
+    for (float x : {v, -v}) {
+      if (x < -87.0f)
+        continue;
+      float ref = float(std::exp(double(x)));
+      double ulp = double(std::nextafter(ref, INFINITY)) - double(ref);
+      double err = std::fabs(double(shardc::runtime::fastExp(x)) - std::exp(double(x))) / ulp;
+      if (err > worst) {
+        worst = err;
+        at = x;
+      }
+    }
+  }
+  EXPECT_LE(worst, 2.0) << "at x = " << at;
+  EXPECT_EQ(shardc::runtime::fastExp(-1000.0f), shardc::runtime::fastExp(-87.0f));
+  EXPECT_EQ(shardc::runtime::fastExp(1000.0f), shardc::runtime::fastExp(88.0f));
+  EXPECT_TRUE(std::isnan(shardc::runtime::fastExp(NAN)));
+  EXPECT_TRUE(std::isnan(shardc::runtime::fastExp(-NAN)));
 }
 
 TEST(Kernels, Silu) {
