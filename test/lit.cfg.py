@@ -14,8 +14,12 @@ config.test_exec_root = os.path.join(config.shardc_obj_root, "test")
 
 # SHARDC_EMU_STREAM_ORDER=seed:N runs every emulated CUDA test in that
 # stream order (check_cuda_emulated.py takes it as its default).
+# SHARDC_RUNTIME_DIR, SHARDC_CXX and the sanitizers' options: the trainers
+# linked against a sanitized runtime (tools/sanitize/run.sh).
 llvm_config.with_system_environment(["HOME", "TMPDIR", "OMP_NUM_THREADS",
-                                     "SHARDC_EMU_STREAM_ORDER"])
+                                     "SHARDC_EMU_STREAM_ORDER",
+                                     "SHARDC_RUNTIME_DIR", "SHARDC_CXX",
+                                     "ASAN_OPTIONS", "UBSAN_OPTIONS"])
 llvm_config.use_default_substitutions()
 
 # The system interpreter: it has Debian's PyTorch for the reference checks.

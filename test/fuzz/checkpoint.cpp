@@ -20,9 +20,10 @@
 // step's shard files shard-0000K-of-0000N.safetensors, N of them (at most
 // 3).
 //
-// A refused checkpoint is a std::runtime_error naming the file: expected.
-// Any other exception, a crash, a sanitizer report or more memory than
-// libFuzzer's -rss_limit_mb is a finding.
+// A refused checkpoint is a std::runtime_error naming the file: expected
+// (SHARDC_FUZZ_VERBOSE=1 prints it). Any other exception, a crash, a
+// sanitizer report or more memory than libFuzzer's -rss_limit_mb is a
+// finding.
 //
 //===----------------------------------------------------------------------===//
 #include "FuzzInput.h"

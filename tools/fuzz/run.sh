@@ -4,6 +4,9 @@
 #
 #   tools/fuzz/run.sh [--seconds N] [TARGET...]   fuzz each target N s (60)
 #   tools/fuzz/run.sh --replay TARGET FILES...    run the inputs once
+#   tools/fuzz/run.sh --replay --raw[=MODE] TARGET FILES...
+#                     run plain files (a model, a safetensors file...) once,
+#                     each as part 0 of an input with that mode byte (0)
 #
 # Targets: safetensors, tokens, calibration, checkpoint, config, onnx
 # (default: all). The targets are built into
@@ -19,17 +22,22 @@ cd "$(dirname "$0")/../.."
 TARGETS=(safetensors tokens calibration checkpoint config onnx)
 seconds=60
 replay=""
+raw=""
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
     --seconds=*) seconds=${1#--seconds=}; shift ;;
     --replay) replay=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --raw) raw=0; shift ;;
+    --raw=*) raw=${1#--raw=}; shift ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "error: unknown flag $1 (see --help)" >&2; exit 2 ;;
     *) args+=("$1"); shift ;;
   esac
 done
+[[ -z "$raw" || ( -n "$replay" && "$raw" =~ ^[0-9]+$ && "$raw" -lt 256 ) ]] ||
+  { echo "error: --raw needs --replay, and its mode is a byte (0 to 255)" >&2; exit 2; }
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] ||
   { echo "error: --seconds: '$seconds' is not a positive whole number" >&2; exit 2; }
 known() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
@@ -51,6 +59,18 @@ if [ -n "$replay" ]; then
   target=${args[0]}
   known "$target" || { echo "error: no fuzz target '$target' (${TARGETS[*]})" >&2; exit 2; }
   files=("${args[@]:1}")
+  if [ -n "$raw" ]; then
+    # Each file as an input: the mode byte, then the file as part 0.
+    wrapped=$(mktemp -d)
+    trap 'rm -rf "$wrapped"' EXIT
+    k=0
+    for f in "${files[@]}"; do
+      [ -f "$f" ] || { echo "error: $f: no such file" >&2; exit 2; }
+      { printf "\\$(printf '%03o' "$raw")"; cat "$f"; } >"$wrapped/$k-$(basename "$f")"
+      k=$((k + 1))
+    done
+    files=("$wrapped"/*)
+  fi
   log=$(mktemp)
   if build-fuzz/fuzz-"$target" -rss_limit_mb=2048 -runs=1 "${files[@]}" >"$log" 2>&1; then
     echo "$target: replayed ${#files[@]} inputs, 0 crashes"
