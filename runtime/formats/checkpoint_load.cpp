@@ -46,6 +46,60 @@ struct Stored {
   }
 };
 
+/// Whether `j` is an integer of int64_t's range. nlohmann's get<int64_t>
+/// casts a float, which is undefined past the range (the checkpoint fuzz
+/// target's first finding): every integer of the metadata is read through
+/// intOf, intsOf or uintsOf.
+bool isInt64(const json &j) {
+  return j.is_number_integer() &&
+         !(j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX));
+}
+
+/// `j` as an integer; anything else is malformed metadata naming `what`.
+int64_t intOf(const Stored &s, const json &j, const std::string &what) {
+  if (!isInt64(j))
+    throw s.bad("malformed checkpoint metadata: " + what + " is " + j.dump() +
+                ", not an integer");
+  return j.get<int64_t>();
+}
+
+/// `j` as a non-negative integer; otherwise malformed, naming `what`.
+uint64_t uintOf(const Stored &s, const json &j, const std::string &what) {
+  if (!j.is_number_unsigned())
+    throw s.bad("malformed checkpoint metadata: " + what + " is " + j.dump() +
+                ", not a non-negative integer");
+  return j.get<uint64_t>();
+}
+
+/// An array of integers (non-negative ones if `unsignedOnly`); otherwise
+/// malformed, naming `what`.
+template <typename T>
+std::vector<T> arrayOf(const Stored &s, const json &j, const std::string &what,
+                       bool unsignedOnly) {
+  if (!j.is_array())
+    throw s.bad("malformed checkpoint metadata: " + what + " is " + j.dump() +
+                ", not an array");
+  std::vector<T> out;
+  for (const json &v : j) {
+    if (unsignedOnly ? !v.is_number_unsigned() : !isInt64(v))
+      throw s.bad("malformed checkpoint metadata: " + what + " holds " +
+                  v.dump() + ", not " +
+                  (unsignedOnly ? "a non-negative integer" : "an integer"));
+    out.push_back(v.get<T>());
+  }
+  return out;
+}
+
+std::vector<int64_t> intsOf(const Stored &s, const json &j,
+                            const std::string &what) {
+  return arrayOf<int64_t>(s, j, what, /*unsignedOnly=*/false);
+}
+
+std::vector<uint64_t> uintsOf(const Stored &s, const json &j,
+                              const std::string &what) {
+  return arrayOf<uint64_t>(s, j, what, /*unsignedOnly=*/true);
+}
+
 /// Reads and parses `path`/metadata.json.
 Stored readMetadata(const std::string &path) {
   Stored s;
@@ -60,8 +114,10 @@ Stored readMetadata(const std::string &path) {
 
 /// The format, its version and the optimizer are this program's.
 void checkFormat(const Stored &s, const Manifest &m) {
+  auto version = s.meta.find("version");
   if (s.meta.value("format", std::string()) != kFormat ||
-      s.meta.value("version", int64_t(0)) != kVersion)
+      version == s.meta.end() || !isInt64(*version) ||
+      version->get<int64_t>() != kVersion)
     throw s.bad(std::string("not a ") + kFormat + " version " +
                 std::to_string(kVersion) + " checkpoint");
   std::string optimizer = s.meta.at("optimizer").get<std::string>();
@@ -76,7 +132,7 @@ void checkDataOrder(const Stored &s, const Options &o) {
   const json &data = s.meta.at("data");
   json shuffle = data.contains("shuffle") ? data.at("shuffle") : json();
   if (shuffle.is_null() != !o.shuffle ||
-      (o.shuffle && shuffle.get<uint64_t>() != o.shuffleSeed))
+      (o.shuffle && uintOf(s, shuffle, "data.shuffle") != o.shuffleSeed))
     throw s.bad(std::string("it was written ") +
                 (shuffle.is_null() ? "without --shuffle"
                                    : "with --shuffle=" + shuffle.dump()) +
@@ -99,7 +155,7 @@ void checkTensors(const Stored &s, const std::vector<CheckpointTensor> &mine) {
     if (dtype != "F32")
       throw s.bad("checkpoint of another precision: tensor '" + t.key +
                   "' is " + dtype + ", this model keeps F32");
-    auto shape = it->second.at("shape").get<std::vector<int64_t>>();
+    auto shape = intsOf(s, it->second.at("shape"), "the shape of '" + t.key + "'");
     if (shape != t.globalShape)
       throw s.bad("checkpoint of another model: tensor '" + t.key +
                   "' has shape " + shapeString(shape) + " there, " +
@@ -125,17 +181,24 @@ TrainProgress checkAgainstProgram(Stored &s, const Manifest &m,
   TrainProgress progress;
   try {
     checkFormat(s, m);
-    progress.step = s.meta.at("step").get<int64_t>();
-    int64_t tokens = s.meta.at("data").at("tokens_consumed").get<int64_t>();
+    progress.step = intOf(s, s.meta.at("step"), "step");
+    int64_t tokens =
+        intOf(s, s.meta.at("data").at("tokens_consumed"), "tokens_consumed");
+    if (progress.step < 0 || tokens < 0)
+      throw s.bad("its step (" + std::to_string(progress.step) +
+                  ") or data position (" + std::to_string(tokens) +
+                  " tokens) is negative");
     progress.dataRow = tokens / m.seqLen;
     checkDataOrder(s, o);
     for (auto &[key, t] : s.meta.at("tensors").items())
       s.tensors[key] = t;
     for (auto &[file, f] : s.meta.at("files").items())
-      s.fileBytes[file] = f.at("bytes").get<int64_t>();
+      s.fileBytes[file] = intOf(s, f.at("bytes"), "the bytes of " + file);
     checkTensors(s, mine);
-    if (s.meta.at("data").at("seq_len").get<int64_t>() * progress.dataRow !=
-        tokens)
+    int64_t seqLen = intOf(s, s.meta.at("data").at("seq_len"), "seq_len");
+    int64_t product = 0;
+    if (__builtin_mul_overflow(seqLen, progress.dataRow, &product) ||
+        product != tokens)
       throw s.bad("its data position (" + std::to_string(tokens) +
                   " tokens) is not a whole number of sequences of " +
                   std::to_string(m.seqLen) + " tokens");
@@ -148,14 +211,19 @@ TrainProgress checkAgainstProgram(Stored &s, const Manifest &m,
 /// Rank 0 notes what differs from the run that wrote it but may.
 void noteDifferences(const Stored &s, const Options &o) {
   std::string data = o.data.empty() ? "synthetic" : o.data;
-  std::string theirs = s.meta["data"].value("file", std::string("?"));
+  const json &file = s.meta.at("data").contains("file")
+                         ? s.meta.at("data").at("file")
+                         : json("?");
+  std::string theirs = file.is_string() ? file.get<std::string>() : file.dump();
   if (theirs != data)
     std::printf("checkpoint: note: it was trained on %s; this run reads %s\n",
                 theirs.c_str(), data.c_str());
-  if (s.meta.value("seed", o.seed) != o.seed)
+  auto seed = s.meta.find("seed");
+  if (seed != s.meta.end() && seed->is_number_unsigned() &&
+      seed->get<uint64_t>() != o.seed)
     std::printf("checkpoint: note: it was written with --seed %llu; this "
                 "run has --seed %llu\n",
-                (unsigned long long)s.meta.value("seed", o.seed),
+                (unsigned long long)seed->get<uint64_t>(),
                 (unsigned long long)o.seed);
 }
 
@@ -226,7 +294,7 @@ std::vector<Piece> planTensor(ShardPlan &plan, const Stored &s,
   const int64_t globalRows = t.globalShape.empty() ? 1 : t.globalShape[0];
   try {
     for (const json &shard : s.tensors.at(t.key).at("shards")) {
-      auto rows = shard.at("rows").get<std::vector<int64_t>>();
+      auto rows = intsOf(s, shard.at("rows"), "the rows of '" + t.key + "'");
       if (rows.size() != 2 || rows[0] < 0 || rows[0] >= rows[1] ||
           rows[1] > globalRows)
         throw s.bad("a shard of '" + t.key + "' has rows " +
@@ -243,7 +311,8 @@ std::vector<Piece> planTensor(ShardPlan &plan, const Stored &s,
                     ", which the file list lacks");
       const SafetensorsFile &f =
           openShard(plan, s, path, file, expected->second);
-      auto range = shard.at("byte_range").get<std::vector<uint64_t>>();
+      auto range = uintsOf(s, shard.at("byte_range"),
+                           "the byte range of '" + t.key + "'");
       uint64_t bytes = uint64_t((rows[1] - rows[0]) * t.rowElements * 4);
       if (range.size() != 2 || range[1] - range[0] != bytes ||
           range[1] > uint64_t(expected->second))
