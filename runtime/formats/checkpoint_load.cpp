@@ -211,10 +211,11 @@ TrainProgress checkAgainstProgram(Stored &s, const Manifest &m,
 /// Rank 0 notes what differs from the run that wrote it but may.
 void noteDifferences(const Stored &s, const Options &o) {
   std::string data = o.data.empty() ? "synthetic" : o.data;
-  const json &file = s.meta.at("data").contains("file")
-                         ? s.meta.at("data").at("file")
-                         : json("?");
-  std::string theirs = file.is_string() ? file.get<std::string>() : file.dump();
+  const json &written = s.meta.at("data");
+  auto file = written.find("file");
+  std::string theirs = file == written.end() ? "?"
+                       : file->is_string()   ? file->get<std::string>()
+                                             : file->dump();
   if (theirs != data)
     std::printf("checkpoint: note: it was trained on %s; this run reads %s\n",
                 theirs.c_str(), data.c_str());
@@ -270,16 +271,18 @@ void checkCoverage(const Stored &s, const CheckpointTensor &t,
                    std::vector<Piece> &pieces, int64_t want, int64_t wantEnd) {
   std::sort(pieces.begin(), pieces.end(),
             [](const Piece &a, const Piece &b) { return a.first < b.first; });
-  int64_t next = want;
+  int64_t covered = want; // rows [want, covered) are held
+  const Piece *previous = nullptr;
   for (const Piece &p : pieces) {
-    if (p.first > next)
-      break;
-    if (p.first < next && next != want)
+    if (previous && p.first < previous->end)
       throw s.bad("the shards of '" + t.key + "' overlap at row " +
                   std::to_string(p.first));
-    next = std::max(next, std::min(p.end, wantEnd));
+    if (p.first > covered)
+      break; // a gap
+    covered = std::min(p.end, wantEnd);
+    previous = &p;
   }
-  if (next != wantEnd)
+  if (covered != wantEnd)
     throw s.bad("the shards of '" + t.key + "' do not cover rows [" +
                 std::to_string(want) + ", " + std::to_string(wantEnd) + ")");
 }
