@@ -89,6 +89,20 @@ __device__ inline void forRowPacks(int64_t C, bool vec, Fn fn) {
     fn(c, 1);
 }
 
+/// forRowPacks for one warp's row: the columns lane `lane` of 32 owns,
+/// packs lane, lane + 32, ... when `vec` (packedRows), else columns.
+template <typename T, typename Fn>
+__device__ inline void forLanePacks(int64_t C, bool vec, int lane, Fn fn) {
+  constexpr int kN = Pack<T>::kN;
+  if (vec) {
+    for (int64_t j = lane; j < C / kN; j += 32)
+      fn(j * kN, kN);
+    return;
+  }
+  for (int64_t c = lane; c < C; c += 32)
+    fn(c, 1);
+}
+
 /// v[0, n) = row[c0, c0 + n) as f32: one 128-bit load when n is a pack.
 template <typename T>
 __device__ inline void loadCols(const T *row, int64_t c0, int n,

@@ -544,34 +544,146 @@ __global__ void meanLossKernel(const double *rowLoss, const int32_t *targets,
   loss[0] = count ? float(total / count) : NAN;
 }
 
-// acc[V,C] += dy[n,:] into row ids[n] for the ids of this warp's bucket
-// (ids[n] % buckets): warp (bucket, 32 columns) walks every id in order,
-// the block's ids staged in shared memory, so each (row, column) sums its
-// rows in order (deterministic, as the CPU kernel) and each dy element is
-// read by one lane, 32 columns coalesced. grid: [column groups of 32,
-// bucket groups of kEmbWarps], block: kEmbWarps warps. acc zeroed before.
-constexpr int kEmbWarps = 8, kEmbIds = 2048;
-template <typename T>
-__global__ void embeddingGradKernel(const int32_t *ids, const T *dy,
-                                    float *acc, int64_t N, int64_t C,
-                                    int64_t buckets) {
-  __shared__ int32_t tile[kEmbIds], tileBucket[kEmbIds];
-  int64_t c = blockIdx.x * int64_t(32) + threadIdx.x % 32;
-  int bucket = int(blockIdx.y) * kEmbWarps + int(threadIdx.x / 32);
-  for (int64_t n0 = 0; n0 < N; n0 += kEmbIds) {
-    int len = int(N - n0 < kEmbIds ? N - n0 : kEmbIds);
+// The embedding gradient sums, for each row v of the table, the rows of dy
+// whose id is v, in increasing position as the CPU kernel does, without
+// atomics on the sums: the positions are first sorted by id, stably (a
+// counting sort: idCountKernel, idStartsKernel, idOrderKernel), and then a
+// warp a table row sums its positions' rows of dy (embeddingRowsKernel).
+// Ids outside [0, V) are skipped by every step.
+constexpr int kEmbTile = 2048, kEmbSortThreads = 1024, kEmbRowWarps = 8;
+
+// ids[N] -> count[id] += 1 (count[V] zeroed before; integer atomics, so
+// the counts do not depend on the order)
+__global__ void idCountKernel(const int32_t *ids, int32_t *count, int64_t N,
+                              int64_t V) {
+  FOR_EACH(n, N) {
+    int32_t id = ids[n];
+    if (id >= 0 && id < V)
+      atomicAdd(&count[id], 1);
+  }
+}
+
+// count[V] -> start[V+1] = its exclusive prefix sums (start[V] = the
+// count of valid ids); count zeroed again (idOrderKernel's running
+// counts). One block of kEmbSortThreads threads, a contiguous range of
+// ids each, the ranges' totals scanned in shared memory.
+__global__ void idStartsKernel(int32_t *count, int32_t *start, int64_t V) {
+  __shared__ int32_t part[2][kEmbSortThreads];
+  int t = threadIdx.x;
+  int64_t per = (V + kEmbSortThreads - 1) / kEmbSortThreads;
+  int64_t v0 = std::min<int64_t>(V, t * per), v1 = std::min<int64_t>(V, v0 + per);
+  int32_t sum = 0;
+  for (int64_t v = v0; v < v1; ++v)
+    sum += count[v];
+  int in = 0;
+  part[in][t] = sum;
+  __syncthreads();
+  for (int d = 1; d < kEmbSortThreads; d *= 2) { // inclusive scan
+    part[1 - in][t] = part[in][t] + (t >= d ? part[in][t - d] : 0);
+    in = 1 - in;
     __syncthreads();
-    for (int k = threadIdx.x; k < len; k += blockDim.x) {
-      tile[k] = ids[n0 + k];
-      tileBucket[k] = int(tile[k] % buckets);
+  }
+  int32_t base = part[in][t] - sum;
+  for (int64_t v = v0; v < v1; ++v) {
+    start[v] = base;
+    base += count[v];
+    count[v] = 0;
+  }
+  if (t == kEmbSortThreads - 1)
+    start[V] = base;
+}
+
+// key[kEmbTile] sorted ascending in shared memory (bitonic; every thread
+// of the block calls it)
+__device__ inline void bitonicSort(uint64_t *key) {
+  for (int size = 2; size <= kEmbTile; size *= 2)
+    for (int stride = size / 2; stride > 0; stride /= 2) {
+      for (int k = threadIdx.x; k < kEmbTile; k += blockDim.x) {
+        int p = k ^ stride;
+        if (p <= k)
+          continue;
+        uint64_t lo = key[k], hi = key[p];
+        if ((lo > hi) == ((k & size) == 0)) {
+          key[k] = hi;
+          key[p] = lo;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// The first place in the sorted key[kEmbTile] whose id is `id`.
+__device__ inline int firstOfId(const uint64_t *key, uint32_t id) {
+  uint64_t want = uint64_t(id) << 32;
+  int lo = 0, hi = kEmbTile;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (key[mid] < want)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// ids[N], start[V+1], run[V] (zeroed) -> order[start[id] + r] = the r-th
+// position of id, positions in increasing order. One block of
+// kEmbSortThreads threads walks the ids a tile of kEmbTile at a time: the
+// tile's (id, place) keys are sorted in shared memory, a key's rank among
+// its id's is its place less the id's first, after the run[id] positions
+// of the earlier tiles; the id's last key then adds the tile's count.
+__global__ void idOrderKernel(const int32_t *ids, const int32_t *start,
+                              int32_t *run, int32_t *order, int64_t N,
+                              int64_t V) {
+  __shared__ uint64_t key[kEmbTile];
+  constexpr uint64_t kNone = ~uint64_t(0); // sorts last
+  for (int64_t n0 = 0; n0 < N; n0 += kEmbTile) {
+    int64_t len = std::min<int64_t>(kEmbTile, N - n0);
+    for (int k = threadIdx.x; k < kEmbTile; k += blockDim.x) {
+      int32_t id = k < len ? ids[n0 + k] : -1;
+      key[k] = id >= 0 && id < V ? uint64_t(id) << 32 | uint32_t(k) : kNone;
     }
     __syncthreads();
-    if (bucket >= buckets || c >= C)
-      continue;
-    for (int k = 0; k < len; ++k)
-      if (tileBucket[k] == bucket) // warp-uniform
-        acc[int64_t(tile[k]) * C + c] += toFloat(dy[(n0 + k) * C + c]);
+    bitonicSort(key);
+    for (int k = threadIdx.x; k < kEmbTile; k += blockDim.x)
+      if (key[k] != kNone) {
+        uint32_t id = uint32_t(key[k] >> 32);
+        int rank = k - firstOfId(key, id);
+        order[start[id] + run[id] + rank] = int32_t(n0 + (key[k] & 0xffffffffu));
+      }
+    __syncthreads(); // every run[] read before the tile's counts land
+    for (int k = threadIdx.x; k < kEmbTile; k += blockDim.x) {
+      uint32_t id = uint32_t(key[k] >> 32);
+      bool last = k + 1 == kEmbTile || uint32_t(key[k + 1] >> 32) != id;
+      if (key[k] != kNone && last)
+        run[id] += k - firstOfId(key, id) + 1;
+    }
+    __syncthreads();
   }
+}
+
+// dy[N,C], order[], start[V+1] -> table[V,C]: row v = the rows
+// order[start[v], start[v+1]) of dy summed in f32 in that order (zeros
+// where none), rounded to T once. A warp a row, kEmbRowWarps rows a block;
+// a lane's columns are 128-bit packs when `vec` (forLanePacks).
+template <typename T>
+__global__ void embeddingRowsKernel(const T *dy, const int32_t *order,
+                                    const int32_t *start, T *table, int64_t V,
+                                    int64_t C, bool vec) {
+  int64_t v = blockIdx.x * int64_t(kEmbRowWarps) + threadIdx.x / 32;
+  if (v >= V)
+    return; // warp-uniform
+  int32_t e0 = start[v], e1 = start[v + 1];
+  forLanePacks<T>(C, vec, threadIdx.x % 32, [&](int64_t c0, int n) {
+    float acc[Pack<T>::kN] = {};
+    for (int32_t e = e0; e < e1; ++e) {
+      float g[Pack<T>::kN];
+      loadCols(dy + int64_t(order[e]) * C, c0, n, g);
+      for (int j = 0; j < n; ++j)
+        acc[j] += g[j];
+    }
+    storeCols(table + v * C, c0, n, acc);
+  });
 }
 
 // p', buf' [n] = SGD with momentum and (L2) weight decay, torch.optim,
@@ -1094,33 +1206,35 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
                 F(b[3]));
 }
 
-// ids[N], dy[N,C] -> dtable[V,C] (f32 or bf16): zeroed, the rows summed
-// in f32 (embeddingGradKernel), on bf16 in the context's scratch ([V,C] f32,
-// outside the memory plan) and then rounded once.
+// ids[N], dy[N,C] -> dtable[V,C] (f32 or bf16): each row the rows of dy of
+// its id summed in f32 in increasing position, rounded once (the
+// embedding gradient's kernels above). Scratch: count[V], start[V+1],
+// order[N] (int32).
 SHARDC_CUDA_KERNEL(embedding_grad) {
   namespace K = A::embedding_grad;
   int64_t N = i[K::N], V = i[K::V], C = i[K::C];
+  if (V == 0 || C == 0)
+    return;
   auto &c = *static_cast<cuda::Context *>(ctx);
   cudaStream_t s = c.stream(stream);
-  bool bf16 = isBf16(i[K::dtype], "embedding_grad");
-  float *acc = bf16 ? static_cast<float *>(c.scratch(size_t(V * C) * 4)) : F(b[2]);
-  CUDA_CHECK(cudaMemsetAsync(acc, 0, size_t(V * C) * 4, s));
-  // Buckets for about 16 warps an SM (each warp walks all N ids, so more
-  // buckets cost more than they hide).
-  int64_t groups = (C + 31) / 32;
-  int64_t buckets = std::clamp<int64_t>(deviceBlocks() * 2 / groups, 1,
-                                        std::min<int64_t>(V, 256));
-  dim3 grid{unsigned(groups), unsigned((buckets + kEmbWarps - 1) / kEmbWarps)};
+  auto *count = static_cast<int32_t *>(
+      c.scratch(size_t(2 * V + 1 + N) * sizeof(int32_t)));
+  int32_t *start = count + V, *order = start + V + 1;
+  CUDA_CHECK(cudaMemsetAsync(count, 0, size_t(V) * sizeof(int32_t), s));
+  const auto *ids = static_cast<const int32_t *>(b[0]);
+  SHARDC_LAUNCH(idCountKernel, gridFor(N), kThreads, 0, s, ids, count, N, V);
+  SHARDC_LAUNCH(idStartsKernel, 1, kEmbSortThreads, 0, s, count, start, V);
+  SHARDC_LAUNCH(idOrderKernel, 1, kEmbSortThreads, 0, s, ids, start, count,
+                order, N, V);
   withDtype(i[K::dtype], "embedding_grad", [&](auto t) {
     using T = decltype(t);
-    auto *kernel = &embeddingGradKernel<T>;
-    SHARDC_LAUNCH(kernel, grid, 32 * kEmbWarps, 0, s,
-                  static_cast<const int32_t *>(b[0]),
-                  static_cast<const T *>(b[1]), acc, N, C, buckets);
+    const auto *dy = static_cast<const T *>(b[1]);
+    auto *table = static_cast<T *>(b[2]);
+    auto *rows = &embeddingRowsKernel<T>;
+    SHARDC_LAUNCH(rows, unsigned((V + kEmbRowWarps - 1) / kEmbRowWarps),
+                  32 * kEmbRowWarps, 0, s, dy, order, start, table, V, C,
+                  packedRows<T>(C, dy, table));
   });
-  if (bf16)
-    SHARDC_LAUNCH(castKernel, gridFor(V * C), kThreads, 0, s, acc, b[2], V * C,
-                  int64_t(A::kF32), int64_t(A::kBF16));
 }
 
 SHARDC_CUDA_KERNEL(sgd) {

@@ -50,23 +50,6 @@ ColumnChunks rowChunks(int64_t M, int64_t C) {
   return {colBlocks, std::max<int64_t>(1, (M + rows - 1) / rows), rows};
 }
 
-/// Elements of T read as f32 by index (the norm gradients' rows).
-template <typename T> struct Elems {
-  const T *p;
-  __device__ float operator[](int64_t k) const { return toFloat(p[k]); }
-};
-
-/// A norm gradient's element `g` as its fused residual add writes it: g
-/// rounded to T (as the unfused norm gradient's output was) plus the
-/// residual gradient's element, rounded; `g` rounded without one (dr null).
-/// dr may be dx: each thread reads an element before it writes it.
-template <typename T>
-__device__ inline T plusResidual(float g, const T *dr, int64_t at) {
-  if (!dr)
-    return fromFloat<T>(g);
-  return fromFloat<T>(toFloat(fromFloat<T>(g)) + toFloat(dr[at]));
-}
-
 /// Sum over the warp of a double per lane; valid in every lane.
 __device__ inline double warpSum(double v) {
   for (int o = 16; o > 0; o /= 2)
@@ -78,70 +61,125 @@ __device__ inline double warpSum(double v) {
 /// barrier: a warp past the last row returns).
 constexpr int kRowWarps = kThreads / 32;
 
-// x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M,2] =
-// (mean, rstd) of each row (a warp a row, double statistics, as the CPU
-// kernel; the row's passes re-read it from the cache)
+/// The columns [c0, c0 + n) of row m of x, dy (and w) as f32, n a pack
+/// or 1 (forLanePacks).
+template <typename T> struct NormCols {
+  float x[Pack<T>::kN], dy[Pack<T>::kN], w[Pack<T>::kN];
+};
 template <typename T>
-__global__ void layerNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
+__device__ inline void loadNormCols(NormCols<T> &v, const T *xr, const T *dyr,
+                                    const T *w, int64_t c0, int n) {
+  loadCols(xr, c0, n, v.x);
+  if (dyr)
+    loadCols(dyr, c0, n, v.dy);
+  if (w)
+    loadCols(w, c0, n, v.w);
+}
+
+/// dx's columns [c0, c0 + n) from their f32 values g as the fused residual
+/// add writes them: g rounded to T (as the unfused norm gradient's output
+/// was), plus the residual gradient's (drr, or null), rounded again. drr
+/// may be dx: each lane reads its columns before it writes them.
+template <typename T>
+__device__ inline void storeGrad(T *dxr, const T *drr, int64_t c0, int n,
+                                 float (&g)[Pack<T>::kN]) {
+  if (drr) {
+    float r[Pack<T>::kN];
+    loadCols(drr, c0, n, r);
+    for (int j = 0; j < n; ++j)
+      g[j] = toFloat(fromFloat<T>(g[j])) + r[j];
+  }
+  storeCols(dxr, c0, n, g);
+}
+
+// x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M,2] =
+// (mean, rstd) of each row. A warp a row, kRowWarps rows a block; a lane's
+// columns are 128-bit packs when `vec` (packedRows), else single columns
+// (forLanePacks); double statistics, as the CPU kernel; the row's passes
+// re-read it from the cache.
+template <typename T>
+__global__ void layerNormGradRowsKernel(const T *xp, const T *w, const T *dyp,
                                         const T *dr, T *dx, double *stats,
-                                        int64_t M, int64_t C, double eps) {
+                                        int64_t M, int64_t C, double eps,
+                                        bool vec) {
   int64_t m = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (m >= M)
     return; // warp-uniform
-  Elems<T> xr{xp + m * C}, w{wp}, dyr{dyp + m * C};
-  T *dxr = dx + m * C;
+  const T *xr = xp + m * C, *dyr = dyp + m * C, *drr = dr ? dr + m * C : nullptr;
+  NormCols<T> v;
   double s = 0;
-  for (int64_t c = lane; c < C; c += 32)
-    s += xr[c];
+  forLanePacks<T>(C, vec, lane, [&](int64_t c0, int n) {
+    loadNormCols<T>(v, xr, nullptr, nullptr, c0, n);
+    for (int j = 0; j < n; ++j)
+      s += v.x[j];
+  });
   double mean = warpSum(s) / C;
   double q = 0;
-  for (int64_t c = lane; c < C; c += 32)
-    q += (xr[c] - mean) * (xr[c] - mean);
+  forLanePacks<T>(C, vec, lane, [&](int64_t c0, int n) {
+    loadNormCols<T>(v, xr, nullptr, nullptr, c0, n);
+    for (int j = 0; j < n; ++j)
+      q += (v.x[j] - mean) * (v.x[j] - mean);
+  });
   double rstd = 1.0 / sqrt(warpSum(q) / C + eps);
   double sumG = 0, sumGX = 0;
-  for (int64_t c = lane; c < C; c += 32) {
-    double xhat = (xr[c] - mean) * rstd, g = double(dyr[c]) * w[c];
-    sumG += g;
-    sumGX += g * xhat;
-  }
+  forLanePacks<T>(C, vec, lane, [&](int64_t c0, int n) {
+    loadNormCols<T>(v, xr, dyr, w, c0, n);
+    for (int j = 0; j < n; ++j) {
+      double xhat = (v.x[j] - mean) * rstd, g = double(v.dy[j]) * v.w[j];
+      sumG += g;
+      sumGX += g * xhat;
+    }
+  });
   double meanG = warpSum(sumG) / C, meanGX = warpSum(sumGX) / C;
   if (lane == 0) {
     stats[2 * m] = mean;
     stats[2 * m + 1] = rstd;
   }
-  for (int64_t c = lane; c < C; c += 32) {
-    double xhat = (xr[c] - mean) * rstd, g = double(dyr[c]) * w[c];
-    dxr[c] = plusResidual<T>(float(rstd * (g - meanG - xhat * meanGX)),
-                             dr ? dr + m * C : nullptr, c);
-  }
+  forLanePacks<T>(C, vec, lane, [&](int64_t c0, int n) {
+    loadNormCols<T>(v, xr, dyr, w, c0, n);
+    float g[Pack<T>::kN];
+    for (int j = 0; j < n; ++j) {
+      double xhat = (v.x[j] - mean) * rstd, gj = double(v.dy[j]) * v.w[j];
+      g[j] = float(rstd * (gj - meanG - xhat * meanGX));
+    }
+    storeGrad<T>(dx + m * C, drr, c0, n, g);
+  });
 }
 
 // x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M] =
-// 1 / rms of each row (a warp a row, double sums, as the CPU kernel)
+// 1 / rms of each row (a warp a row as layerNormGradRowsKernel, double
+// sums, as the CPU kernel)
 template <typename T>
-__global__ void rmsNormGradRowsKernel(const T *xp, const T *wp, const T *dyp,
+__global__ void rmsNormGradRowsKernel(const T *xp, const T *w, const T *dyp,
                                       const T *dr, T *dx, double *stats,
-                                      int64_t M, int64_t C, double eps) {
+                                      int64_t M, int64_t C, double eps,
+                                      bool vec) {
   int64_t m = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (m >= M)
     return; // warp-uniform
-  Elems<T> xr{xp + m * C}, w{wp}, dyr{dyp + m * C};
-  T *dxr = dx + m * C;
+  const T *xr = xp + m * C, *dyr = dyp + m * C, *drr = dr ? dr + m * C : nullptr;
+  NormCols<T> v;
   double ss = 0, gx = 0;
-  for (int64_t c = lane; c < C; c += 32) {
-    ss += double(xr[c]) * xr[c];
-    gx += double(dyr[c]) * w[c] * xr[c];
-  }
+  forLanePacks<T>(C, vec, lane, [&](int64_t c0, int n) {
+    loadNormCols<T>(v, xr, dyr, w, c0, n);
+    for (int j = 0; j < n; ++j) {
+      ss += double(v.x[j]) * v.x[j];
+      gx += double(v.dy[j]) * v.w[j] * v.x[j];
+    }
+  });
   double r = 1.0 / sqrt(warpSum(ss) / C + eps);
   gx = warpSum(gx);
   if (lane == 0)
     stats[m] = r;
-  for (int64_t c = lane; c < C; c += 32)
-    dxr[c] = plusResidual<T>(
-        float(r * double(dyr[c]) * w[c] - r * r * r * xr[c] * gx / C),
-        dr ? dr + m * C : nullptr, c);
+  forLanePacks<T>(C, vec, lane, [&](int64_t c0, int n) {
+    loadNormCols<T>(v, xr, dyr, w, c0, n);
+    float g[Pack<T>::kN];
+    for (int j = 0; j < n; ++j)
+      g[j] = float(r * double(v.dy[j]) * v.w[j] - r * r * r * v.x[j] * gx / C);
+    storeGrad<T>(dx + m * C, drr, c0, n, g);
+  });
 }
 
 // x[M,C], dy[M,C], stats of the rows -> partial column sums over chunk
@@ -256,9 +294,10 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
   double *pw = stats + statWords, *pb = layer ? pw + partials : nullptr;
   if (M > 0) {
     auto *rows = layer ? &layerNormGradRowsKernel<T> : &rmsNormGradRowsKernel<T>;
+    bool vec = packedRows<T>(C, x, w, dy, static_cast<const T *>(dr), dx);
     SHARDC_LAUNCH(rows, unsigned((M + kRowWarps - 1) / kRowWarps), kThreads,
                   0, s, x, w, dy, static_cast<const T *>(dr), dx, stats, M, C,
-                  eps);
+                  eps, vec);
   }
   auto *columns = packs ? (layer ? &normColumnPacksKernel<true, T>
                                  : &normColumnPacksKernel<false, T>)

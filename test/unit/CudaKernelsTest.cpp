@@ -277,6 +277,18 @@ TEST_F(CudaKernels, EmbeddingGradAndSgd) {
   compare(A::KernelId::embedding_grad, shardc_k_embedding_grad,
           {ints32(ids2), floats(randomVec(N2 * C2, 25)), out(V2 * C2)},
           {N2, V2, C2, A::kF32});
+  // One id in half the positions, across tiles (its rows summed in order
+  // over tiles), rows of the table no id names, a width that is no pack
+  // (45, a column a lane), and bf16 (8 columns a load; f32 sums rounded
+  // once). The sums are the CPU's, in its order: bit for bit.
+  for (int64_t k = 0; k < N2; k += 2)
+    ids2[k] = 7;
+  compare(A::KernelId::embedding_grad, shardc_k_embedding_grad,
+          {ints32(ids2), floats(randomVec(N2 * 45, 26)), out(V2 * 45)},
+          {N2, V2, 45, A::kF32}, {}, 0, /*exact=*/true);
+  compare(A::KernelId::embedding_grad, shardc_k_embedding_grad,
+          {ints32(ids2), bf16s(randomVec(N2 * C2, 27)), outBf16(V2 * C2)},
+          {N2, V2, C2, A::kBF16}, {}, 0, /*exact=*/true);
   const int64_t n = 3000;
   auto p = randomVec(n, 22), g = randomVec(n, 23), buf = randomVec(n, 24);
   for (float step : {1.0f, 2.0f})
