@@ -15,6 +15,8 @@ the reference the GPU's is compared with there (manifest.json).
 `run` does, in this order (each part prints its table; --parts picks):
 - env:       the GPU, driver, and where CUDA's libraries were found;
 - kernels:   shardc-cuda-tests, every CUDA kernel against its CPU twin;
+- membench:  the memory-bound kernels' rates at the speed model's shapes
+             (shardc-cuda-kernel-bench: microseconds, least bytes, GB/s);
 - curves:    each small model's GPU curve against the CPU's (worst relative
              difference; f32 within 1e-5), and --cuda-graphs=false bit
              for bit against the replayed graphs; the meshes run their
@@ -172,6 +174,14 @@ def build(args):
     if not args.dry and os.path.exists(tests):
         pack(tests, out)
         manifest["kernels"] = "shardc-cuda-tests"
+    # The memory-bound kernels' rates (`membench`): the emulated device's
+    # build of the same program for --dry.
+    bindir = os.path.dirname(os.path.realpath(shutil.which(args.shardc) or args.shardc))
+    bench = os.path.join(bindir,
+                         "shardc-cuda-emu-kernel-bench" if args.dry else "shardc-cuda-kernel-bench")
+    if os.path.exists(bench):
+        pack(bench, out)
+        manifest["membench"] = os.path.basename(bench)
     curves = {k: v for k, v in CURVES.items() if not args.dry or k in ("tiny", "tiny-mesh2")}
     for name, (model, shape, cuda_only, ranks) in curves.items():
         tokens = os.path.join(out, "curves", f"{name}.bin")
@@ -250,6 +260,21 @@ def part_kernels(args, m):
     print(f"kernels: exit {rc}")
     if rc != 0:
         args.failures.append("kernels")
+
+
+def part_membench(args, m):
+    """The memory-bound kernels at the speed model's shapes: microseconds,
+    the least bytes each must move, and the rate (shardc-cuda-kernel-bench;
+    --small on the emulated device, where the times mean nothing)."""
+    if "membench" not in m:
+        print("membench: skipped (not built)")
+        args.failures.append("membench: not built")
+        return
+    cmd = [os.path.join(args.out, "bin", m["membench"])] + (["--small"] if m["emulated"] else [])
+    rc, text = sh(cmd, env=exe_env(args.out), check=False, timeout=600)
+    print(text.rstrip())
+    if rc != 0:
+        args.failures.append(f"membench: exit {rc}")
 
 
 def train(args, exe, tokens, steps, extra=(), prefix=(), timeout=900, env=None):
@@ -599,7 +624,8 @@ def part_rates(args, m):
                 print(f"SDPA {name}: {str(e)[:100]}")
 
 
-PARTS = {"env": part_env, "rates": part_rates, "kernels": part_kernels, "curves": part_curves,
+PARTS = {"env": part_env, "rates": part_rates, "kernels": part_kernels,
+         "membench": part_membench, "curves": part_curves,
          "sanitizer": part_sanitizer, "speed": part_speed, "offload": part_offload,
          "trace": part_trace}
 
