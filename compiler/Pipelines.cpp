@@ -89,6 +89,11 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createRtConcatViews());
     pm.addNestedPass<func::FuncOp>(createRtSliceViews());
   }
+  if (options.fuseEpilogues) {
+    RtFuseBiasGradOptions biasGrad;
+    biasGrad.target = options.target;
+    pm.addNestedPass<func::FuncOp>(createRtFuseBiasGrad(biasGrad));
+  }
   RtGroupOptimizerOptions group;
   group.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtGroupOptimizer(group));

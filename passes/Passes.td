@@ -340,6 +340,34 @@ def RtFuseEpilogues : Pass<"rt-fuse-epilogues", "mlir::func::FuncOp"> {
   ];
 }
 
+def RtFuseBiasGrad : Pass<"rt-fuse-bias-grad", "mlir::func::FuncOp"> {
+  let summary = "A bias gradient as its weight-gradient GEMM's epilogue";
+  let description = [{
+    On a target whose GEMMs have epilogues (CUDA: cuBLASLt's BGRADA and
+    BGRADB; the CPU: the column sums in the GEMM's kernel), a `sum_to` of
+    dy over its leading dimensions (a bias gradient) right after the
+    `matmul` that sums dy's rows into the weight gradient (only views,
+    allocations and event records between; one stream, dtype and output
+    type) becomes one `matmul_bgrad` in the matmul's place, writing both;
+    db is defined above it. dy is then read once. Other targets: no change.
+    Runs after rt-fuse-casts, before memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "matmul"(%x, %dy, %dw) {ints = array<i64: 32, 64, 16, 1, 0, 0, 0>, floats = array<f64>}
+    %db = rt.alloc 64 : !rt.buffer
+    rt.kernel %ctx, "sum_to"(%dy, %db) {ints = array<i64: 2, 16, 0, 0, 64, 16, 0, 1>, floats = array<f64>}
+    // becomes
+    %db = rt.alloc 64 : !rt.buffer
+    rt.kernel %ctx, "matmul_bgrad"(%x, %dy, %dw, %db) {ints = array<i64: 32, 64, 16, 1, 0, 0, 0, 1>, floats = array<f64>}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose GEMM epilogues are used">,
+  ];
+}
+
 def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
   let summary = "A residual add fused with the layer or RMS norm after it";
   let description = [{

@@ -53,6 +53,7 @@ inline std::optional<GemmShape> gemmShape(rt::KernelOp k) {
     return GemmShape{1, i[abi::linear_dgelu::M], i[abi::linear_dgelu::N],
                      i[abi::linear_dgelu::K]};
   case abi::KernelId::matmul:
+  case abi::KernelId::matmul_bgrad: // matmul's ints lead
     return GemmShape{1, i[abi::matmul::M], i[abi::matmul::N], i[abi::matmul::K]};
   case abi::KernelId::batch_matmul: {
     int64_t batch = 1;

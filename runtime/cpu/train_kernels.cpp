@@ -89,7 +89,9 @@ static void matmulF32(void *ctx, void **b, const int64_t *i, const double *f,
 }
 
 // On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
-SHARDC_KERNEL(matmul) {
+// matmul's body (matmul_bgrad's too, whose ints lead with matmul's).
+static void matmulTyped(void *ctx, void **b, const int64_t *i, const double *f,
+                        int64_t stream) {
   namespace K = A::matmul;
   int64_t M = i[K::M], Kd = i[K::K], N = i[K::N];
   AsF32 t(b, 3, i[K::dtype], "matmul");
@@ -105,6 +107,33 @@ SHARDC_KERNEL(matmul) {
     t.in(1, Kd * N);
     matmulF32(ctx, t.buffers(), i, f, stream);
   }
+  t.finish();
+}
+
+SHARDC_KERNEL(matmul) {
+  matmulTyped(ctx, b, i, f, stream);
+  launched(ctx, stream);
+}
+
+// matmul, then db = the column sums of a (side 0) or b (side 1) stored
+// [K, count], in double and in order as sum_to's (columnSums): the unfused
+// matmul and sum_to, bit for bit.
+SHARDC_KERNEL(matmul_bgrad) {
+  namespace K = A::matmul_bgrad;
+  static_assert(A::matmul::kNumInts == K::side, "matmul's ints lead");
+  matmulTyped(ctx, b, i, f, stream);
+  int64_t side = i[K::side], count = side ? i[K::N] : i[K::M];
+  if ((side ? i[K::trans_b] : !i[K::trans_a]) || (side != 0 && side != 1))
+    fatal("matmul_bgrad: side %lld with trans_a %lld, trans_b %lld: the "
+          "summed operand must be stored [K, %s]",
+          (long long)side, (long long)i[K::trans_a], (long long)i[K::trans_b],
+          side ? "N" : "M");
+  void *io[2] = {b[side ? 1 : 0], b[3]};
+  AsF32 t(io, 2, i[K::dtype], "matmul_bgrad");
+  t.in(0, i[K::K] * count);
+  if (!i[K::y_f32])
+    t.out(1, count);
+  columnSums(F(t.buffers()[0]), i[K::K], count, F(t.buffers()[1]));
   t.finish();
   launched(ctx, stream);
 }

@@ -206,6 +206,7 @@ inline bool computesBf16(abi::KernelId id) {
   case abi::KernelId::slice:
   case abi::KernelId::fill:
   case abi::KernelId::matmul:
+  case abi::KernelId::matmul_bgrad:
   case abi::KernelId::sum_to:
   case abi::KernelId::embedding_grad:
   case abi::KernelId::layer_norm_grad:
@@ -251,5 +252,7 @@ SHARDC_CUDA_KERNEL(linear);
 SHARDC_CUDA_KERNEL(linear_gelu);
 SHARDC_CUDA_KERNEL(linear_dgelu);
 SHARDC_CUDA_KERNEL(matmul);
+SHARDC_CUDA_KERNEL(matmul_bgrad);
+SHARDC_CUDA_KERNEL(sum_to);
 
 #endif // SHARDC_RUNTIME_CUDA_CONTEXT_H

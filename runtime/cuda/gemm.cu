@@ -95,6 +95,8 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo;
+  /// cuBLASLt has no algorithm, and the caller said it would do without.
+  bool declined = false;
 };
 
 const char *epilogueName(cublasLtEpilogue_t e) {
@@ -111,6 +113,10 @@ const char *epilogueName(cublasLtEpilogue_t e) {
     return "DGELU";
   case CUBLASLT_EPILOGUE_DGELU_BGRAD:
     return "DGELU_BGRAD";
+  case CUBLASLT_EPILOGUE_BGRADA:
+    return "BGRADA";
+  case CUBLASLT_EPILOGUE_BGRADB:
+    return "BGRADB";
   default:
     return "other";
   }
@@ -139,10 +145,10 @@ const char *epilogueName(cublasLtEpilogue_t e) {
 }
 
 /// cuBLASLt's heuristic choice for the plan's descriptors, within the
-/// workspace, for pointers of the classes `al`, into p.algo; fatal if it has
-/// none.
-void pickAlgorithm(cuda::Context &ctx, Plan &p, const BatchedShape &bs,
-                   const Alignments &al) {
+/// workspace, for pointers of the classes `al`, into p.algo; if it has none,
+/// false when `mayDecline`, else fatal.
+bool pickAlgorithm(cuda::Context &ctx, Plan &p, const BatchedShape &bs,
+                   const Alignments &al, bool mayDecline) {
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -164,10 +170,14 @@ void pickAlgorithm(cuda::Context &ctx, Plan &p, const BatchedShape &bs,
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   // NOT_SUPPORTED, or none found: no algorithm for these descriptors.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
-      (status == CUBLAS_STATUS_SUCCESS && found == 0))
+      (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    if (mayDecline)
+      return false;
     noAlgorithm(bs, al, status);
+  }
   CUBLAS_CHECK(status);
   p.algo = result.algo;
+  return true;
 }
 
 /// The bias and aux pointers of `p`'s epilogue (none where null): set
@@ -183,9 +193,10 @@ void setEpiloguePointers(const Plan &p, const void *bias, const void *aux) {
 }
 
 /// The descriptors of `bs` with its epilogue's bias and aux pointers (whose
-/// alignment the heuristic reads from them), then its algorithm.
+/// alignment the heuristic reads from them), then its algorithm; a plan
+/// with `declined` set if cuBLASLt has none and `mayDecline`.
 Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
-              const void *bias, const void *aux) {
+              const void *bias, const void *aux, bool mayDecline) {
   const Shape &s = bs.s;
   Plan p;
   cublasComputeType_t compute =
@@ -208,9 +219,12 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
   }
   setEpiloguePointers(p, bias, aux);
   // Stored shapes: A is [m,k] (or [k,m] transposed), B [k,n] (or [n,k]).
-  if (bias) // the bias in D's type, said rather than left to the default
+  if (bias) { // the bias in D's type, said rather than left to the default
+    cudaDataType_t biasType = s.outType();
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &s.type, sizeof(s.type)));
+        p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+        sizeof(biasType)));
+  }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
       &p.a, s.type, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
@@ -229,17 +243,18 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
           sizeof(stride)));
     }
   }
-  pickAlgorithm(ctx, p, bs, al);
+  p.declined = !pickAlgorithm(ctx, p, bs, al, mayDecline);
   return p;
 }
 
 /// C[count] = op(A[count]) op(B[count]) (+ bias) on `stream`, then the
 /// shape's epilogue: `aux` its aux matrix, `bias` its bias (BIAS) or bias
 /// gradient (BGRAD). One cublasLtMatmul, with the plan of the shape and the
-/// pointers' alignment classes (a map lookup once made).
-void gemm(cuda::Context &ctx, int64_t stream, BatchedShape bs, const void *a,
+/// pointers' alignment classes (a map lookup once made). False, with
+/// nothing launched, where cuBLASLt has no algorithm and `mayDecline`.
+bool gemm(cuda::Context &ctx, int64_t stream, BatchedShape bs, const void *a,
           const void *b, const void *bias, void *c, const void *aux = nullptr,
-          float beta = 0.0f) {
+          float beta = 0.0f, bool mayDecline = false) {
   // Made once per key and kept for the process: never destroyed, so its
   // descriptors stay reachable at exit (LeakSanitizer reported them when a
   // static map was destroyed before its check).
@@ -250,13 +265,17 @@ void gemm(cuda::Context &ctx, int64_t stream, BatchedShape bs, const void *a,
   PlanKey key = planKey(bs, al);
   auto it = plans.find(key);
   if (it == plans.end())
-    it = plans.emplace(key, makePlan(ctx, bs, al, bias, aux)).first;
+    it = plans.emplace(key, makePlan(ctx, bs, al, bias, aux, mayDecline))
+             .first;
   const Plan &p = it->second;
+  if (p.declined)
+    return false;
   setEpiloguePointers(p, bias, aux);
   float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
                               p.c, c, p.c, &p.algo, ctx.workspace,
                               ctx.workspaceBytes, ctx.stream(stream)));
+  return true;
 }
 
 void gemm(void *ctxPtr, int64_t stream, const Shape &s, const void *a,
@@ -264,6 +283,17 @@ void gemm(void *ctxPtr, int64_t stream, const Shape &s, const void *a,
           const void *aux = nullptr, float beta = 0.0f) {
   gemm(*static_cast<cuda::Context *>(ctxPtr), stream, BatchedShape{s}, a, b,
        bias, c, aux, beta);
+}
+
+/// RowGemm's column-major shape: Y^T = op(b)^T op(a)^T, b's rows the first
+/// operand's columns.
+Shape rowShape(const cuda::RowGemm &g) {
+  int64_t M = g.M, N = g.N, K = g.K;
+  Shape s{N, M, K, g.ldb ? g.ldb : (g.tb ? K : N),
+          g.lda ? g.lda : (g.ta ? M : K), g.ldy ? g.ldy : N, g.tb, g.ta, false};
+  s.type = g.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  s.f32Out = g.f32Out;
+  return s;
 }
 
 float *F(void *p) { return static_cast<float *>(p); }
@@ -322,13 +352,7 @@ SHARDC_CUDA_KERNEL(linear_dgelu) {
 }
 
 void cuda::gemmRows(cuda::Context &c, int64_t stream, const RowGemm &g) {
-  // Y^T = op(b)^T op(a)^T: b's rows are the first operand's columns.
-  int64_t M = g.M, N = g.N, K = g.K;
-  Shape s{N, M, K, g.ldb ? g.ldb : (g.tb ? K : N),
-          g.lda ? g.lda : (g.ta ? M : K), g.ldy ? g.ldy : N, g.tb, g.ta, false};
-  s.type = g.bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  s.f32Out = g.f32Out;
-  gemm(&c, stream, s, g.b, g.a, nullptr, g.y, nullptr, g.beta);
+  gemm(&c, stream, rowShape(g), g.b, g.a, nullptr, g.y, nullptr, g.beta);
 }
 
 
@@ -342,6 +366,36 @@ SHARDC_CUDA_KERNEL(matmul) {
   g.bf16 = typeOf(i[A::matmul::dtype], "matmul") == CUDA_R_16BF;
   g.f32Out = g.bf16 && i[A::matmul::y_f32] != 0;
   cuda::gemmRows(*static_cast<cuda::Context *>(ctx), stream, g);
+}
+
+// matmul, and db = the sum over K of op(a) (side 0: db[M]) or of op(b)
+// (side 1: db[N]), in y's type: cuBLASLt's bias-gradient epilogue on the
+// same GEMM. In Y^T = op(b)^T op(a)^T, b is cuBLASLt's A, so side 1 is
+// BGRADA (db over D's rows) and side 0 BGRADB (over its columns). Where
+// cuBLASLt has no algorithm for the epilogue, the GEMM alone and then
+// sum_to's column sums of the operand (stored [K, count]).
+SHARDC_CUDA_KERNEL(matmul_bgrad) {
+  namespace K = A::matmul_bgrad;
+  int64_t M = i[K::M], Kd = i[K::K], N = i[K::N], side = i[K::side];
+  bool ta = i[K::trans_a] != 0, tb = i[K::trans_b] != 0;
+  if ((side != 0 && side != 1) || (side ? tb : !ta))
+    fatal("matmul_bgrad: side %lld with trans_a %d, trans_b %d: the summed "
+          "operand must be stored [K, %s]",
+          (long long)side, int(ta), int(tb), side ? "N" : "M");
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  cuda::RowGemm g{M, N, Kd, ta, tb, b[0], b[1], b[2]};
+  g.bf16 = typeOf(i[K::dtype], "matmul_bgrad") == CUDA_R_16BF;
+  g.f32Out = g.bf16 && i[K::y_f32] != 0;
+  Shape s = rowShape(g);
+  s.epilogue = side ? CUBLASLT_EPILOGUE_BGRADA : CUBLASLT_EPILOGUE_BGRADB;
+  if (gemm(c, stream, BatchedShape{s}, g.b, g.a, b[3], g.y, nullptr, 0.0f,
+           /*mayDecline=*/true))
+    return;
+  cuda::gemmRows(c, stream, g);
+  int64_t count = side ? N : M;
+  int64_t sumInts[] = {2, count, i[K::dtype], i[K::y_f32], Kd, count, 0, 1};
+  void *sumBufs[] = {b[side ? 1 : 0], b[3]};
+  shardc_cuda_k_sum_to(ctx, sumBufs, sumInts, nullptr, stream);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1327,6 +1327,7 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::sgd, &shardc_cuda_k_sgd);
     set(A::KernelId::linear, &shardc_cuda_k_linear);
     set(A::KernelId::matmul, &shardc_cuda_k_matmul);
+    set(A::KernelId::matmul_bgrad, &shardc_cuda_k_matmul_bgrad);
     set(A::KernelId::linear_gelu, &shardc_cuda_k_linear_gelu);
     set(A::KernelId::linear_dgelu, &shardc_cuda_k_linear_dgelu);
     addAttentionKernels(t.data());

@@ -1076,7 +1076,7 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::concat_part, A::KernelId::sum_to, A::KernelId::where,
       A::KernelId::equal, A::KernelId::unary, A::KernelId::unary_grad,
       A::KernelId::leaky_relu, A::KernelId::leaky_relu_grad, A::KernelId::trilu,
-      A::KernelId::batch_matmul,
+      A::KernelId::batch_matmul, A::KernelId::matmul_bgrad,
       // attention.cu (CudaAttentionTest.cpp, CudaSdpaTest.cpp)
       A::KernelId::attention, A::KernelId::attention_grad,
       A::KernelId::sdpa, A::KernelId::sdpa_grad,
@@ -1099,6 +1099,39 @@ TEST(CudaKernelTable, CoveredByTests) {
 
 namespace shardc::test {
 namespace {
+
+// The weight gradient with its bias gradient (cuBLASLt's BGRADA for side
+// 1, BGRADB for side 0; the GEMM and sum_to's column sums where cuBLASLt
+// has no algorithm) against the CPU's matmul and column sums: f32, and
+// bf16 with both outputs in bf16 or in f32 (y_f32).
+TEST_F(CudaKernels, MatmulBgrad) {
+  namespace Mb = A::matmul_bgrad;
+  const int64_t M = 24, K = 67, N = 40;
+  for (int64_t side : {0, 1})
+    for (int64_t dtype : {int64_t(A::kF32), int64_t(A::kBF16)})
+      for (int64_t yF32 : {0, 1}) {
+        if (dtype == A::kF32 && yF32)
+          continue;
+        SCOPED_TRACE("side " + std::to_string(side) + " dtype " +
+                     std::to_string(dtype) + " y_f32 " + std::to_string(yF32));
+        bool bf16 = dtype == A::kBF16;
+        auto in = [&](int64_t n, unsigned seed) {
+          return bf16 ? bf16s(randomVec(n, seed)) : floats(randomVec(n, seed));
+        };
+        auto outOf = [&](int64_t n) {
+          return bf16 && !yF32 ? outBf16(n) : out(n);
+        };
+        compare(Id::matmul_bgrad, shardc_k_matmul_bgrad,
+                {in(K * M, 50), in(K * N, 51), outOf(M * N),
+                 outOf(side ? N : M)},
+                packInts(Id::matmul_bgrad,
+                         {{Mb::M, M}, {Mb::K, K}, {Mb::N, N},
+                          {Mb::trans_a, 1}, {Mb::trans_b, 0},
+                          {Mb::dtype, dtype}, {Mb::y_f32, yF32},
+                          {Mb::side, side}}),
+                {}, bf16 ? 8e-3 : 1e-5);
+      }
+}
 
 // The typed GEMMs on bf16 (cuBLASLt: CUDA_R_16BF A, B, bias and D, f32
 // accumulation) against the CPU's (bf16 operands, f32 sums, one rounding):

@@ -41,6 +41,48 @@ TEST(TrainKernels, MatmulTransposes) {
     }
 }
 
+// matmul_bgrad is matmul then sum_to, bit for bit (the fusion changes no
+// number on the CPU), and its db is the naive column sum of the summed
+// operand: side 1 sums b[K, N] (dw = x^T dy, w stored [in, out]), side 0
+// sums a[K, M] (dw = dy^T x, w stored [out, in]).
+TEST(TrainKernels, MatmulBgradIsMatmulThenSumTo) {
+  const int64_t M = 6, K = 37, N = 5;
+  for (int64_t side : {0, 1}) {
+    SCOPED_TRACE("side " + std::to_string(side));
+    Vec a = randomVec(K * M, 40), b = randomVec(K * N, 41), y(M * N),
+        db(side ? N : M), y2(M * N), db2(side ? N : M);
+    namespace Mb = A::matmul_bgrad;
+    std::vector<void *> fused = bufs(a, b, y, db);
+    SHARDC_LAUNCH(matmul_bgrad, nullptr, fused,
+                  packInts(Id::matmul_bgrad,
+                           {{Mb::M, M}, {Mb::K, K}, {Mb::N, N},
+                            {Mb::trans_a, 1}, {Mb::trans_b, 0},
+                            {Mb::y_f32, 0}, {Mb::side, side}}),
+                  nullptr, A::kComputeStream);
+    namespace Mm = A::matmul;
+    std::vector<void *> mm = bufs(a, b, y2);
+    SHARDC_LAUNCH(matmul, nullptr, mm,
+                  packInts(Id::matmul, {{Mm::M, M}, {Mm::K, K}, {Mm::N, N},
+                                        {Mm::trans_a, 1}, {Mm::trans_b, 0},
+                                        {Mm::y_f32, 0}}),
+                  nullptr, A::kComputeStream);
+    int64_t count = side ? N : M;
+    Vec &x = side ? b : a;
+    std::vector<void *> st = bufs(x, db2);
+    SHARDC_LAUNCH(sum_to, nullptr, st,
+                  packInts(Id::sum_to, {{A::sum_to::R, 2}, {A::sum_to::out_n, count}},
+                           {K, count, 0, 1}),
+                  nullptr, A::kComputeStream);
+    EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), y.size() * 4));
+    EXPECT_EQ(0, std::memcmp(db.data(), db2.data(), db.size() * 4));
+    std::vector<double> want(size_t(count), 0.0);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < count; ++c)
+        want[size_t(c)] += x[size_t(k * count + c)];
+    expectNear(db, want);
+  }
+}
+
 TEST(TrainKernels, SumToReducesBroadcastDims) {
   // [2, 3, 4] -> [3, 1]: sum over dims 0 and 2.
   Vec x = randomVec(24, 3), y(3);
