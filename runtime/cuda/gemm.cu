@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/context.h"
 
+#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -391,6 +392,16 @@ SHARDC_CUDA_KERNEL(matmul_bgrad) {
   if (gemm(c, stream, BatchedShape{s}, g.b, g.a, b[3], g.y, nullptr, 0.0f,
            /*mayDecline=*/true))
     return;
+  static bool said = false; // once a process: the launch still runs
+  if (!said) {
+    said = true;
+    std::fprintf(stderr,
+                 "shardc: cuBLASLt has no %s algorithm for the %lld x %lld x "
+                 "%lld %s weight gradient; its bias gradient is summed after "
+                 "the GEMM instead\n",
+                 side ? "BGRADA" : "BGRADB", (long long)M, (long long)N,
+                 (long long)Kd, g.bf16 ? "bf16" : "f32");
+  }
   cuda::gemmRows(c, stream, g);
   int64_t count = side ? N : M;
   int64_t sumInts[] = {2, count, i[K::dtype], i[K::y_f32], Kd, count, 0, 1};

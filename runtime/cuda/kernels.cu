@@ -662,6 +662,41 @@ __global__ void idOrderKernel(const int32_t *ids, const int32_t *start,
   }
 }
 
+/// acc[0, n) += the rows order[e0, e1) of dy at columns [c0, c0 + n), in
+/// that order, kEmbAhead rows' 128-bit loads in flight at a time where n is
+/// a pack: a frequent token's row sums a thousand rows or more, and one
+/// load at a time its latency was the kernel's (1.4 ms on an H100 for
+/// Zipf-distributed ids: tools/bench/results/h100-2026-11-26-run5.log).
+constexpr int kEmbAhead = 16;
+template <typename T>
+__device__ inline void sumRowsInOrder(const T *dy, const int32_t *order,
+                                      int32_t e0, int32_t e1, int64_t C,
+                                      int64_t c0, int n,
+                                      float (&acc)[Pack<T>::kN]) {
+  constexpr int kN = Pack<T>::kN;
+  int32_t e = e0;
+  if (n == kN)
+    for (; e + kEmbAhead <= e1; e += kEmbAhead) {
+      uint4 raw[kEmbAhead];
+#pragma unroll
+      for (int a = 0; a < kEmbAhead; ++a)
+        raw[a] = *reinterpret_cast<const uint4 *>(
+            dy + int64_t(order[e + a]) * C + c0);
+#pragma unroll
+      for (int a = 0; a < kEmbAhead; ++a) {
+        const T *v = reinterpret_cast<const T *>(&raw[a]);
+        for (int j = 0; j < kN; ++j)
+          acc[j] += toFloat(v[j]);
+      }
+    }
+  for (; e < e1; ++e) {
+    float g[kN];
+    loadCols(dy + int64_t(order[e]) * C, c0, n, g);
+    for (int j = 0; j < n; ++j)
+      acc[j] += g[j];
+  }
+}
+
 // dy[N,C], order[], start[V+1] -> table[V,C]: row v = the rows
 // order[start[v], start[v+1]) of dy summed in f32 in that order (zeros
 // where none), rounded to T once. A warp a row, kEmbRowWarps rows a block;
@@ -676,12 +711,7 @@ __global__ void embeddingRowsKernel(const T *dy, const int32_t *order,
   int32_t e0 = start[v], e1 = start[v + 1];
   forLanePacks<T>(C, vec, threadIdx.x % 32, [&](int64_t c0, int n) {
     float acc[Pack<T>::kN] = {};
-    for (int32_t e = e0; e < e1; ++e) {
-      float g[Pack<T>::kN];
-      loadCols(dy + int64_t(order[e]) * C, c0, n, g);
-      for (int j = 0; j < n; ++j)
-        acc[j] += g[j];
-    }
+    sumRowsInOrder(dy, order, e0, e1, C, c0, n, acc);
     storeCols(table + v * C, c0, n, acc);
   });
 }

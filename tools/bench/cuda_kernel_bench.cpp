@@ -6,8 +6,10 @@
 // optimizer's 124M parameters in f32) through the kernel table the trainer
 // calls. Each row: the median of 20 launches after 3 (CUDA events around
 // each), the bytes the kernel must move at least (each input read once,
-// each output written once) and the rate that makes. --predict's model of
-// these kernels assumes a rate (target/Machine); this is what they reach.
+// each output written once) and the rate that makes; the weight gradients'
+// GEMMs (with and without their bias gradient's epilogue) their TFLOP/s.
+// --predict's model of these kernels assumes a rate (target/Machine); this
+// is what they reach.
 //
 //   shardc-cuda-kernel-bench [--small]
 //
@@ -90,11 +92,11 @@ struct Bench {
   ~Bench() { ctx.destroy(); }
 
   /// Times kernel `id` on `bufs` and prints its row: `bytes` the least it
-  /// must move.
+  /// must move, `flops` its arithmetic (a GEMM's; 0 for none).
   void run(const char *label, A::KernelId id,
            const std::vector<DeviceBuffer *> &bufs,
            const std::vector<int64_t> &ints, const std::vector<double> &fl,
-           double bytes) {
+           double bytes, double flops = 0) {
     const A::KernelInfo &k = A::kernelInfo(id);
     std::string bad = A::checkKernelArgs(k, int64_t(bufs.size()), ints.data(),
                                          int64_t(ints.size()),
@@ -127,8 +129,11 @@ struct Bench {
     CUDA_CHECK(cudaEventDestroy(stop));
     std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
     double median = ms[ms.size() / 2];
-    std::printf("%-44s %9.1f %9.1f %8.0f\n", label, median * 1e3, bytes / 1e6,
+    std::printf("%-44s %9.1f %9.1f %8.0f", label, median * 1e3, bytes / 1e6,
                 bytes / (median * 1e-3) / 1e9);
+    if (flops > 0)
+      std::printf(" %8.1f", flops / (median * 1e-3) / 1e12);
+    std::printf("\n");
     std::fflush(stdout);
   }
 };
@@ -185,6 +190,40 @@ void benchNorms(Bench &b, int64_t M, int64_t C) {
                   {LG::add_dr, 1}}),
         packFloats(A::KernelId::layer_norm_grad, {{LG::f::eps, 1e-5}}),
         4.0 * double(bytes));
+}
+
+/// The weight gradients dw[in, out] = x^T dy of GPT-2's four linear layers
+/// (bf16 operands, dw in f32 as rt-fuse-casts leaves it), alone and with
+/// their bias gradient in the GEMM (matmul_bgrad, cuBLASLt's BGRADA): what
+/// the epilogue costs against sum_to's rows above.
+void benchWeightGrads(Bench &b, int64_t M, int64_t C) {
+  for (auto [in, out] : {std::pair<int64_t, int64_t>{C, 3 * C},
+                         {C, C},
+                         {C, 4 * C},
+                         {4 * C, C}}) {
+    DeviceBuffer x(size_t(M * in) * 2, randomBytes(M * in, true, 10)),
+        dy(size_t(M * out) * 2, randomBytes(M * out, true, 11)),
+        dw(size_t(in * out) * 4), db(size_t(out) * 4);
+    std::string shape = "[" + std::to_string(in) + "," + std::to_string(out) +
+                        "] K " + std::to_string(M);
+    double bytes = double(M * (in + out)) * 2 + double(in * out) * 4,
+           flops = 2.0 * double(M) * double(in) * double(out);
+    namespace Mm = A::matmul;
+    b.run(("matmul dw " + shape + " bf16").c_str(), A::KernelId::matmul,
+          {&x, &dy, &dw},
+          packInts(A::KernelId::matmul,
+                   {{Mm::M, in}, {Mm::K, M}, {Mm::N, out}, {Mm::trans_a, 1},
+                    {Mm::trans_b, 0}, {Mm::dtype, A::kBF16}, {Mm::y_f32, 1}}),
+          {}, bytes, flops);
+    namespace Mb = A::matmul_bgrad;
+    b.run(("matmul_bgrad dw, db " + shape + " bf16").c_str(),
+          A::KernelId::matmul_bgrad, {&x, &dy, &dw, &db},
+          packInts(A::KernelId::matmul_bgrad,
+                   {{Mb::M, in}, {Mb::K, M}, {Mb::N, out}, {Mb::trans_a, 1},
+                    {Mb::trans_b, 0}, {Mb::dtype, A::kBF16}, {Mb::y_f32, 1},
+                    {Mb::side, 1}}),
+          {}, bytes + double(out) * 4, flops);
+  }
 }
 
 /// The embedding gradient: ids[N] (Zipf), dy[N, C] -> table[V, C] (bf16).
@@ -254,9 +293,11 @@ int main(int argc, char **argv) {
   const int64_t M = 16384 / scale, C = 768, V = 50257 / scale,
                 params = 124439808 / scale;
   Bench b;
-  std::printf("%-44s %9s %9s %8s\n", "kernel", "us", "MB", "GB/s");
+  std::printf("%-44s %9s %9s %8s %8s\n", "kernel", "us", "MB", "GB/s",
+              "TFLOP/s");
   benchNorms(b, M, C);
   benchSumTo(b, M, {768, 2304, 3072});
+  benchWeightGrads(b, M, C);
   benchEmbeddingGrad(b, M, V, C);
   benchOptimizer(b, params);
   return 0;
