@@ -125,6 +125,19 @@ struct Player {
     return operands + rows + double(i[abi::sdpa::ws_bytes]);
   }
 
+  /// What matmul_bgrad's bias-gradient epilogue adds to its GEMM: a read of
+  /// the summed operand [K, count], as sum_to's column sums cost. Measured
+  /// so on an H100 (cuBLASLt 13's BGRADA at GPT-2 124M's four weight
+  /// gradients: 15 to 48 us over the GEMM alone, sum_to's 15 to 50;
+  /// tools/bench/results/h100-2026-11-26-run6.log).
+  double biasGradSeconds(rt::KernelOp k) const {
+    namespace Mb = abi::matmul_bgrad;
+    ArrayRef<int64_t> i = k.getInts();
+    double count = double(i[Mb::side] ? i[Mb::N] : i[Mb::M]);
+    double e = double(abi::dtypeBytes(i[Mb::dtype]));
+    return memorySeconds(double(i[Mb::K]) * count * e);
+  }
+
   /// Seconds of one kernel launch.
   double kernelSeconds(rt::KernelOp k) const {
     double bytes = 0;
@@ -141,6 +154,8 @@ struct Player {
     ArrayRef<int64_t> i = k.getInts();
     if (std::optional<GemmShape> g = gemmShape(k)) {
       work = double(g->batch) * m.gemmSeconds(g->m, g->n, g->k, gemmDtype);
+      if (info && abi::kernelId(*info) == abi::KernelId::matmul_bgrad)
+        work += biasGradSeconds(k);
     } else if (info) {
       switch (abi::kernelId(*info)) {
       case abi::KernelId::linear_cross_entropy: {
