@@ -699,21 +699,25 @@ __device__ inline void sumRowsInOrder(const T *dy, const int32_t *order,
 
 // dy[N,C], order[], start[V+1] -> table[V,C]: row v = the rows
 // order[start[v], start[v+1]) of dy summed in f32 in that order (zeros
-// where none), rounded to T once. A warp a row, kEmbRowWarps rows a block;
-// a lane's columns are 128-bit packs when `vec` (forLanePacks).
+// where none), rounded to T once. A warp a row's 32 column slots (a lane a
+// 128-bit pack when `vec`, else a column), kEmbRowWarps warps a block: a
+// long row's slots are summed by several warps at once.
 template <typename T>
 __global__ void embeddingRowsKernel(const T *dy, const int32_t *order,
                                     const int32_t *start, T *table, int64_t V,
                                     int64_t C, bool vec) {
-  int64_t v = blockIdx.x * int64_t(kEmbRowWarps) + threadIdx.x / 32;
-  if (v >= V)
-    return; // warp-uniform
-  int32_t e0 = start[v], e1 = start[v + 1];
-  forLanePacks<T>(C, vec, threadIdx.x % 32, [&](int64_t c0, int n) {
-    float acc[Pack<T>::kN] = {};
-    sumRowsInOrder(dy, order, e0, e1, C, c0, n, acc);
-    storeCols(table + v * C, c0, n, acc);
-  });
+  // A warp a (row, group of 32 column slots): a slot is a pack when vec,
+  // else a column.
+  int64_t slots = vec ? C / Pack<T>::kN : C, groups = (slots + 31) / 32;
+  int64_t w = blockIdx.x * int64_t(kEmbRowWarps) + threadIdx.x / 32;
+  int64_t v = w / groups, slot = w % groups * 32 + threadIdx.x % 32;
+  if (v >= V || slot >= slots)
+    return; // past the table, or the last group's idle lanes
+  int n = vec ? Pack<T>::kN : 1;
+  int64_t c0 = slot * n;
+  float acc[Pack<T>::kN] = {};
+  sumRowsInOrder(dy, order, start[v], start[v + 1], C, c0, n, acc);
+  storeCols(table + v * C, c0, n, acc);
 }
 
 // p', buf' [n] = SGD with momentum and (L2) weight decay, torch.optim,
@@ -1261,9 +1265,10 @@ SHARDC_CUDA_KERNEL(embedding_grad) {
     const auto *dy = static_cast<const T *>(b[1]);
     auto *table = static_cast<T *>(b[2]);
     auto *rows = &embeddingRowsKernel<T>;
-    SHARDC_LAUNCH(rows, unsigned((V + kEmbRowWarps - 1) / kEmbRowWarps),
-                  32 * kEmbRowWarps, 0, s, dy, order, start, table, V, C,
-                  packedRows<T>(C, dy, table));
+    bool vec = packedRows<T>(C, dy, table);
+    int64_t slots = vec ? C / Pack<T>::kN : C, warps = V * ((slots + 31) / 32);
+    SHARDC_LAUNCH(rows, unsigned((warps + kEmbRowWarps - 1) / kEmbRowWarps),
+                  32 * kEmbRowWarps, 0, s, dy, order, start, table, V, C, vec);
   });
 }
 
