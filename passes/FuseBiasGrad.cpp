@@ -89,11 +89,12 @@ std::pair<rt::KernelOp, int64_t> weightGemmOf(rt::KernelOp sum) {
   namespace K = abi::matmul;
   if (i[K::K] != rows || i[K::y_f32] != sum.getInts()[abi::sum_to::y_f32])
     return {nullptr, -1};
-  // Side 1: b stored [K, N] (not transposed); side 0: a stored [K, M].
-  if (mm.getBuffers()[1] == x && !i[K::trans_b] && i[K::N] == N)
-    return {mm, 1};
-  if (mm.getBuffers()[0] == x && i[K::trans_a] && i[K::M] == N)
-    return {mm, 0};
+  // Side 1: b stored [K, N]; side 0: a stored [K, M].
+  for (int64_t side : {1, 0})
+    if (mm.getBuffers()[side] == x &&
+        abi::matmulBgradSummable(side, i[K::trans_a], i[K::trans_b]) &&
+        i[side ? K::N : K::M] == N)
+      return {mm, side};
   return {nullptr, -1};
 }
 

@@ -333,6 +333,26 @@ inline constexpr int64_t kBufferAlignment = 64;
 /// row of logits (f32, or bf16 on bf16) starts 128-byte aligned, as
 /// cuBLASLt's fast kernels need of each leading dimension.
 constexpr int64_t lossHeadRowStride(int64_t V) { return (V + 63) / 64 * 64; }
+
+/// Whether matmul_bgrad's summed operand is stored [K, count], as its bias
+/// gradient reads it: a transposed for side 0, b not transposed for side 1
+/// (rt-fuse-bias-grad matches only these; the backends refuse others).
+constexpr bool matmulBgradSummable(int64_t side, int64_t transA,
+                                   int64_t transB) {
+  return side == 0 ? transA != 0 : side == 1 && transB == 0;
+}
+/// The backends' error for a matmul_bgrad launch `i` whose summed operand
+/// is not stored [K, count]; empty if it is.
+inline std::string matmulBgradLayoutError(const int64_t *i) {
+  namespace K = matmul_bgrad;
+  if (matmulBgradSummable(i[K::side], i[K::trans_a], i[K::trans_b]))
+    return "";
+  return "matmul_bgrad: side " + std::to_string(i[K::side]) + " with trans_a " +
+         std::to_string(i[K::trans_a]) + ", trans_b " +
+         std::to_string(i[K::trans_b]) +
+         ": the summed operand must be stored [K, M] (side 0, trans_a) or "
+         "[K, N] (side 1, not trans_b)";
+}
 constexpr int64_t alignTo(int64_t bytes) {
   return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
 }

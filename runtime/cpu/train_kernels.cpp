@@ -122,12 +122,10 @@ SHARDC_KERNEL(matmul_bgrad) {
   namespace K = A::matmul_bgrad;
   static_assert(A::matmul::kNumInts == K::side, "matmul's ints lead");
   matmulTyped(ctx, b, i, f, stream);
+  std::string bad = A::matmulBgradLayoutError(i);
+  if (!bad.empty())
+    fatal("%s", bad.c_str());
   int64_t side = i[K::side], count = side ? i[K::N] : i[K::M];
-  if ((side ? i[K::trans_b] : !i[K::trans_a]) || (side != 0 && side != 1))
-    fatal("matmul_bgrad: side %lld with trans_a %lld, trans_b %lld: the "
-          "summed operand must be stored [K, %s]",
-          (long long)side, (long long)i[K::trans_a], (long long)i[K::trans_b],
-          side ? "N" : "M");
   void *io[2] = {b[side ? 1 : 0], b[3]};
   AsF32 t(io, 2, i[K::dtype], "matmul_bgrad");
   t.in(0, i[K::K] * count);

@@ -17,8 +17,11 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/context.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <map>
+#include <string>
 #include <tuple>
 
 namespace A = shardc::abi;
@@ -377,12 +380,11 @@ SHARDC_CUDA_KERNEL(matmul) {
 // sum_to's column sums of the operand (stored [K, count]).
 SHARDC_CUDA_KERNEL(matmul_bgrad) {
   namespace K = A::matmul_bgrad;
+  std::string bad = A::matmulBgradLayoutError(i);
+  if (!bad.empty())
+    fatal("%s", bad.c_str());
   int64_t M = i[K::M], Kd = i[K::K], N = i[K::N], side = i[K::side];
   bool ta = i[K::trans_a] != 0, tb = i[K::trans_b] != 0;
-  if ((side != 0 && side != 1) || (side ? tb : !ta))
-    fatal("matmul_bgrad: side %lld with trans_a %d, trans_b %d: the summed "
-          "operand must be stored [K, %s]",
-          (long long)side, int(ta), int(tb), side ? "N" : "M");
   auto &c = *static_cast<cuda::Context *>(ctx);
   cuda::RowGemm g{M, N, Kd, ta, tb, b[0], b[1], b[2]};
   g.bf16 = typeOf(i[K::dtype], "matmul_bgrad") == CUDA_R_16BF;
@@ -403,8 +405,16 @@ SHARDC_CUDA_KERNEL(matmul_bgrad) {
                  (long long)Kd, g.bf16 ? "bf16" : "f32");
   }
   cuda::gemmRows(c, stream, g);
+  // sum_to of the operand [Kd, count] over its rows: dims, then y's strides.
+  namespace S = A::sum_to;
   int64_t count = side ? N : M;
-  int64_t sumInts[] = {2, count, i[K::dtype], i[K::y_f32], Kd, count, 0, 1};
+  int64_t sumInts[S::kNumInts + 4];
+  sumInts[S::R] = 2;
+  sumInts[S::out_n] = count;
+  sumInts[S::dtype] = i[K::dtype];
+  sumInts[S::y_f32] = i[K::y_f32];
+  int64_t tail[] = {Kd, count, 0, 1};
+  std::copy(std::begin(tail), std::end(tail), sumInts + S::kNumInts);
   void *sumBufs[] = {b[side ? 1 : 0], b[3]};
   shardc_cuda_k_sum_to(ctx, sumBufs, sumInts, nullptr, stream);
 }

@@ -74,33 +74,35 @@ template <typename T, typename... P> bool packedRows(int64_t C, const P *...p) {
   return C % Pack<T>::kN == 0 && aligned16(p...);
 }
 
-/// The columns of a row of C that the calling thread owns, block-strided:
-/// fn(c0, n) for n = Pack<T>::kN columns from c0 when `vec` (packedRows),
-/// for one column at a time (n = 1) otherwise.
+/// The columns of a row of C that slot `first` of `step` slots owns:
+/// fn(c0, n) for n = Pack<T>::kN columns from c0 (packs first, first +
+/// step, ...) when `vec` (packedRows), for one column at a time (n = 1)
+/// otherwise.
 template <typename T, typename Fn>
-__device__ inline void forRowPacks(int64_t C, bool vec, Fn fn) {
+__device__ inline void forStridedPacks(int64_t C, bool vec, int64_t first,
+                                       int64_t step, Fn fn) {
   constexpr int kN = Pack<T>::kN;
   if (vec) {
-    for (int64_t j = threadIdx.x; j < C / kN; j += blockDim.x)
+    for (int64_t j = first; j < C / kN; j += step)
       fn(j * kN, kN);
     return;
   }
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+  for (int64_t c = first; c < C; c += step)
     fn(c, 1);
+}
+
+/// The columns of a row of C that the calling thread owns, block-strided
+/// (forStridedPacks over the block's threads).
+template <typename T, typename Fn>
+__device__ inline void forRowPacks(int64_t C, bool vec, Fn fn) {
+  forStridedPacks<T>(C, vec, threadIdx.x, blockDim.x, fn);
 }
 
 /// forRowPacks for one warp's row: the columns lane `lane` of 32 owns,
 /// packs lane, lane + 32, ... when `vec` (packedRows), else columns.
 template <typename T, typename Fn>
 __device__ inline void forLanePacks(int64_t C, bool vec, int lane, Fn fn) {
-  constexpr int kN = Pack<T>::kN;
-  if (vec) {
-    for (int64_t j = lane; j < C / kN; j += 32)
-      fn(j * kN, kN);
-    return;
-  }
-  for (int64_t c = lane; c < C; c += 32)
-    fn(c, 1);
+  forStridedPacks<T>(C, vec, lane, 32, fn);
 }
 
 /// v[0, n) = row[c0, c0 + n) as f32: one 128-bit load when n is a pack.

@@ -645,18 +645,23 @@ __global__ void idOrderKernel(const int32_t *ids, const int32_t *start,
     }
     __syncthreads();
     bitonicSort(key);
-    for (int k = threadIdx.x; k < kEmbTile; k += blockDim.x)
+    // This thread's keys k = threadIdx.x + j * kEmbSortThreads (the
+    // block's size): each one's rank among its id's, found once for both
+    // loops.
+    int rank[kEmbTile / kEmbSortThreads];
+    for (int j = 0, k = threadIdx.x; k < kEmbTile; ++j, k += kEmbSortThreads)
       if (key[k] != kNone) {
         uint32_t id = uint32_t(key[k] >> 32);
-        int rank = k - firstOfId(key, id);
-        order[start[id] + run[id] + rank] = int32_t(n0 + (key[k] & 0xffffffffu));
+        rank[j] = k - firstOfId(key, id);
+        order[start[id] + run[id] + rank[j]] =
+            int32_t(n0 + (key[k] & 0xffffffffu));
       }
     __syncthreads(); // every run[] read before the tile's counts land
-    for (int k = threadIdx.x; k < kEmbTile; k += blockDim.x) {
+    for (int j = 0, k = threadIdx.x; k < kEmbTile; ++j, k += kEmbSortThreads) {
       uint32_t id = uint32_t(key[k] >> 32);
       bool last = k + 1 == kEmbTile || uint32_t(key[k + 1] >> 32) != id;
       if (key[k] != kNone && last)
-        run[id] += k - firstOfId(key, id) + 1;
+        run[id] += rank[j] + 1;
     }
     __syncthreads();
   }
