@@ -132,6 +132,15 @@ void DriverOptions::bindOptions() {
   bind(training.mesh, "mesh",
        cl::desc("Device mesh: N (fully sharded over N ranks) or RxS (HSDP: "
                 "replicate R, shard S); 1 = one rank"));
+  bind(training.tp, "tp",
+       cl::desc("Tensor parallelism over N ranks, the mesh's innermost axis "
+                "(adjacent ranks, one node): the world is --mesh's ranks "
+                "times N (--mesh 2 --tp 2: 4 ranks). torchtitan's plan with "
+                "sequence parallelism: q/k/v and MLP gate/up column-parallel, "
+                "output and MLP down row-parallel, norms and residuals on "
+                "1/N of the sequence; Llama-family models, f32, --target "
+                "cpu"),
+       cl::value_desc("N"));
   bind(training.wrap, "wrap",
        cl::desc("FSDP wrap policy: a regex whose first capture names a "
                 "parameter's group (default: one group per transformer "
@@ -287,9 +296,14 @@ Error DriverOptions::validate() {
   std::string error;
   if (!parseMesh(training.mesh, training.meshShape, error))
     return fail(error);
+  if (!checkTp(training.tp, error))
+    return fail(error);
+  training.meshShape.tp = training.tp;
   if (!parseReshard(training.reshardAfterForward, &training.meshShape,
                     training.reshard, error))
     return fail(error);
+  if (Error e = checkTpSupported())
+    return e;
   if (training.lossChunkRows < 0)
     return fail("--loss-chunk-rows must be >= 0 (0: as many rows as fit 64 "
                 "MiB of logits)");
@@ -389,6 +403,34 @@ Error DriverOptions::validate() {
   return Error::success();
 }
 
+Error DriverOptions::checkTpSupported() const {
+  if (training.tp == 1)
+    return Error::success();
+  auto refuse = [&](const Twine &what) {
+    return fail("--tp " + Twine(training.tp) + " with " + what +
+                ": not supported yet (tensor parallelism runs Llama-family "
+                "models in f32 on --target cpu)");
+  };
+  if (training.offload != abi::kOffloadNone)
+    return refuse("--offload=" + training.offload);
+  if (output.target != "cpu")
+    return refuse("--target " + output.target);
+  if (model.isOnnx())
+    return refuse("an ONNX model");
+  if (model.infer)
+    return refuse("--infer");
+  if (training.paramDtype != "f32" || training.reduceDtype != "f32")
+    return refuse("--param-dtype " + training.paramDtype + " --reduce-dtype " +
+                  training.reduceDtype);
+  if (training.recompute != "none")
+    return refuse("--recompute=" + training.recompute);
+  if (training.gradSync != "every")
+    return refuse("--grad-sync=" + training.gradSync);
+  if (!predict.machine.empty() || predict.plan != "manual")
+    return refuse("--predict or --plan");
+  return Error::success();
+}
+
 PipelineOptions DriverOptions::pipeline() const {
   PipelineOptions p;
   p.training = !model.infer;
@@ -399,6 +441,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.recompute = training.recompute;
   p.optimizer = training.optimizer;
   p.mesh = training.mesh;
+  p.tp = training.tp;
   p.wrap = training.wrap;
   p.reshardAfterForward = training.reshardAfterForward;
   p.prefetchForward = training.prefetchForward;

@@ -55,7 +55,9 @@ struct TrainingOptions {
   std::string optimizer = abi::kOptimizerAdamW;
   std::string recompute = "none";
   std::string mesh = "1";
-  MeshShape meshShape; ///< parsed from `mesh` by validate()
+  MeshShape meshShape; ///< parsed from `mesh` and `tp` by validate()
+  /// --tp: tensor-parallel ranks (the mesh's innermost axis).
+  int64_t tp = 1;
   std::string wrap;
   std::string reshardAfterForward = "true";
   ReshardPolicy reshard; ///< parsed by validate()
@@ -124,6 +126,9 @@ struct DriverOptions {
   /// Checks every flag and parses the mesh and the reshard policy: an error
   /// names the flag and the value at fault.
   llvm::Error validate();
+  /// --tp's refusals: the flags tensor parallelism does not compose with
+  /// yet, each named (part of validate).
+  llvm::Error checkTpSupported() const;
   /// The pass pipeline's options.
   PipelineOptions pipeline() const;
   /// The output file: -o, or the default of --emit.

@@ -19,11 +19,18 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createNNFusePatterns());
   if (!options.training)
     return;
-  bool fsdp = options.mesh != "1" || options.paramDtype != "f32" ||
-              options.reduceDtype != "f32";
+  bool fsdp = options.mesh != "1" || options.tp > 1 ||
+              options.paramDtype != "f32" || options.reduceDtype != "f32";
+  if (options.tp > 1) {
+    TPPartitionOptions tp;
+    tp.mesh = options.mesh;
+    tp.tp = options.tp;
+    pm.addPass(createTPPartition(tp));
+  }
   if (fsdp) {
     FSDPShardParametersOptions shard;
     shard.mesh = options.mesh;
+    shard.tp = options.tp;
     shard.target = options.target;
     shard.paramDtype = options.paramDtype;
     shard.reduceDtype = options.reduceDtype;

@@ -23,6 +23,8 @@ struct PipelineOptions {
   /// wrap policy (empty: one group per transformer block), resharding and
   /// prefetch depths.
   std::string mesh = "1";
+  /// --tp: tensor-parallel ranks, the mesh's innermost axis (tp-partition).
+  int64_t tp = 1;
   std::string wrap;
   std::string reshardAfterForward = "true";
   int64_t prefetchForward = 1;

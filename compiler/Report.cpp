@@ -156,11 +156,9 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     os << "shardc report: no manifest (the module is not lowered to rt)\n";
     return;
   }
-  int64_t replicas = 1, shards = 1;
-  if (auto mesh = manifest.getAs<DenseI64ArrayAttr>("mesh")) {
-    replicas = mesh[0];
-    shards = mesh[1];
-  }
+  abi::MeshGrid mesh;
+  if (auto sizes = manifest.getAs<DenseI64ArrayAttr>("mesh"))
+    mesh = abi::MeshGrid::of(sizes.asArrayRef());
   int64_t params = intOf(manifest, "param_bytes");
   int64_t grads = stateBytes(manifest, {abi::kStateGrad});
   int64_t optimizer = stateBytes(
@@ -217,7 +215,7 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       // Bytes of the full buffer each rank takes part in: the gathered
       // result, the reduced input, the all-reduced buffer.
       if (std::optional<CollectiveTraffic> c =
-              collectiveTraffic(op, replicas, shards)) {
+              collectiveTraffic(op, mesh)) {
         auto &cell = traffic[entry.str()][{c->kind.str(), c->axis}];
         cell.first += 1;
         cell.second += c->bytes;
@@ -229,8 +227,13 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                  manifest.getAs<StringAttr>("offload").getValue() ==
                      abi::kOffloadCpu;
   int64_t state = intOf(manifest, "state_bytes");
-  os << "shardc report: mesh " << replicas << "x" << shards << " (replicate "
-     << replicas << ", shard " << shards << "), per rank"
+  os << "shardc report: mesh " << mesh.replicas << "x" << mesh.shards;
+  if (mesh.tp > 1)
+    os << " --tp " << mesh.tp;
+  os << " (replicate " << mesh.replicas << ", shard " << mesh.shards;
+  if (mesh.tp > 1)
+    os << ", tp " << mesh.tp;
+  os << "), per rank"
      << (offload ? ", --offload=cpu" : "") << "\n";
   // Without offload every figure is the device's (its device and host
   // parts summed); with it, the device's then the pinned host memory's.
@@ -295,9 +298,8 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     os << "  none\n";
   for (const auto &[entry, kinds] : traffic)
     for (const auto &[key, cell] : kinds) {
-      const char *axisName =
-          replicas > 1 && key.second == 0 ? "replicate" : "shard";
-      os << "  " << entry << ": " << key.first << " on the " << axisName
+      os << "  " << entry << ": " << key.first << " on the "
+         << mesh.axisName(key.second)
          << " axis: " << cell.first << " calls, " << mib(cell.second) << "\n";
     }
 }

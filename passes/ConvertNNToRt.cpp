@@ -194,6 +194,8 @@ struct ConvertNNToRtPass
           init.set("group", group);
         if (auto shape = fn.getArgAttrOfType<DenseI64ArrayAttr>(i, attrs::kGlobalShape))
           init.set("global_shape", shape);
+        if (auto tpDim = fn.getArgAttrOfType<IntegerAttr>(i, attrs::kTpDim))
+          init.set("tp_dim", tpDim);
         offset = params.place(fn, name, arg.getType(), init);
       } else if (auto name = fn.getArgAttrOfType<StringAttr>(i, attrs::kState)) {
         region = 1;

@@ -63,20 +63,18 @@ struct FSDPShardParametersPass
       return signalPassFailure();
     }
 
+    shape.tp = tp;
+    FailureOr<FlatSymbolRefAttr> grid = getOrCreateGrid(module, shape);
+    if (failed(grid))
+      return signalPassFailure();
     OpBuilder b(module.getBodyRegion());
-    Builder &attrs = b;
-    module->setAttr(attrs::kMesh, attrs.getDenseI64ArrayAttr({R, S}));
-    b.setInsertionPointToStart(module.getBody());
-    SmallVector<int64_t> gridShape = R > 1 ? SmallVector<int64_t>{R, S}
-                                           : SmallVector<int64_t>{S};
-    shard::GridOp::create(b, module.getLoc(), attrs::kGridName, gridShape);
-    int16_t shardAxis = R > 1 ? 1 : 0;
+    int16_t shardAxis = int16_t(shape.shardAxis());
 
     // Groups in the order their parameters appear.
     llvm::StringMap<int64_t> groupIds;
     Block &entry = fwd.getBody().front();
     b.setInsertionPointToStart(&entry);
-    auto gridRef = FlatSymbolRefAttr::get(&getContext(), attrs::kGridName);
+    FlatSymbolRefAttr gridRef = *grid;
     SmallVector<Type> argTypes(fwd.getArgumentTypes());
     for (BlockArgument arg : entry.getArguments()) {
       unsigned i = arg.getArgNumber();
@@ -109,8 +107,9 @@ struct FSDPShardParametersPass
       Value v = arg;
       SmallVector<Operation *> created;
       if (R > 1) {
-        v = fsdp::SyncGradOp::create(b, arg.getLoc(), localType, v, gridRef,
-                                     b.getDenseI16ArrayAttr({0}));
+        v = fsdp::SyncGradOp::create(
+            b, arg.getLoc(), localType, v, gridRef,
+            b.getDenseI16ArrayAttr({int16_t(shape.replicaAxis())}));
         created.push_back(v.getDefiningOp());
       }
       bool mixed = paramType != type.getElementType();

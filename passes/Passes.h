@@ -22,6 +22,18 @@ struct TargetDescription;
 void propagateComputeDtype(mlir::func::FuncOp fn,
                            const TargetDescription &target);
 
+/// The compiled mesh: the module's `fsdp.mesh` attribute ([R, S] or
+/// [R, S, T]), or one rank without it.
+abi::MeshGrid compiledMesh(mlir::ModuleOp module);
+
+/// The module's `shard.grid @mesh` for `mesh` (its axes as abi::MeshGrid
+/// numbers them) and its `fsdp.mesh` attribute, created at the module's
+/// start unless there; the pass that runs first creates them (tp-partition,
+/// else fsdp-shard-parameters). Fails, naming both, if the module's
+/// compiled mesh is another.
+mlir::FailureOr<mlir::FlatSymbolRefAttr>
+getOrCreateGrid(mlir::ModuleOp module, const abi::MeshGrid &mesh);
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

@@ -91,6 +91,35 @@ def NNFuseLossGrad : Pass<"nn-fuse-loss-grad", "mlir::ModuleOp"> {
   }];
 }
 
+def TPPartition : Pass<"tp-partition", "mlir::ModuleOp"> {
+  let summary = "Tensor parallelism: torchtitan's plan with sequence "
+                "parallelism on the forward graph";
+  let description = [{
+    With `tp` > 1, creates `shard.grid @mesh` with a tp axis innermost
+    (abi::MeshGrid) and partitions the model function `forward` over it:
+    q, k, v and MLP gate and up projections column-parallel (weights'
+    output features split by tp rank), output and MLP down projections
+    row-parallel (input features split); attention on H/tp heads; tokens,
+    targets, norms, residuals, embedding lookup, LM head and loss on this
+    rank's T/tp tokens. A `shard.all_gather` over the sequence feeds the
+    column-parallel projections (one for q, k and v), a
+    `shard.reduce_scatter` over the sequence follows each row-parallel
+    one; autodiff mirrors them. Split parameters take their tp-local
+    shapes and a `tp.dim` attribute naming the split dim (-1 for the
+    ones every tp rank holds whole, which pass `fsdp.sync_grad` on the tp
+    axis). Heads or features tp does not divide are refused, naming them.
+    Runs before fsdp-shard-parameters, which shards the tp-local
+    parameters on dim 0.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::shardc::fsdp::FSDPDialect",
+                           "::shardc::nn::NNDialect"];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"1\"", "N or RxS (--mesh)">,
+    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel ranks (--tp)">,
+  ];
+}
+
 def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
   let summary = "Group parameters, shard them on a grid, gather them for use";
   let description = [{
@@ -118,6 +147,9 @@ def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
                            "::shardc::nn::NNDialect"];
   let options = [
     Option<"mesh", "mesh", "std::string", "\"1\"", "N or RxS">,
+    Option<"tp", "tp", "int64_t", "1",
+           "Tensor-parallel degree (the grid's innermost axis; tp-partition "
+           "ran first)">,
     Option<"target", "target", "std::string", "\"cpu\"",
            "The target: gathered parameters are widened to the dtype it "
            "computes in">,

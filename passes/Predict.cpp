@@ -69,7 +69,7 @@ int64_t bufferBytes(Value v, const std::array<Slots, abi::kNumRegions> &slots) {
 struct Player {
   const Machine &m;
   std::string dtype; ///< what the program's GEMMs compute in, for MFU
-  int64_t replicas = 1, shards = 1;
+  abi::MeshGrid mesh; ///< the compiled mesh (the manifest's)
   /// --allow-tf32 (the manifest's abi::kManifestAllowTf32): f32 GEMMs at
   /// the TF32 peak.
   bool tf32 = false;
@@ -193,14 +193,13 @@ struct Player {
   }
 
   /// Bytes/s a ring over `ranks` ranks of `axis` attains: NVLink when they
-  /// share a node (mesh order: the shard axis's ranks are consecutive, the
-  /// replicate axis's `shards` apart), else each GPU's share of its node's
-  /// network.
+  /// share a node (mesh order, abi::MeshGrid: the tp axis's ranks are
+  /// consecutive, the shard axis's tp apart, the replicate axis's shards x
+  /// tp), else each GPU's share of its node's network.
   double linkBandwidth(int64_t axis, int64_t ranks) const {
     if (m.calibrated)
       return m.intraNodeBandwidth;
-    bool replicate = replicas > 1 && axis == 0;
-    int64_t span = replicate ? ranks * shards : ranks;
+    int64_t span = ranks * mesh.axisStride(axis);
     double bw = span <= m.gpusPerNode
                     ? m.intraNodeBandwidth
                     : m.interNodeBandwidth / double(m.gpusPerNode);
@@ -246,7 +245,7 @@ struct Player {
           compute += s;
         add(k.getName(), s);
       } else if (std::optional<CollectiveTraffic> c =
-                     collectiveTraffic(op, replicas, shards)) {
+                     collectiveTraffic(op, mesh)) {
         bool allReduce = c->kind == "all_reduce";
         double s = ringSeconds(c->axis, c->ranks, double(c->bytes), allReduce);
         // A reduce-scatter also sums the blocks each step receives.
@@ -254,7 +253,7 @@ struct Player {
           s += memorySeconds(double(c->bytes) * 2);
         at(c->stream) += s;
         communication += s;
-        add((c->kind + Twine(c->replicate ? " (replicate)" : " (shard)")).str(),
+        add((c->kind + Twine(" (") + c->axisName + ")").str(),
             s);
       } else if (auto e = dyn_cast<rt::EventRecordOp>(op)) {
         events[e.getEvent()] = at(e.getStream());
@@ -305,10 +304,7 @@ struct RtPredictPass : public shardc::impl::RtPredictBase<RtPredictPass> {
       if (auto tf32 = manifest.getAs<BoolAttr>(abi::kManifestAllowTf32))
         player.tf32 = tf32.getValue();
       if (auto mesh = manifest.getAs<DenseI64ArrayAttr>("mesh"))
-        if (mesh.size() == 2) {
-          player.replicas = mesh[0];
-          player.shards = mesh[1];
-        }
+        player.mesh = abi::MeshGrid::of(mesh.asArrayRef());
       std::pair<const char *, abi::Region> lists[] = {
           {"params", abi::kRegionParams},
           {"state", abi::kRegionState},

@@ -105,24 +105,24 @@ inline int64_t kernelFlops(rt::KernelOp k) {
 struct CollectiveTraffic {
   llvm::StringRef kind;
   int64_t axis, stream, ranks, bytes;
-  /// Axis 0 of a mesh with replicas (HSDP's replicate axis).
-  bool replicate;
+  /// The axis's name ("replicate", "shard", "tp") and the world-rank
+  /// distance between its neighbours (abi::MeshGrid).
+  const char *axisName;
+  int64_t stride;
 };
 
-/// The traffic of `op` if it is a collective on a mesh of `replicas` x
-/// `shards` (axis 0 replicates when replicas > 1); nullopt otherwise.
+/// The traffic of `op` if it is a collective on `mesh`; nullopt otherwise.
 inline std::optional<CollectiveTraffic>
-collectiveTraffic(mlir::Operation *op, int64_t replicas, int64_t shards) {
-  auto ranksOn = [&](int64_t axis) {
-    return replicas > 1 && axis == 0 ? replicas : shards;
-  };
+collectiveTraffic(mlir::Operation *op, const abi::MeshGrid &mesh) {
+  auto ranksOn = [&](int64_t axis) { return mesh.axisSize(axis); };
   auto bytesOf = [](mlir::Type dtype) {
     return abi::dtypeBytes(rt::dtypeCode(dtype));
   };
   auto make = [&](llvm::StringRef kind, int64_t axis, int64_t stream,
                   int64_t ranks, int64_t bytes) {
     return CollectiveTraffic{kind,  axis,  stream,
-                             ranks, bytes, replicas > 1 && axis == 0};
+                             ranks, bytes, mesh.axisName(axis),
+                             mesh.axisStride(axis)};
   };
   if (auto g = llvm::dyn_cast<rt::AllGatherOp>(op)) {
     int64_t elements = 0;

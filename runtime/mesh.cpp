@@ -41,38 +41,51 @@ std::string Mesh::threadLevelProblem(int provided) {
          "MPI_THREAD_FUNNELED or more: use an MPI built with thread support";
 }
 
-Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards) {
+Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards,
+                int64_t tp) {
   // See threadLevel (mesh.h): FUNNELED is needed, SERIALIZED asked for.
   int provided = MPI_THREAD_SINGLE;
   MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   Mesh m;
   m.threadLevel = provided;
-  m.shardComm_ = m.replicaComm_ = MPI_COMM_SELF;
+  m.shardComm_ = m.replicaComm_ = m.tpComm_ = MPI_COMM_SELF;
   m.replicas = replicas;
   m.shards = shards;
+  m.tp = tp;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &m.rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &m.world));
-  if (int64_t(m.world) != replicas * shards) {
+  const abi::MeshGrid g = m.grid();
+  if (int64_t(m.world) != g.ranks()) {
+    std::string shape = std::to_string(replicas) + " x " +
+                        std::to_string(shards) +
+                        (tp > 1 ? " x tp " + std::to_string(tp) : "");
     std::fprintf(stderr,
                  "error: rank %d: this executable was compiled for a mesh of "
-                 "%lld ranks (%lld x %lld) but was launched with %d; run it "
-                 "with mpirun -np %lld\n",
-                 m.rank, (long long)(replicas * shards), (long long)replicas,
-                 (long long)shards, m.world, (long long)(replicas * shards));
+                 "%lld ranks (%s) but was launched with %d; run it with "
+                 "mpirun -np %lld\n",
+                 m.rank, (long long)g.ranks(), shape.c_str(), m.world,
+                 (long long)g.ranks());
     MPI_Finalize();
     std::exit(1);
   }
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(m.replicaIndex()),
-                           int(m.shardIndex()), &m.shardComm_));
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(m.shardIndex()),
-                           int(m.replicaIndex()), &m.replicaComm_));
+  // Each axis's communicator: the ranks that differ only along it, keyed
+  // by their index on it.
+  const int r = m.rank;
+  MPI_CHECK(MPI_Comm_split(
+      MPI_COMM_WORLD, int(g.replicaIndex(r) * tp + g.tpIndex(r)),
+      int(g.shardIndex(r)), &m.shardComm_));
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD,
+                           int(g.shardIndex(r) * tp + g.tpIndex(r)),
+                           int(g.replicaIndex(r)), &m.replicaComm_));
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(g.dataIndex(r)),
+                           int(g.tpIndex(r)), &m.tpComm_));
   std::string problem = threadLevelProblem(provided);
   if (!problem.empty()) {
     std::fprintf(stderr, "error: rank %d: %s\n", m.rank, problem.c_str());
     MPI_Finalize();
     std::exit(1);
   }
-  for (int64_t a = 0; a < 2; ++a) {
+  for (int64_t a = 0; a < g.numAxes(); ++a) {
     MPI_CHECK(MPI_Comm_rank(m.axis(a), &m.axisRanks_[a]));
     MPI_CHECK(MPI_Comm_size(m.axis(a), &m.axisSizes_[a]));
   }
@@ -82,17 +95,20 @@ Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards) {
 void Mesh::finalize() { MPI_Finalize(); }
 
 MPI_Comm Mesh::axis(int64_t a) const {
-  if (replicas > 1)
-    return a == 0 ? replicaComm_ : shardComm_;
+  const abi::MeshGrid g = grid();
+  if (a == g.replicaAxis())
+    return replicaComm_;
+  if (a == g.tpAxis())
+    return tpComm_;
   return shardComm_;
 }
 
 int Mesh::axisRank(int64_t a) const {
-  return axisRanks_[replicas > 1 && a == 0 ? 0 : 1];
+  return a >= 0 && a < 3 ? axisRanks_[a] : 0;
 }
 
 int Mesh::axisSize(int64_t a) const {
-  return axisSizes_[replicas > 1 && a == 0 ? 0 : 1];
+  return a >= 0 && a < 3 ? axisSizes_[a] : 1;
 }
 
 double Mesh::sumAll(double value) const {
@@ -153,6 +169,11 @@ std::string Mesh::broadcastString(const std::string &value) const {
 bool Mesh::gatherShards(const float *local, int64_t n, float *full) const {
   return MPI_Gather(local, int(n), MPI_FLOAT, full, int(n), MPI_FLOAT, 0,
                     shardComm_) == MPI_SUCCESS;
+}
+
+bool Mesh::gatherTp(const float *local, int64_t n, float *full) const {
+  return MPI_Gather(local, int(n), MPI_FLOAT, full, int(n), MPI_FLOAT, 0,
+                    tpComm_) == MPI_SUCCESS;
 }
 
 void Mesh::abort(int code) const {

@@ -1,9 +1,8 @@
 //===- mesh.h - the device mesh over MPI -------------------------*- C++ -*-===//
 //
-// The compiled mesh is R x S (R = 1 without replication); rank r has shard
-// index r % S and replica index r / S. One communicator per grid axis:
-// axis 0 is the shard axis of a 1-D mesh, or the replicate axis of a 2-D
-// one (then axis 1 is the shard axis).
+// The compiled mesh is R x S x T (R = 1 without replication, T = 1 without
+// tensor parallelism), its ranks and grid axes numbered by abi::MeshGrid:
+// tp innermost, then shard, then replicate. One communicator per grid axis.
 //
 // Two implementations: mesh.cpp over MPI (libshardc_mesh_mpi), and
 // mesh_local.cpp, one process and no MPI (libshardc_mesh_local), which a
@@ -16,6 +15,8 @@
 
 #include <mpi.h>
 
+#include "runtime/abi/abi.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,12 +27,13 @@ class Mesh {
 public:
   /// Initializes MPI and checks the launch against the compiled mesh; on a
   /// mismatch every rank prints the same one-line error and exits 1.
-  static Mesh init(int *argc, char ***argv, int64_t replicas, int64_t shards);
+  static Mesh init(int *argc, char ***argv, int64_t replicas, int64_t shards,
+                   int64_t tp = 1);
   /// Finalizes MPI.
   static void finalize();
 
   int rank = 0, world = 1;
-  int64_t replicas = 1, shards = 1;
+  int64_t replicas = 1, shards = 1, tp = 1;
   /// MPI's thread level (`provided` of MPI_Init_thread). The runtime calls
   /// MPI from the main thread only, while other threads run (the
   /// watchdog's, OpenMP's, CUDA's): it needs MPI_THREAD_FUNNELED, which
@@ -42,14 +44,21 @@ public:
   /// Why MPI's thread level `provided` is too low for the runtime, naming
   /// it; empty if it is enough. (mesh.cpp)
   static std::string threadLevelProblem(int provided);
-  int64_t shardIndex() const { return rank % shards; }
-  int64_t replicaIndex() const { return rank / shards; }
+  abi::MeshGrid grid() const { return {replicas, shards, tp}; }
+  int64_t shardIndex() const { return grid().shardIndex(rank); }
+  int64_t replicaIndex() const { return grid().replicaIndex(rank); }
+  int64_t tpIndex() const { return grid().tpIndex(rank); }
+  /// The data-parallel ranks (replicas x shards) and this rank's index
+  /// among them: a tp group's ranks read the same rows.
+  int64_t dataRanks() const { return replicas * shards; }
+  int64_t dataIndex() const { return grid().dataIndex(rank); }
   /// The communicator of grid axis `axis` of the compiled grid.
   MPI_Comm axis(int64_t axis) const;
   /// This rank's index along grid axis `axis`, and the axis's ranks.
   int axisRank(int64_t axis) const;
   int axisSize(int64_t axis) const;
-  /// The communicator among the ranks of one replica (the shard axis).
+  /// The communicator of the shard axis (the ranks of one replica and tp
+  /// index).
   MPI_Comm shardComm() const { return shardComm_; }
 
   /// The communicator of the group of `n` consecutive ranks of grid axis
@@ -66,17 +75,19 @@ public:
   /// The n floats of every rank of this rank's shard axis, in rank order,
   /// into `full` (n x shards) on the axis's first rank; false on failure.
   bool gatherShards(const float *local, int64_t n, float *full) const;
+  /// The same over this rank's tp axis, onto its tp rank 0.
+  bool gatherTp(const float *local, int64_t n, float *full) const;
   /// Ends every rank of the job with `code` (after an error on this one).
   [[noreturn]] void abort(int code) const;
 
 private:
   mutable std::vector<std::pair<std::pair<int64_t, int64_t>, MPI_Comm>> subgroups_;
-  /// Per grid axis (at most 2): this rank's index and the axis's ranks,
+  /// Per grid axis (at most 3): this rank's index and the axis's ranks,
   /// asked of MPI once, at init, so that no MPI call is made while a run's
   /// collectives may be calling MPI on another thread.
-  int axisRanks_[2] = {0, 0}, axisSizes_[2] = {1, 1};
+  int axisRanks_[3] = {0, 0, 0}, axisSizes_[3] = {1, 1, 1};
   // Set by init (no MPI symbol is named here: mesh_local links no MPI).
-  MPI_Comm shardComm_{}, replicaComm_{};
+  MPI_Comm shardComm_{}, replicaComm_{}, tpComm_{};
 };
 
 } // namespace shardc::runtime

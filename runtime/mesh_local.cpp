@@ -13,10 +13,11 @@
 
 using namespace shardc::runtime;
 
-Mesh Mesh::init(int *, char ***, int64_t replicas, int64_t shards) {
-  if (replicas * shards != 1)
+Mesh Mesh::init(int *, char ***, int64_t replicas, int64_t shards,
+                int64_t tp) {
+  if (replicas * shards * tp != 1)
     fatal("this executable has no MPI, and its mesh has %lld ranks",
-          (long long)(replicas * shards));
+          (long long)(replicas * shards * tp));
   // The launchers' task counts: OpenMPI, MPICH/PMI, Slurm.
   for (const char *var :
        {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}) {
@@ -60,6 +61,10 @@ bool Mesh::gatherShards(const float *local, int64_t n, float *full) const {
   for (int64_t k = 0; k < n; ++k)
     full[k] = local[k];
   return true;
+}
+
+bool Mesh::gatherTp(const float *local, int64_t n, float *full) const {
+  return gatherShards(local, n, full);
 }
 
 void Mesh::abort(int code) const { std::exit(code); }

@@ -38,8 +38,13 @@ constexpr llvm::StringLiteral kBlock = "nn.block";
 /// global shape; on gathers: the group they gather.
 constexpr llvm::StringLiteral kGroup = "fsdp.group";
 constexpr llvm::StringLiteral kGlobalShape = "fsdp.shape";
-/// On the module: the mesh shape [R, S] (R = 1 without replication).
+/// On the module: the mesh shape [R, S] (R = 1 without replication), or
+/// [R, S, T] with tensor parallelism (abi::MeshGrid).
 constexpr llvm::StringLiteral kMesh = "fsdp.mesh";
+/// On a parameter argument under tensor parallelism (tp-partition): the dim
+/// its tp ranks split (its type is then the tp-local shape), or -1 where
+/// every tp rank holds it whole.
+constexpr llvm::StringLiteral kTpDim = "tp.dim";
 /// The name of the device grid.
 constexpr llvm::StringLiteral kGridName = "mesh";
 /// On the model module: a dictionary describing the model (for the manifest).

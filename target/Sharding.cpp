@@ -59,3 +59,11 @@ bool shardc::parseReshard(const std::string &text, const MeshShape *mesh,
     policy = {ReshardPolicy::kGroups, n};
   return true;
 }
+
+bool shardc::checkTp(int64_t tp, std::string &error) {
+  if (tp >= 1 && tp <= 64)
+    return true;
+  error = "--tp must be between 1 and 64 (the tensor-parallel ranks of one "
+          "node), got " + std::to_string(tp);
+  return false;
+}

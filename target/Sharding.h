@@ -1,25 +1,27 @@
 //===- Sharding.h - the sharding plan's flags, parsed once ---------*- C++ -*-===//
 //
-// `--mesh` and `--reshard-after-forward` as the driver and the FSDP passes
+// `--mesh`, `--tp` and `--reshard-after-forward` as the driver and the FSDP passes
 // both read them: one parser, one set of messages. No MLIR dependency.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_TARGET_SHARDING_H
 #define SHARDC_TARGET_SHARDING_H
 
+#include "runtime/abi/abi.h"
+
 #include <cstdint>
 #include <string>
 
 namespace shardc {
 
-/// A device mesh: `replicas` x `shards` ranks (replicas = 1 without HSDP).
-struct MeshShape {
-  int64_t replicas = 1, shards = 1;
-  int64_t ranks() const { return replicas * shards; }
-};
+/// A device mesh: `replicas` x `shards` x `tp` ranks (replicas = 1 without
+/// HSDP, tp = 1 without tensor parallelism), its grid axes numbered as the
+/// runtime numbers them.
+using MeshShape = abi::MeshGrid;
 
-/// Parses "N" or "RxS" (positive sizes). Returns false and sets `error`
-/// (naming the text) otherwise.
+/// Parses "N" or "RxS" (positive sizes) into `replicas` and `shards`
+/// (`tp` is --tp's). Returns false and sets `error` (naming the text)
+/// otherwise.
 bool parseMesh(const std::string &text, MeshShape &mesh, std::string &error);
 
 /// FSDP2's reshard_after_forward: free gathered parameters after forward
@@ -34,6 +36,10 @@ struct ReshardPolicy {
 /// sets `error` otherwise.
 bool parseReshard(const std::string &text, const MeshShape *mesh,
                   ReshardPolicy &policy, std::string &error);
+
+/// Checks --tp's degree `tp` (the tp axis, within a node): positive and at
+/// most 64. Returns false and sets `error` otherwise.
+bool checkTp(int64_t tp, std::string &error);
 
 } // namespace shardc
 

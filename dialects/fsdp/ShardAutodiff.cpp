@@ -33,10 +33,30 @@ struct AllGatherVJP
   }
 };
 
+/// reduce_scatter (sum) along an axis: each device's slice of the sum
+/// depends on every device's input equally, so its adjoint gathers the
+/// slices' gradients back, an all-gather.
+struct ReduceScatterVJP
+    : public shardc::nn::DifferentiableOpInterface::ExternalModel<
+          ReduceScatterVJP, shard::ReduceScatterOp> {
+  SmallVector<Value> buildVJP(Operation *op, OpBuilder &b,
+                              ArrayRef<Value> grads) const {
+    auto scatter = cast<shard::ReduceScatterOp>(op);
+    auto inType = cast<RankedTensorType>(scatter.getInput().getType());
+    auto gradType = cast<RankedTensorType>(grads[0].getType());
+    Value all = shard::AllGatherOp::create(
+        b, op->getLoc(), inType.clone(gradType.getElementType()),
+        scatter.getGridAttr(), scatter.getGridAxesAttr(), grads[0],
+        scatter.getScatterAxisAttr());
+    return {all};
+  }
+};
+
 } // namespace
 
 void shardc::fsdp::registerShardAutodiffModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     shard::AllGatherOp::attachInterface<AllGatherVJP>(*ctx);
+    shard::ReduceScatterOp::attachInterface<ReduceScatterVJP>(*ctx);
   });
 }

@@ -124,9 +124,9 @@ static LogicalResult verifyDtype(KernelOp op, const abi::KernelInfo &info) {
 /// The runtime's code of a collective's element type: f32 or bf16.
 static LogicalResult verifyCollective(Operation *op, int64_t axis, Type dtype,
                                       int64_t stream) {
-  if (axis < 0 || axis > 1)
-    return op->emitOpError("axis must be 0 or 1 (a mesh has at most two), "
-                           "got ")
+  if (axis < 0 || axis > 2)
+    return op->emitOpError("axis must be 0, 1 or 2 (a mesh has at most "
+                           "three: replicate, shard, tp), got ")
            << axis;
   if (!dtype.isF32() && !dtype.isBF16())
     return op->emitOpError("moves f32 or bf16 data, not ") << dtype;

@@ -289,9 +289,52 @@ enum Hyper : int64_t {
   kHyperSize
 };
 
+/// The device mesh's grid, as compiler and runtime both number it: world
+/// = replicas x shards x tp ranks, rank r = (replica * shards + shard) * tp
+/// + tp index (tp innermost: adjacent ranks, one node). The compiled
+/// `shard.grid` has the axes of size > 1 of replicate and tp, and always
+/// the shard axis, outermost first: [S], [R, S], [S, T] or [R, S, T].
+struct MeshGrid {
+  int64_t replicas = 1, shards = 1, tp = 1;
+  constexpr int64_t ranks() const { return replicas * shards * tp; }
+  /// Grid axis of each kind; -1 where the grid has none.
+  constexpr int64_t replicaAxis() const { return replicas > 1 ? 0 : -1; }
+  constexpr int64_t shardAxis() const { return replicas > 1 ? 1 : 0; }
+  constexpr int64_t tpAxis() const { return tp > 1 ? shardAxis() + 1 : -1; }
+  constexpr int64_t numAxes() const { return shardAxis() + (tp > 1 ? 2 : 1); }
+  /// Grid axis `axis`'s ranks, the world-rank distance between its
+  /// neighbours, and its name.
+  constexpr int64_t axisSize(int64_t axis) const {
+    return axis == replicaAxis() ? replicas : axis == tpAxis() ? tp : shards;
+  }
+  constexpr int64_t axisStride(int64_t axis) const {
+    return axis == replicaAxis() ? shards * tp : axis == tpAxis() ? 1 : tp;
+  }
+  constexpr const char *axisName(int64_t axis) const {
+    return axis == replicaAxis() ? "replicate" : axis == tpAxis() ? "tp" : "shard";
+  }
+  /// From a manifest's or module's mesh sizes: [R, S] or [R, S, T].
+  template <typename Sizes> static MeshGrid of(const Sizes &sizes) {
+    MeshGrid g;
+    if (sizes.size() >= 2) {
+      g.replicas = sizes[0];
+      g.shards = sizes[1];
+    }
+    if (sizes.size() >= 3)
+      g.tp = sizes[2];
+    return g;
+  }
+  /// Rank `r`'s index along each kind of axis.
+  constexpr int64_t tpIndex(int64_t r) const { return r % tp; }
+  constexpr int64_t shardIndex(int64_t r) const { return (r / tp) % shards; }
+  constexpr int64_t replicaIndex(int64_t r) const { return r / (tp * shards); }
+  /// Its data-parallel index: the ranks of one tp group read the same rows.
+  constexpr int64_t dataIndex(int64_t r) const { return r / tp; }
+};
+
 /// The io slots of a training program.
-inline constexpr const char *kIoTokens = "tokens";        ///< i32[B,T]
-inline constexpr const char *kIoTargets = "targets";      ///< i32[B,T]
+inline constexpr const char *kIoTokens = "tokens";        ///< i32[B,T] (T/tp with --tp)
+inline constexpr const char *kIoTargets = "targets";      ///< i32[B,T] (T/tp with --tp)
 inline constexpr const char *kIoLoss = "loss";            ///< f32[]
 inline constexpr const char *kIoAccumulate = "accumulate"; ///< f32[2]: keep, scale
 inline constexpr const char *kIoOptimizer = "optimizer";  ///< f32[kHyperSize]

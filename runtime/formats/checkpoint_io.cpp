@@ -21,11 +21,39 @@ std::string withoutPrefix(const std::string &name) {
   return name;
 }
 
+/// Rows [first, first + count) of tp rank `tpIndex`'s part of `p` (rows
+/// of the part, FSDP's global shape), read from the whole tensor `key`.
+void readPartRows(const SafetensorsFile &f, const std::string &key,
+                  const TensorSlot &p, int64_t tp, int64_t tpIndex,
+                  int64_t first, int64_t count, float *out) {
+  if (p.tpDim < 0 || tp == 1) {
+    f.readF32(key, first * p.rowSize(), count * p.rowSize(), out);
+    return;
+  }
+  int64_t elements = 1;
+  for (int64_t d : wholeShape(p, tp))
+    elements *= d;
+  std::vector<float> whole(static_cast<size_t>(elements));
+  f.readF32(key, 0, elements, whole.data());
+  for (int64_t e = 0; e < count * p.rowSize(); ++e)
+    out[e] = whole[size_t(
+        tpWholeIndex(p, tp, tpIndex, first * p.rowSize() + e))];
+}
+
 } // namespace
+
+std::vector<int64_t> shardc::runtime::wholeShape(const TensorSlot &p,
+                                                 int64_t tp) {
+  std::vector<int64_t> shape = p.sharded() ? p.globalShape : p.shape;
+  if (p.tpDim >= 0 && size_t(p.tpDim) < shape.size())
+    shape[size_t(p.tpDim)] *= tp;
+  return shape;
+}
 
 void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
                                      Backend &backend, char *params,
-                                     int64_t shardIndex, bool allowNonfinite) {
+                                     int64_t shardIndex, bool allowNonfinite,
+                                     int64_t tpIndex) {
   HfCheckpoint file(path);
   const std::string &where = file.where();
   // Every parameter is found and its shape checked before any is read.
@@ -37,7 +65,7 @@ void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
       f = file.find(key = withoutPrefix(p.name));
     if (!f)
       throw std::runtime_error(where + ": missing parameter '" + p.name + "'");
-    const std::vector<int64_t> &full = p.sharded() ? p.globalShape : p.shape;
+    const std::vector<int64_t> full = wholeShape(p, m.tp);
     const SafetensorsEntry &e = *f->find(key);
     if (e.shape != full)
       throw std::runtime_error(f->path() + ": parameter '" + p.name +
@@ -56,8 +84,8 @@ void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
     int64_t count = std::max<int64_t>(0, std::min(rows, globalRows - first));
     shard.assign(size_t(p.bytes / 4), 0.0f);
     if (count > 0)
-      found[k].first->readF32(found[k].second, first * p.rowSize(),
-                              count * p.rowSize(), shard.data());
+      readPartRows(*found[k].first, found[k].second, p, m.tp, tpIndex, first,
+                   count, shard.data());
     // The one pass over what this rank read: no NaN or infinity.
     int64_t nonfinite = 0, read = count * p.rowSize();
     for (int64_t e = 0; e < read; ++e)
@@ -79,10 +107,10 @@ std::vector<float> shardc::runtime::gatherParameter(const TensorSlot &p,
                                                    const char *src) {
   std::vector<float> local(size_t(p.numel()));
   backend.copyToHost(local.data(), src, p.numel() * 4);
-  if (!p.sharded())
+  if (!p.sharded() && (p.tpDim < 0 || mesh.tp == 1))
     return local;
   int64_t elements = 1;
-  for (int64_t d : p.globalShape)
+  for (int64_t d : p.sharded() ? p.globalShape : p.shape)
     elements *= d;
   // The root of each replica's shard communicator (rank 0 among them).
   const bool root = mesh.shardIndex() == 0;
@@ -90,7 +118,17 @@ std::vector<float> shardc::runtime::gatherParameter(const TensorSlot &p,
   if (!mesh.gatherShards(local.data(), p.numel(), full.data()))
     throw std::runtime_error("gathering '" + p.name + "' failed");
   full.resize(root ? size_t(elements) : 0); // padding rows dropped
-  return full;
+  if (p.tpDim < 0 || mesh.tp == 1 || !root)
+    return full;
+  // The tp parts of shard 0, joined on tp rank 0.
+  std::vector<float> parts(mesh.tpIndex() == 0 ? size_t(elements * mesh.tp) : 0);
+  if (!mesh.gatherTp(full.data(), elements, parts.data()))
+    throw std::runtime_error("gathering '" + p.name + "' over tp failed");
+  std::vector<float> whole(parts.size());
+  for (int64_t t = 0; t < int64_t(parts.size()) / elements; ++t)
+    for (int64_t k = 0; k < elements; ++k)
+      whole[size_t(tpWholeIndex(p, mesh.tp, t, k))] = parts[size_t(t * elements + k)];
+  return whole;
 }
 
 std::vector<NamedTensor>
@@ -105,8 +143,7 @@ shardc::runtime::gatherTensors(const Manifest &m, const Mesh &mesh,
     int64_t offset =
         prefix.empty() ? p.offset : m.stateSlot(prefix + p.name).offset;
     storage[k] = gatherParameter(p, mesh, backend, region + offset);
-    tensors.push_back(
-        {p.name, p.sharded() ? p.globalShape : p.shape, storage[k].data()});
+    tensors.push_back({p.name, wholeShape(p, m.tp), storage[k].data()});
   }
   return tensors;
 }

@@ -20,18 +20,24 @@ namespace shardc::runtime {
 /// range, padding rows zero. Every parameter is found and checked before
 /// any is read. A NaN or infinity in the rows read is an error naming the
 /// file, the tensor and how many, unless `allowNonfinite`
-/// (--allow-nonfinite-init).
+/// (--allow-nonfinite-init). Under --tp, tp rank `tpIndex`'s part of each
+/// split tensor (the whole tensor is read, then its part kept).
 void loadParameters(const Manifest &m, const std::string &path,
                     Backend &backend, char *params, int64_t shardIndex,
-                    bool allowNonfinite = false);
+                    bool allowNonfinite = false, int64_t tpIndex = 0);
 
 /// Parameter `p`'s values at `src` in the backend's memory (this rank's
 /// shard of p.numel() f32), gathered over the shard axis onto its first
 /// rank (shard index 0 of each replica, rank 0 among them) with the padding
 /// rows dropped (empty on the other ranks); an unsharded parameter's own
-/// values on every rank.
+/// values on every rank. Under --tp, a split tensor's parts are then
+/// gathered over the tp axis into the whole tensor, on tp rank 0 of shard
+/// 0 (rank 0 of each replica).
 std::vector<float> gatherParameter(const TensorSlot &p, const Mesh &mesh,
                                    Backend &backend, const char *src);
+
+/// The shape of the whole tensor of parameter `p` (its tp parts joined).
+std::vector<int64_t> wholeShape(const TensorSlot &p, int64_t tp);
 
 /// One tensor per parameter, read from `region` at the slot of `prefix +
 /// name` (params: no prefix; gradients: abi::kStateGrad). Sharded tensors

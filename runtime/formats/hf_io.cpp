@@ -54,7 +54,7 @@ int64_t shardc::runtime::exportHf(const Manifest &m, const Mesh &mesh,
   std::vector<std::vector<const TensorSlot *>> plan(1);
   int64_t current = 0, total = 0;
   for (const TensorSlot &p : m.params) {
-    std::vector<int64_t> shape = p.sharded() ? p.globalShape : p.shape;
+    std::vector<int64_t> shape = wholeShape(p, m.tp);
     int64_t bytes = 4;
     for (int64_t d : shape)
       bytes *= d;
@@ -82,7 +82,7 @@ int64_t shardc::runtime::exportHf(const Manifest &m, const Mesh &mesh,
     std::vector<std::vector<float>> full;
     std::vector<NamedTensor> tensors;
     for (const TensorSlot *p : plan[k]) {
-      std::vector<int64_t> shape = p->sharded() ? p->globalShape : p->shape;
+      std::vector<int64_t> shape = wholeShape(*p, m.tp);
       full.push_back(gatherParameter(*p, mesh, backend, params + p->offset));
       tensors.push_back({p->name, shape, nullptr});
       weightMap[p->name] = names[k];

@@ -13,9 +13,7 @@ using namespace shardc::runtime;
 double Trainer::evaluate() {
   double total = 0;
   for (int64_t k = 0; k < o_.evalSteps; ++k) {
-    valData_->batch(/*step=*/0, G_, (k * P_ + mesh_.rank) * B_, B_, T_,
-                    mem_->host<int32_t>(*tokens_),
-                    mem_->host<int32_t>(*targets_));
+    readBatch(*valData_, /*firstRow=*/0, k);
     float *ctl = mem_->host<float>(*control_);
     ctl[0] = 0.0f;
     ctl[1] = 0.0f;

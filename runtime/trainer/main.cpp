@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     printUsage(argv[0], m);
     return 0;
   }
-  Mesh mesh = Mesh::init(&argc, &argv, m.replicas, m.shards);
+  Mesh mesh = Mesh::init(&argc, &argv, m.replicas, m.shards, m.tp);
   try {
     int rc = run(m, mesh, argc, argv);
     Mesh::finalize();

@@ -26,6 +26,7 @@ static TensorSlot parseSlot(const json &j) {
   if (j.contains("global_shape"))
     s.globalShape = j.at("global_shape").get<std::vector<int64_t>>();
   s.group = j.value("group", int64_t(-1));
+  s.tpDim = j.value("tp_dim", int64_t(-1));
   return s;
 }
 
@@ -61,6 +62,7 @@ Manifest Manifest::parse(const char *text) {
       auto mesh = j.at("mesh").get<std::vector<int64_t>>();
       m.replicas = mesh.at(0);
       m.shards = mesh.at(1);
+      m.tp = mesh.size() > 2 ? mesh.at(2) : 1;
     }
     m.paramBytes = j.at("param_bytes").get<int64_t>();
     m.stateBytes = j.at("state_bytes").get<int64_t>();
@@ -250,8 +252,24 @@ double shardc::runtime::counterNormal(uint64_t key, uint64_t counter) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+int64_t shardc::runtime::tpWholeIndex(const TensorSlot &p, int64_t tp,
+                                      int64_t tpIndex, int64_t k) {
+  if (p.tpDim < 0 || tp == 1)
+    return k;
+  const std::vector<int64_t> &part = p.sharded() ? p.globalShape : p.shape;
+  // k = (outer * part[d] + mid) * inner + in; the whole tensor has
+  // part[d] * tp along d, this rank's part starting at tpIndex * part[d].
+  int64_t inner = 1;
+  for (size_t d = size_t(p.tpDim) + 1; d < part.size(); ++d)
+    inner *= part[d];
+  int64_t along = part[size_t(p.tpDim)];
+  int64_t in = k % inner, mid = (k / inner) % along, outer = k / (inner * along);
+  return ((outer * along * tp) + tpIndex * along + mid) * inner + in;
+}
+
 void shardc::runtime::initParameters(const Manifest &m, uint64_t seed,
-                                     char *params, int64_t shardIndex) {
+                                     char *params, int64_t shardIndex,
+                                     int64_t tpIndex) {
   for (const TensorSlot &p : m.params) {
     if (p.init == "file")
       continue; // loaded from the model's initial weights by the trainer
@@ -260,7 +278,7 @@ void shardc::runtime::initParameters(const Manifest &m, uint64_t seed,
                                "' has unknown init '" + p.init + "'");
     float *data = reinterpret_cast<float *>(params + p.offset);
     // Local element k is global element first + k; the generator is indexed
-    // by the global element, so every mesh draws the same weights.
+    // by the whole tensor's element, so every mesh draws the same weights.
     int64_t rows = p.shape.empty() ? 1 : p.shape[0];
     int64_t globalRows = p.sharded() ? p.globalShape[0] : rows;
     int64_t rowSize = p.rowSize();
@@ -273,8 +291,11 @@ void shardc::runtime::initParameters(const Manifest &m, uint64_t seed,
         if (g < globalRows)
           v = p.init == "ones"    ? 1.0f
               : p.init == "zeros" ? 0.0f
-                                  : float(p.std * counterNormal(
-                                                      key, uint64_t(g * rowSize + c)));
+                                  : float(p.std *
+                                          counterNormal(
+                                              key, uint64_t(tpWholeIndex(
+                                                       p, m.tp, tpIndex,
+                                                       g * rowSize + c))));
         data[r * rowSize + c] = v;
       }
     }

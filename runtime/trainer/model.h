@@ -33,6 +33,11 @@ struct TensorSlot {
   /// padded to a multiple of the shard count) and the FSDP group.
   std::vector<int64_t> globalShape;
   int64_t group = -1;
+  /// Under tensor parallelism: the dim of the whole tensor its tp ranks
+  /// split (globalShape, or shape if not FSDP-sharded, is then this tp
+  /// rank's part, that dim divided by the tp degree); -1 if every tp rank
+  /// holds it whole.
+  int64_t tpDim = -1;
 
   bool sharded() const { return !globalShape.empty(); }
   /// Elements per row (dims after the first).
@@ -59,7 +64,7 @@ struct Manifest {
   /// outputs of the entry points.
   std::vector<TensorSlot> params, state, io;
   std::vector<std::string> entries;
-  int64_t replicas = 1, shards = 1; // the compiled mesh
+  int64_t replicas = 1, shards = 1, tp = 1; // the compiled mesh
   int64_t paramBytes = 0, stateBytes = 0, ioBytes = 0, arenaBytes = 0;
   int64_t constantsBytes = 0;
   /// The target compiled for ("cpu", "cuda").
@@ -109,9 +114,15 @@ void encodeFile(const TensorSlot &slot, const float *values, char *file);
 /// N(0, std^2) by Box-Muller; "zeros" and "ones" are constants.
 /// Of a sharded parameter, this shard `shardIndex` holds global rows
 /// [shardIndex * rows, ...) of the local row count; rows past the global
-/// size are padding (zero).
+/// size are padding (zero). Of a tp-split one, tp rank `tpIndex` holds
+/// part `tpIndex` of its `tpDim` (then FSDP shards that part).
 void initParameters(const Manifest &m, uint64_t seed, char *params,
-                    int64_t shardIndex = 0);
+                    int64_t shardIndex = 0, int64_t tpIndex = 0);
+
+/// The element of the whole tensor that element `k` of tp rank `tpIndex`'s
+/// part of `p` is (`k` indexes that part, FSDP's global shape, unpadded).
+int64_t tpWholeIndex(const TensorSlot &p, int64_t tp, int64_t tpIndex,
+                     int64_t k);
 
 /// The counter-based generator: a uniform in (0, 1) for (key, counter).
 double counterUniform(uint64_t key, uint64_t counter);

@@ -116,7 +116,8 @@ Trainer::Trainer(const Manifest &m, const Mesh &mesh, int argc, char **argv)
   B_ = m.microBatch;
   T_ = m.seqLen;
   P_ = mesh.world;
-  G_ = B_ * P_ * o_.gradAccum;
+  D_ = mesh.dataRanks();
+  G_ = B_ * D_ * o_.gradAccum;
   leader_ = mesh.rank == 0;
   baselineRss_ = procStatusBytes("VmRSS");
   doing = "allocating the model's memory";

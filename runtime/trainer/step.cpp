@@ -67,15 +67,35 @@ StepRecord Trainer::runStep(int64_t step) {
   return r;
 }
 
+void Trainer::readBatch(const TokenData &data, int64_t firstRow, int64_t k) {
+  const int64_t row = firstRow + (k * D_ + mesh_.dataIndex()) * B_;
+  int32_t *tokens = mem_->host<int32_t>(*tokens_);
+  int32_t *targets = mem_->host<int32_t>(*targets_);
+  if (mesh_.tp == 1) {
+    data.batch(/*step=*/0, G_, row, B_, T_, tokens, targets);
+    return;
+  }
+  // Sequence parallelism: tp rank t trains on tokens [t T/tp, (t+1) T/tp)
+  // of every sequence.
+  rowTokens_.resize(size_t(B_ * T_));
+  rowTargets_.resize(size_t(B_ * T_));
+  data.batch(/*step=*/0, G_, row, B_, T_, rowTokens_.data(), rowTargets_.data());
+  const int64_t part = T_ / mesh_.tp, first = mesh_.tpIndex() * part;
+  for (int64_t b = 0; b < B_; ++b)
+    for (int64_t j = 0; j < part; ++j) {
+      tokens[b * part + j] = rowTokens_[size_t(b * T_ + first + j)];
+      targets[b * part + j] = rowTargets_[size_t(b * T_ + first + j)];
+    }
+}
+
 double Trainer::microBatches() {
   double loss = 0;
   for (int64_t k = 0; k < o_.gradAccum; ++k) {
-    data_->batch(/*step=*/0, G_, progress_.dataRow + (k * P_ + mesh_.rank) * B_,
-                 B_, T_, mem_->host<int32_t>(*tokens_),
-                 mem_->host<int32_t>(*targets_));
+    readBatch(*data_, progress_.dataRow, k);
     float *ctl = mem_->host<float>(*control_);
     ctl[0] = k > 0 ? 1.0f : 0.0f; // keep the accumulator
-    // The loss is the mean over micro-batches and ranks; collectives sum.
+    // The loss is the mean over micro-batches and ranks (a tp rank's loss
+    // is its part of the tokens'); collectives sum.
     ctl[1] = float(1.0 / double(o_.gradAccum * P_));
     for (const TensorSlot *s : {tokens_, targets_, control_})
       mem_->put(*s);

@@ -96,6 +96,10 @@ private:
   StepRecord runStep(int64_t step);
   /// The micro-batches of `step`: the loss, averaged over them and ranks.
   double microBatches();
+  /// Micro-batch `k`'s rows of this rank's data-parallel index from `data`
+  /// (global batch rows from `firstRow`) into the tokens and targets
+  /// slots: this tp rank's part of each sequence under --tp.
+  void readBatch(const TokenData &data, int64_t firstRow, int64_t k);
   /// The optimizer step after a finite loss; returns the gradient norm.
   double update(int64_t step);
   /// A step whose loss is not finite: skipped, or the run stops.
@@ -109,8 +113,11 @@ private:
   const Manifest &m_;
   const Mesh &mesh_;
   Options o_;
-  /// Micro-batch, sequence length, ranks; rows of a global batch.
-  int64_t B_ = 0, T_ = 0, P_ = 1, G_ = 0;
+  /// Micro-batch, sequence length, ranks, data-parallel ranks (ranks / tp);
+  /// rows of a global batch.
+  int64_t B_ = 0, T_ = 0, P_ = 1, D_ = 1, G_ = 0;
+  /// --tp's parts of each sequence: whole rows read here, then split.
+  std::vector<int32_t> rowTokens_, rowTargets_;
   bool leader_ = false;
   int64_t baselineRss_ = -1;
   std::unique_ptr<Backend> backend_;

@@ -36,6 +36,9 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--meshes", default="2,4,3,2x2")
     ap.add_argument("--compile-flags", default="", help="extra shardc flags for the mesh runs")
+    ap.add_argument("--tp", type=int, default=1,
+                    help="compile the mesh runs with --tp N: N times the "
+                         "mesh's ranks, the same data-parallel rows")
     ap.add_argument("--train-flags", default="--lr 3e-3")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--weights-rtol", type=float, default=None,
@@ -51,22 +54,24 @@ def main():
     tm.write_tokens(tok, tokens)
     train = ["--data", tok, "--steps", str(S), "--seed", "5", *args.train_flags.split()]
 
-    def train_on(mesh, extra):
-        exe = os.path.join(args.workdir, f"train-{mesh}")
-        log = os.path.join(args.workdir, f"log-{mesh}.jsonl")
-        w = os.path.join(args.workdir, f"w-{mesh}.safetensors")
+    def train_on(mesh, extra, tp=1):
+        name = mesh if tp == 1 else f"{mesh}-tp{tp}"
+        exe = os.path.join(args.workdir, f"train-{name}")
+        log = os.path.join(args.workdir, f"log-{name}.jsonl")
+        w = os.path.join(args.workdir, f"w-{name}.safetensors")
         n = ranks(mesh)
         if G % n:
             sys.exit(f"global batch {G} does not split over {n} ranks")
-        run([args.shardc, args.config, "--mesh", mesh, "--micro-batch", str(G // n),
-             "--seq-len", str(T), *extra, "-o", exe])
-        run(MPIRUN + ["-np", str(n), exe, *train, "--log", log, "--save-weights", w])
+        tp_flags = ["--tp", str(tp)] if tp > 1 else []
+        run([args.shardc, args.config, "--mesh", mesh, *tp_flags,
+             "--micro-batch", str(G // n), "--seq-len", str(T), *extra, "-o", exe])
+        run(MPIRUN + ["-np", str(n * tp), exe, *train, "--log", log, "--save-weights", w])
         return losses(log), tm.read_safetensors(w)
 
     ref, ref_w = train_on("1", [])
     worst = 0.0
     for mesh in args.meshes.split(","):
-        got, got_w = train_on(mesh, args.compile_flags.split())
+        got, got_w = train_on(mesh, args.compile_flags.split(), args.tp)
         if len(got) != S:
             sys.exit(f"FAIL: mesh {mesh} logged {len(got)} steps")
         rel = max(abs(a - b) / abs(a) for a, b in zip(ref, got))
@@ -75,7 +80,8 @@ def main():
         wrel, wname = max((((got_w[n] - w).norm() / w.norm()).item(), n)
                           for n, w in ref_w.items() if not n.endswith("c_attn.bias"))
         worst = max(worst, rel)
-        print(f"mesh {mesh:>4}: worst loss relative difference {rel:.2e}, "
+        shown = mesh if args.tp == 1 else f"{mesh} --tp {args.tp}"
+        print(f"mesh {shown:>4}: worst loss relative difference {rel:.2e}, "
               f"weights {wrel:.2e}, loss {got[0]:.5f} -> {got[-1]:.5f}")
         if not rel < args.rtol:
             sys.exit(f"FAIL: mesh {mesh} differs from one rank by {rel:.3e}")

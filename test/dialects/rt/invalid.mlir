@@ -153,8 +153,8 @@ func.func @gather_dtype(%ctx: !rt.context, %a: !rt.buffer, %x: !rt.buffer) {
 // -----
 
 func.func @reduce_axis(%ctx: !rt.context, %a: !rt.buffer, %x: !rt.buffer, %t: !rt.buffer) {
-  // expected-error @+1 {{axis must be 0 or 1 (a mesh has at most two), got 2}}
-  rt.reduce_scatter %ctx %a -> %x scratch %t {axis = 2 : i64, count = 4 : i64, dtype = f32}
+  // expected-error @+1 {{axis must be 0, 1 or 2 (a mesh has at most three: replicate, shard, tp), got 3}}
+  rt.reduce_scatter %ctx %a -> %x scratch %t {axis = 3 : i64, count = 4 : i64, dtype = f32}
   return
 }
 

@@ -1,0 +1,460 @@
+//===- TPPartition.cpp - tensor parallelism on the forward graph ----------===//
+//
+// torchtitan's tensor-parallel plan with sequence parallelism, applied at
+// compile time to the model function before FSDP shards it:
+//
+//   residual stream, norms, embedding lookup, LM head and loss: on the
+//     tokens of this tp rank ([B, T/tp, C], "sequence-sharded");
+//   q, k, v, MLP gate and up projections: column-parallel (their weights'
+//     output features split by tp rank, heads for q/k/v), the input
+//     all-gathered over the sequence first (one gather for q, k and v);
+//   output and MLP down projections: row-parallel (input features split),
+//     their partial sums reduce-scattered back over the sequence;
+//   attention: H/tp heads and KV/tp kv heads per rank.
+//
+// Parameters that every tp rank holds whole (norm weights, embedding, LM
+// head) pass `fsdp.sync_grad` on the tp axis: their gradients, computed on
+// each rank's tokens, are summed there. Autodiff mirrors the collectives
+// (an all-gather's gradient is a reduce-scatter and the other way round).
+//
+// The sequence is split on dim 1 by collectives on dim 0: the tokens are
+// moved to dim 0 first (a reshape when the micro-batch is 1, else a
+// transpose) and back after.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "target/Sharding.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace shardc {
+#define GEN_PASS_DEF_TPPARTITION
+#include "passes/Passes.h.inc"
+} // namespace shardc
+
+using namespace mlir;
+using namespace shardc;
+
+namespace {
+
+/// How a value is laid out over the tp ranks.
+enum class Layout {
+  Whole,    ///< every rank holds all of it (or it is not a tensor of tokens)
+  Sequence, ///< dim 1 (the sequence) split by tp rank
+  Split,    ///< a feature dim split by tp rank (heads, the MLP's width)
+};
+
+/// A parameter's role in the plan.
+enum class Role { Replicated, Column, Row };
+
+/// torchtitan's plan for the Hugging Face names (Llama, Mistral, Qwen2).
+Role planRole(StringRef name) {
+  for (StringRef col : {".q_proj.", ".k_proj.", ".v_proj.", ".gate_proj.",
+                        ".up_proj."})
+    if (name.contains(col))
+      return Role::Column;
+  // A row-parallel projection's bias is added once, after the sum: whole.
+  for (StringRef row : {".o_proj.weight", ".down_proj.weight"})
+    if (name.ends_with(row))
+      return Role::Row;
+  return Role::Replicated;
+}
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+RankedTensorType withShape(RankedTensorType t, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+struct TPPartitionPass
+    : public shardc::impl::TPPartitionBase<TPPartitionPass> {
+  using Base::Base;
+
+  int64_t T = 1;
+  FlatSymbolRefAttr grid;
+  int16_t tpAxis = 0;
+  DenseMap<Value, Layout> layouts;
+  /// Values' types before this pass retyped them.
+  DenseMap<Value, RankedTensorType> oldTypes;
+  /// Parameters by role; the linear weights' split dims.
+  DenseMap<Value, Role> roles;
+  /// A sequence-sharded value's all-gathered whole (q, k and v share one).
+  DenseMap<Value, Value> gathered;
+
+  Layout layoutOf(Value v) const {
+    auto it = layouts.find(v);
+    return it == layouts.end() ? Layout::Whole : it->second;
+  }
+  RankedTensorType oldType(Value v) const {
+    auto it = oldTypes.find(v);
+    return it == oldTypes.end() ? tensorType(v) : it->second;
+  }
+  void retype(Value v, ArrayRef<int64_t> shape, Layout layout) {
+    oldTypes.try_emplace(v, tensorType(v));
+    v.setType(withShape(tensorType(v), shape));
+    layouts[v] = layout;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MeshShape shape;
+    std::string error;
+    if (!parseMesh(mesh, shape, error) || !checkTp(tp, error)) {
+      module.emitError(error);
+      return signalPassFailure();
+    }
+    shape.tp = T = tp;
+    if (T == 1)
+      return;
+    FailureOr<FlatSymbolRefAttr> g = getOrCreateGrid(module, shape);
+    if (failed(g))
+      return signalPassFailure();
+    grid = *g;
+    tpAxis = int16_t(shape.tpAxis());
+    auto fwd = module.lookupSymbol<func::FuncOp>("forward");
+    if (!fwd) {
+      module.emitError("no model function named 'forward'");
+      return signalPassFailure();
+    }
+    if (failed(checkHeads(module)) || failed(partitionArguments(fwd)))
+      return signalPassFailure();
+    for (Operation &op :
+         llvm::make_early_inc_range(fwd.getBody().front().without_terminator()))
+      if (failed(partitionOp(&op)))
+        return signalPassFailure();
+    syncReplicated(fwd);
+    SmallVector<Type> argTypes(fwd.getBody().front().getArgumentTypes());
+    fwd.setFunctionType(FunctionType::get(&getContext(), argTypes,
+                                          fwd.getFunctionType().getResults()));
+  }
+
+  /// Heads cannot be padded without changing the model: refused.
+  LogicalResult checkHeads(ModuleOp module) {
+    auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel);
+    if (!model)
+      return success();
+    for (auto [key, what] : {std::pair<StringRef, StringRef>{"num_heads",
+                                                             "attention heads"},
+                             {"num_kv_heads", "key/value heads"}})
+      if (auto n = model.getAs<IntegerAttr>(key); n && n.getInt() % T)
+        return module.emitError("--tp ")
+               << T << ": the model's " << n.getInt() << " " << what
+               << " are not divisible by " << T
+               << " (tensor parallelism splits them by rank)";
+    return success();
+  }
+
+  /// Parameters to their tp-local shapes; tokens and targets to this rank's
+  /// part of the sequence.
+  LogicalResult partitionArguments(func::FuncOp fwd) {
+    for (BlockArgument arg : fwd.getBody().front().getArguments()) {
+      unsigned i = arg.getArgNumber();
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, attrs::kParam)) {
+        if (failed(partitionParameter(fwd, arg, name.getValue())))
+          return failure();
+        continue;
+      }
+      auto input = fwd.getArgAttrOfType<StringAttr>(i, attrs::kInput);
+      if (!input || (input.getValue() != abi::kIoTokens &&
+                     input.getValue() != abi::kIoTargets))
+        return fwd.emitError("--tp: argument #")
+               << i << " is neither a parameter nor the tokens or targets";
+      RankedTensorType t = tensorType(arg);
+      if (t.getRank() != 2 || t.getDimSize(1) % T)
+        return fwd.emitError("--tp ")
+               << T << ": the sequence length " << t.getDimSize(1)
+               << " is not divisible by " << T
+               << " (sequence parallelism splits it by rank)";
+      retype(arg, {t.getDimSize(0), t.getDimSize(1) / T}, Layout::Sequence);
+    }
+    return success();
+  }
+
+  /// The dim a linear's weight or bias `param` splits in `role`.
+  FailureOr<int64_t> splitDim(func::FuncOp fwd, Value param, StringRef name,
+                              Role role) {
+    for (Operation *user : param.getUsers()) {
+      auto lin = dyn_cast<nn::LinearOp>(user);
+      if (!lin)
+        continue;
+      if (lin.getBias() == param)
+        return FailureOr<int64_t>(0); // a column-parallel projection's
+      if (lin.getWeight() == param) {
+        // [N, K] (PyTorch's Linear), or [K, N] with weight_in_out.
+        bool columnDim0 = !lin.getWeightInOut();
+        return role == Role::Column ? (columnDim0 ? 0 : 1)
+                                    : (columnDim0 ? 1 : 0);
+      }
+    }
+    return fwd.emitError("--tp: parameter '")
+           << name << "' is planned as a projection but no nn.linear uses it";
+  }
+
+  LogicalResult partitionParameter(func::FuncOp fwd, BlockArgument arg,
+                                   StringRef name) {
+    Role role = planRole(name);
+    roles[arg] = role;
+    OpBuilder b(fwd);
+    unsigned i = arg.getArgNumber();
+    if (role == Role::Replicated) {
+      fwd.setArgAttr(i, attrs::kTpDim, b.getI64IntegerAttr(-1));
+      return success();
+    }
+    FailureOr<int64_t> dim = splitDim(fwd, arg, name, role);
+    if (failed(dim))
+      return failure();
+    SmallVector<int64_t> shape(tensorType(arg).getShape());
+    if (shape[*dim] % T)
+      return fwd.emitError("--tp ")
+             << T << ": parameter '" << name << "' has " << shape[*dim]
+             << " on dim " << *dim << ", which tensor parallelism splits: "
+             << "not divisible by " << T;
+    shape[*dim] /= T;
+    fwd.setArgAttr(i, attrs::kTpDim, b.getI64IntegerAttr(*dim));
+    retype(arg, shape, Layout::Whole);
+    return success();
+  }
+
+  /// Sequence-sharded [B, T/tp, ...] -> whole [B, T, ...] (all-gather).
+  Value gatherSequence(Value seq) {
+    if (Value whole = gathered.lookup(seq))
+      return whole;
+    OpBuilder b(seq.getContext());
+    b.setInsertionPointAfterValue(seq);
+    Location loc = seq.getLoc();
+    RankedTensorType t = tensorType(seq);
+    SmallVector<int64_t> local(t.getShape()), full(local);
+    full[1] *= T;
+    Value tokensFirst = tokensToDim0(b, loc, seq);
+    SmallVector<int64_t> gatheredShape(tensorType(tokensFirst).getShape());
+    gatheredShape[0] *= T;
+    Value all = shard::AllGatherOp::create(
+        b, loc, withShape(t, gatheredShape), grid,
+        b.getDenseI16ArrayAttr({tpAxis}), tokensFirst, b.getIndexAttr(0));
+    Value whole = tokensFromDim0(b, loc, all, withShape(t, full));
+    gathered[seq] = whole;
+    return whole;
+  }
+
+  /// A partial sum [B, T, ...] -> its sequence-sharded sum [B, T/tp, ...].
+  Value scatterSequence(OpBuilder &b, Location loc, Value partial) {
+    RankedTensorType t = tensorType(partial);
+    SmallVector<int64_t> local(t.getShape());
+    local[1] /= T;
+    Value tokensFirst = tokensToDim0(b, loc, partial);
+    SmallVector<int64_t> scattered(tensorType(tokensFirst).getShape());
+    scattered[0] /= T;
+    Value sum = shard::ReduceScatterOp::create(
+        b, loc, withShape(t, scattered), grid, b.getDenseI16ArrayAttr({tpAxis}),
+        tokensFirst,
+        shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
+        b.getIndexAttr(0));
+    return tokensFromDim0(b, loc, sum, withShape(t, local));
+  }
+
+  /// [B, S, ...] -> [S, B, ...]: a reshape for B = 1, else a transpose.
+  static Value tokensToDim0(OpBuilder &b, Location loc, Value v) {
+    RankedTensorType t = tensorType(v);
+    SmallVector<int64_t> shape(t.getShape());
+    std::swap(shape[0], shape[1]);
+    if (t.getDimSize(0) == 1)
+      return nn::ReshapeOp::create(b, loc, withShape(t, shape), v);
+    return nn::TransposeOp::create(b, loc, withShape(t, shape), v,
+                                   b.getDenseI64ArrayAttr(swap01(t.getRank())));
+  }
+  static Value tokensFromDim0(OpBuilder &b, Location loc, Value v,
+                              RankedTensorType result) {
+    if (result.getDimSize(0) == 1)
+      return nn::ReshapeOp::create(b, loc, result, v);
+    return nn::TransposeOp::create(b, loc, result, v,
+                                   b.getDenseI64ArrayAttr(swap01(result.getRank())));
+  }
+  static SmallVector<int64_t> swap01(int64_t rank) {
+    SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    std::swap(perm[0], perm[1]);
+    return perm;
+  }
+
+  LogicalResult partitionOp(Operation *op) {
+    bool touched = llvm::any_of(op->getOperands(), [&](Value v) {
+      return layoutOf(v) != Layout::Whole || oldTypes.count(v);
+    });
+    if (!touched)
+      return success();
+    if (auto lin = dyn_cast<nn::LinearOp>(op))
+      return partitionLinear(lin);
+    if (auto emb = dyn_cast<nn::EmbeddingOp>(op))
+      return partitionEmbedding(emb);
+    if (auto ce = dyn_cast<nn::CrossEntropyOp>(op)) {
+      if (layoutOf(ce.getLogits()) != Layout::Sequence ||
+          layoutOf(ce.getTargets()) != Layout::Sequence)
+        return op->emitOpError("--tp: the loss reads logits and targets of "
+                               "this rank's tokens only");
+      return success(); // the mean over this rank's tokens
+    }
+    if (auto r = dyn_cast<nn::ReshapeOp>(op))
+      return partitionReshape(r);
+    if (auto tr = dyn_cast<nn::TransposeOp>(op)) {
+      SmallVector<int64_t> shape;
+      for (int64_t p : tr.getPermutation())
+        shape.push_back(tensorType(tr.getInput()).getDimSize(p));
+      retype(tr.getResult(), shape, layoutOf(tr.getInput()));
+      return success();
+    }
+    if (auto att = dyn_cast<nn::AttentionOp>(op)) {
+      // Attention over this rank's tokens only would be another model.
+      for (Value v : {att.getQuery(), att.getKey(), att.getValue()})
+        if (layoutOf(v) != Layout::Split)
+          return op->emitOpError("--tp: attention's q, k and v must come from "
+                                 "column-parallel projections (split by "
+                                 "heads); this model's are not in the plan");
+      retype(att.getResult(), tensorType(att.getQuery()).getShape(),
+             layoutOf(att.getQuery()));
+      return success();
+    }
+    return partitionElementwise(op);
+  }
+
+  LogicalResult partitionLinear(nn::LinearOp lin) {
+    Role role = roles.lookup(lin.getWeight());
+    Value x = lin.getInput();
+    Layout in = layoutOf(x);
+    if (role == Role::Column) {
+      if (in == Layout::Sequence)
+        lin.getInputMutable().assign(gatherSequence(x));
+      else if (in != Layout::Whole)
+        return lin.emitOpError("--tp: a column-parallel projection reads a "
+                               "value already split over the tp ranks");
+      SmallVector<int64_t> shape(tensorType(lin.getResult()).getShape());
+      shape.back() /= T;
+      retype(lin.getResult(), shape, Layout::Split);
+      return success();
+    }
+    if (role == Role::Row) {
+      if (in != Layout::Split)
+        return lin.emitOpError("--tp: a row-parallel projection must read the "
+                               "heads or features split over the tp ranks");
+      OpBuilder b(lin);
+      b.setInsertionPointAfter(lin);
+      Value bias = lin.getBias();
+      if (bias) // added once, to the sum
+        lin.getBiasMutable().clear();
+      Value partial = lin.getResult();
+      Value sum = scatterSequence(b, lin.getLoc(), partial);
+      if (bias)
+        sum = nn::AddOp::create(b, lin.getLoc(), sum.getType(), sum, bias);
+      SmallPtrSet<Operation *, 4> chain;
+      for (Operation *o = sum.getDefiningOp(); o && o != lin;
+           o = o->getOperand(0).getDefiningOp())
+        chain.insert(o);
+      oldTypes.try_emplace(sum, tensorType(partial));
+      layouts[sum] = Layout::Sequence;
+      partial.replaceAllUsesExcept(sum, chain);
+      return success();
+    }
+    if (in == Layout::Split)
+      return lin.emitOpError("--tp: a replicated projection reads a value "
+                             "split over the tp ranks");
+    return partitionElementwise(lin);
+  }
+
+  LogicalResult partitionEmbedding(nn::EmbeddingOp emb) {
+    if (layoutOf(emb.getTable()) != Layout::Whole ||
+        oldTypes.count(emb.getTable()))
+      return emb.emitOpError("--tp: a vocabulary-parallel embedding is not "
+                             "supported yet");
+    SmallVector<int64_t> shape(tensorType(emb.getIds()).getShape());
+    shape.push_back(tensorType(emb.getTable()).getDimSize(1));
+    retype(emb.getResult(), shape, layoutOf(emb.getIds()));
+    return success();
+  }
+
+  /// A reshape of heads or features split over tp ranks divides the result
+  /// dim that starts where the input's divided dim starts.
+  LogicalResult partitionReshape(nn::ReshapeOp r) {
+    ArrayRef<int64_t> before = oldType(r.getInput()).getShape();
+    ArrayRef<int64_t> now = tensorType(r.getInput()).getShape();
+    ArrayRef<int64_t> out = tensorType(r.getResult()).getShape();
+    int64_t changed = -1;
+    for (size_t d = 0; d < before.size(); ++d)
+      if (before[d] != now[d])
+        changed = d;
+    int64_t prefix = 1;
+    for (int64_t d = 0; d < changed; ++d)
+      prefix *= before[d];
+    int64_t outPrefix = 1;
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (outPrefix == prefix && out[d] % T == 0 && changed >= 0) {
+        SmallVector<int64_t> shape(out);
+        shape[d] /= T;
+        retype(r.getResult(), shape, layoutOf(r.getInput()));
+        return success();
+      }
+      outPrefix *= out[d];
+    }
+    return r.emitOpError("--tp: cannot split this reshape of a value split "
+                         "over the tp ranks");
+  }
+
+  /// Element-wise ops, norms, rotary embedding, projections that every
+  /// rank holds whole: each result that had the shape of a split operand
+  /// takes that operand's new shape.
+  LogicalResult partitionElementwise(Operation *op) {
+    Layout layout = Layout::Whole;
+    for (Value v : op->getOperands()) {
+      Layout l = layoutOf(v);
+      if (l == Layout::Whole)
+        continue;
+      if (layout != Layout::Whole && layout != l)
+        return op->emitOpError("--tp: mixes a sequence-sharded value with one "
+                               "split by heads or features");
+      layout = l;
+    }
+    for (Value res : op->getResults()) {
+      auto t = dyn_cast<RankedTensorType>(res.getType());
+      if (!t)
+        continue;
+      bool done = false;
+      for (Value v : op->getOperands())
+        if (layoutOf(v) == layout && layout != Layout::Whole &&
+            oldType(v).getShape() == t.getShape()) {
+          retype(res, tensorType(v).getShape(), layout);
+          done = true;
+          break;
+        }
+      // A sequence-sharded projection through a replicated weight (the LM
+      // head): the tokens dim follows the input's.
+      if (!done && isa<nn::LinearOp>(op) && layout == Layout::Sequence) {
+        SmallVector<int64_t> shape(t.getShape());
+        shape[1] /= T;
+        retype(res, shape, layout);
+        done = true;
+      }
+      if (!done && layout != Layout::Whole && t.getRank() > 0)
+        return op->emitOpError("--tp: no tensor-parallel rule for this op on "
+                               "a value split over the tp ranks");
+    }
+    return success();
+  }
+
+  /// Parameters every tp rank holds whole: gradients summed over tp.
+  void syncReplicated(func::FuncOp fwd) {
+    Block &entry = fwd.getBody().front();
+    OpBuilder b(fwd.getBody());
+    b.setInsertionPointToStart(&entry);
+    for (BlockArgument arg : entry.getArguments()) {
+      auto role = roles.find(arg);
+      if (role == roles.end() || role->second != Role::Replicated)
+        continue;
+      auto sync = fsdp::SyncGradOp::create(b, arg.getLoc(), arg.getType(), arg,
+                                           grid, b.getDenseI16ArrayAttr({tpAxis}));
+      arg.replaceAllUsesExcept(sync, sync);
+    }
+  }
+};
+
+} // namespace

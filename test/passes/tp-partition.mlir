@@ -1,0 +1,63 @@
+// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=2' | FileCheck %s
+// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2x2 tp=2' | FileCheck %s --check-prefix=HSDP
+// RUN: not shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=4' 2>&1 | FileCheck %s --check-prefix=HEADS
+// RUN: not shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=0' 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=1' | FileCheck %s --check-prefix=NONE
+
+// The grid: shard axis 0 (size 1), tp axis 1.
+// CHECK: module attributes {fsdp.mesh = array<i64: 1, 1, 2>
+// CHECK: shard.grid @mesh(shape = 1x2)
+// Tokens and targets: this rank's half of the sequence. Column-parallel
+// weights split on dim 0 (q/k/v by heads, up by features), row-parallel
+// on dim 1; the rest whole (tp.dim -1).
+// CHECK: %[[TOK:[^:]*]]: tensor<2x2xi32> {nn.input = "tokens"}
+// CHECK-SAME: %[[TGT:[^:]*]]: tensor<2x2xi32> {nn.input = "targets"}
+// CHECK-SAME: %[[EMB:[^:]*]]: tensor<10x8xf32> {nn.param = "model.embed_tokens.weight", tp.dim = -1 : i64}
+// CHECK-SAME: %[[LN:[^:]*]]: tensor<8xf32> {nn.param = "model.layers.0.input_layernorm.weight", tp.dim = -1 : i64}
+// CHECK-SAME: %[[WQ:[^:]*]]: tensor<4x8xf32> {nn.param = "model.layers.0.self_attn.q_proj.weight", tp.dim = 0 : i64}
+// CHECK-SAME: tensor<4x8xf32> {nn.param = "model.layers.0.self_attn.k_proj.weight", tp.dim = 0 : i64}
+// CHECK-SAME: tensor<4x8xf32> {nn.param = "model.layers.0.self_attn.v_proj.weight", tp.dim = 0 : i64}
+// CHECK-SAME: %[[WO:[^:]*]]: tensor<8x4xf32> {nn.param = "model.layers.0.self_attn.o_proj.weight", tp.dim = 1 : i64}
+// CHECK-SAME: tensor<6x8xf32> {nn.param = "model.layers.0.mlp.up_proj.weight", tp.dim = 0 : i64}
+// CHECK-SAME: tensor<8x6xf32> {nn.param = "model.layers.0.mlp.down_proj.weight", tp.dim = 1 : i64}
+// CHECK-SAME: %[[HEAD:[^:]*]]: tensor<10x8xf32> {nn.param = "lm_head.weight", tp.dim = -1 : i64}
+// Whole parameters: their gradients summed over the tp axis.
+// CHECK: %[[E:.*]] = fsdp.sync_grad %[[EMB]] on @mesh grid_axes = [1]
+// CHECK: fsdp.sync_grad %[[LN]] on @mesh grid_axes = [1]
+// CHECK: %[[H:.*]] = fsdp.sync_grad %[[HEAD]] on @mesh grid_axes = [1]
+// The residual stream on this rank's tokens.
+// CHECK: %[[X:.*]] = nn.embedding %[[TOK]], %[[E]] : (tensor<2x2xi32>, tensor<10x8xf32>) -> tensor<2x2x8xf32>
+// CHECK: %[[N:.*]] = nn.rms_norm %[[X]]
+// One all-gather of the sequence (tokens moved to dim 0 and back) feeds q, k, v.
+// CHECK: %[[T0:.*]] = nn.transpose %[[N]] {permutation = array<i64: 1, 0, 2>} : (tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+// CHECK: %[[G:.*]] = shard.all_gather %[[T0]] on @mesh grid_axes = [1] gather_axis = 0 : tensor<2x2x8xf32> -> tensor<4x2x8xf32>
+// CHECK: %[[FULL:.*]] = nn.transpose %[[G]] {permutation = array<i64: 1, 0, 2>} : (tensor<4x2x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: nn.linear %[[FULL]], %[[WQ]] : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x4xf32>
+// CHECK: nn.reshape {{.*}} -> tensor<2x4x1x4xf32>
+// CHECK: nn.linear %[[FULL]]
+// CHECK: nn.linear %[[FULL]]
+// One head per rank.
+// CHECK: nn.attention {{.*}} -> tensor<2x1x4x4xf32>
+// CHECK: %[[A:.*]] = nn.reshape {{.*}} -> tensor<2x4x4xf32>
+// The row-parallel output's partial sums reduce-scattered over the sequence.
+// CHECK: %[[P:.*]] = nn.linear %[[A]], %[[WO]] : (tensor<2x4x4xf32>, tensor<8x4xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[PT:.*]] = nn.transpose %[[P]] {permutation = array<i64: 1, 0, 2>} : (tensor<2x4x8xf32>) -> tensor<4x2x8xf32>
+// CHECK: %[[RS:.*]] = shard.reduce_scatter %[[PT]] on @mesh grid_axes = [1] scatter_axis = 0 : tensor<4x2x8xf32> -> tensor<2x2x8xf32>
+// CHECK: %[[O:.*]] = nn.transpose %[[RS]] {{.*}} -> tensor<2x2x8xf32>
+// CHECK: %[[R:.*]] = nn.add %[[X]], %[[O]] : (tensor<2x2x8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+// CHECK: shard.all_gather
+// CHECK: nn.silu {{.*}} : tensor<2x4x6xf32>
+// CHECK: shard.reduce_scatter
+// The LM head and the loss on this rank's tokens.
+// CHECK: %[[L:.*]] = nn.linear %{{.*}}, %[[H]] : (tensor<2x2x8xf32>, tensor<10x8xf32>) -> tensor<2x2x10xf32>
+// CHECK: nn.cross_entropy %[[L]], %[[TGT]] : (tensor<2x2x10xf32>, tensor<2x2xi32>) -> tensor<f32>
+
+// HSDP and tp: the tp axis is the innermost, 2.
+// HSDP: module attributes {fsdp.mesh = array<i64: 2, 2, 2>
+// HSDP: shard.grid @mesh(shape = 2x2x2)
+// HSDP: shard.all_gather %{{.*}} on @mesh grid_axes = [2] gather_axis = 0
+
+// HEADS: error: --tp 4: the model's 2 attention heads are not divisible by 4
+// ZERO: error: --tp must be between 1 and 64
+// NONE-NOT: shard.grid
+// NONE-NOT: tp.dim
