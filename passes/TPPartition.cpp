@@ -132,11 +132,19 @@ struct TPPartitionPass
                                           fwd.getFunctionType().getResults()));
   }
 
-  /// Heads cannot be padded without changing the model: refused.
+  /// The families the plan's names fit; heads cannot be padded without
+  /// changing the model: refused.
   LogicalResult checkHeads(ModuleOp module) {
     auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel);
     if (!model)
       return success();
+    auto family = model.getAs<StringAttr>("family");
+    if (family && !llvm::is_contained({"llama", "mistral", "qwen2"},
+                                      family.getValue()))
+      return module.emitError("--tp: the ")
+             << family.getValue()
+             << " family has no tensor-parallel plan yet (Llama, Mistral and "
+                "Qwen2 have)";
     for (auto [key, what] : {std::pair<StringRef, StringRef>{"num_heads",
                                                              "attention heads"},
                              {"num_kv_heads", "key/value heads"}})
@@ -210,9 +218,10 @@ struct TPPartitionPass
     SmallVector<int64_t> shape(tensorType(arg).getShape());
     if (shape[*dim] % T)
       return fwd.emitError("--tp ")
-             << T << ": parameter '" << name << "' has " << shape[*dim]
-             << " on dim " << *dim << ", which tensor parallelism splits: "
-             << "not divisible by " << T;
+             << T << ": parameter '" << name << "' has size " << shape[*dim]
+             << " on dim " << *dim << " (its features, which tensor "
+             << "parallelism splits over " << T << " ranks): not divisible by "
+             << T;
     shape[*dim] /= T;
     fwd.setArgAttr(i, attrs::kTpDim, b.getI64IntegerAttr(*dim));
     retype(arg, shape, Layout::Whole);
