@@ -179,15 +179,19 @@ void bucket(ArrayRef<Reduction> group, int64_t ranks) {
   }
 }
 
-/// What reads each reduce-scatter's result (the slices of a bucket, the
+/// What reads each gradient reduce-scatter's result (the slices of a bucket, the
 /// accumulation into the gradient state, transitively) moves
 /// just before the next reduce-scatter: on the compute stream, a reader
 /// right after the collective would wait for it at once; one group's
 /// backward later it has had that compute to overlap. Readers whose results
 /// something before the next reduce-scatter needs stay.
 void deferReductionReaders(Block &block) {
-  SmallVector<shard::ReduceScatterOp> scatters(
-      block.getOps<shard::ReduceScatterOp>());
+  // Gradient reductions only (an FSDP group's): a tp reduce-scatter of
+  // activations is compute's own input.
+  SmallVector<shard::ReduceScatterOp> scatters;
+  for (auto rs : block.getOps<shard::ReduceScatterOp>())
+    if (rs->hasAttr(attrs::kGroup))
+      scatters.push_back(rs);
   for (size_t k = 0; k + 1 < scatters.size(); ++k) {
     Operation *next = scatters[k + 1];
     // The readers between this reduce-scatter and the next, in order.

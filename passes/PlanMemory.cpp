@@ -35,13 +35,15 @@ struct Interval {
   int64_t offset = -1;
 };
 
-/// Whether `alloc` is the output of an all-gather (of one parameter or of a
-/// coalesced group's): a gathered parameter. The scratch of a coalesced
-/// gather is not.
+/// Whether `alloc` is the output of an all-gather of an FSDP group (of one
+/// parameter or of a coalesced group's): a gathered parameter. The scratch
+/// of a coalesced gather is not, nor is an activation gathered over the tp
+/// axis (no group).
 bool isGathered(rt::AllocOp alloc) {
   for (Operation *user : alloc->getUsers())
     if (auto gather = dyn_cast<rt::AllGatherOp>(user))
-      if (llvm::is_contained(gather.getOutputs(), alloc.getResult()))
+      if (gather.getGroup() &&
+          llvm::is_contained(gather.getOutputs(), alloc.getResult()))
         return true;
   return false;
 }

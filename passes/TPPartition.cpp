@@ -450,15 +450,22 @@ struct TPPartitionPass
     return success();
   }
 
-  /// Parameters every tp rank holds whole: gradients summed over tp.
+  /// Parameters every tp rank holds whole: gradients summed over tp. The
+  /// sync_grad goes just before the parameter's first use, so that FSDP's
+  /// prefetch sees that use where it is.
   void syncReplicated(func::FuncOp fwd) {
     Block &entry = fwd.getBody().front();
     OpBuilder b(fwd.getBody());
-    b.setInsertionPointToStart(&entry);
     for (BlockArgument arg : entry.getArguments()) {
       auto role = roles.find(arg);
-      if (role == roles.end() || role->second != Role::Replicated)
+      if (role == roles.end() || role->second != Role::Replicated ||
+          arg.use_empty())
         continue;
+      Operation *first = nullptr;
+      for (Operation *user : arg.getUsers())
+        if (!first || user->isBeforeInBlock(first))
+          first = user;
+      b.setInsertionPoint(first);
       auto sync = fsdp::SyncGradOp::create(b, arg.getLoc(), arg.getType(), arg,
                                            grid, b.getDenseI16ArrayAttr({tpAxis}));
       arg.replaceAllUsesExcept(sync, sync);

@@ -21,13 +21,12 @@
 // CHECK-SAME: tensor<6x8xf32> {nn.param = "model.layers.0.mlp.up_proj.weight", tp.dim = 0 : i64}
 // CHECK-SAME: tensor<8x6xf32> {nn.param = "model.layers.0.mlp.down_proj.weight", tp.dim = 1 : i64}
 // CHECK-SAME: %[[HEAD:[^:]*]]: tensor<10x8xf32> {nn.param = "lm_head.weight", tp.dim = -1 : i64}
-// Whole parameters: their gradients summed over the tp axis.
+// Whole parameters: their gradients summed over the tp axis (sync_grad
+// just before the first use). The residual stream on this rank's tokens.
 // CHECK: %[[E:.*]] = fsdp.sync_grad %[[EMB]] on @mesh grid_axes = [1]
-// CHECK: fsdp.sync_grad %[[LN]] on @mesh grid_axes = [1]
-// CHECK: %[[H:.*]] = fsdp.sync_grad %[[HEAD]] on @mesh grid_axes = [1]
-// The residual stream on this rank's tokens.
 // CHECK: %[[X:.*]] = nn.embedding %[[TOK]], %[[E]] : (tensor<2x2xi32>, tensor<10x8xf32>) -> tensor<2x2x8xf32>
-// CHECK: %[[N:.*]] = nn.rms_norm %[[X]]
+// CHECK: %[[W:.*]] = fsdp.sync_grad %[[LN]] on @mesh grid_axes = [1]
+// CHECK: %[[N:.*]] = nn.rms_norm %[[X]], %[[W]]
 // One all-gather of the sequence (tokens moved to dim 0 and back) feeds q, k, v.
 // CHECK: %[[T0:.*]] = nn.transpose %[[N]] {permutation = array<i64: 1, 0, 2>} : (tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
 // CHECK: %[[G:.*]] = shard.all_gather %[[T0]] on @mesh grid_axes = [1] gather_axis = 0 : tensor<2x2x8xf32> -> tensor<4x2x8xf32>
@@ -49,6 +48,7 @@
 // CHECK: nn.silu {{.*}} : tensor<2x4x6xf32>
 // CHECK: shard.reduce_scatter
 // The LM head and the loss on this rank's tokens.
+// CHECK: %[[H:.*]] = fsdp.sync_grad %[[HEAD]] on @mesh grid_axes = [1]
 // CHECK: %[[L:.*]] = nn.linear %{{.*}}, %[[H]] : (tensor<2x2x8xf32>, tensor<10x8xf32>) -> tensor<2x2x10xf32>
 // CHECK: nn.cross_entropy %[[L]], %[[TGT]] : (tensor<2x2x10xf32>, tensor<2x2xi32>) -> tensor<f32>
 
