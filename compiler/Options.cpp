@@ -426,8 +426,8 @@ Error DriverOptions::checkTpSupported() const {
     return refuse("--recompute=" + training.recompute);
   if (training.gradSync != "every")
     return refuse("--grad-sync=" + training.gradSync);
-  if (!predict.machine.empty() || predict.plan != "manual")
-    return refuse("--predict or --plan");
+  if (predict.plan != "manual")
+    return refuse("--plan=" + predict.plan);
   return Error::success();
 }
 

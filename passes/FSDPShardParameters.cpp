@@ -106,6 +106,16 @@ struct FSDPShardParametersPass
 
       Value v = arg;
       SmallVector<Operation *> created;
+      // Whole on every tp rank, each with the gradient of its own tokens:
+      // summed over tp on the shard (in the master weights' dtype, after
+      // the reduce-scatter).
+      auto tpDim = fwd.getArgAttrOfType<IntegerAttr>(i, attrs::kTpDim);
+      if (shape.tp > 1 && tpDim && tpDim.getInt() < 0) {
+        v = fsdp::SyncGradOp::create(
+            b, arg.getLoc(), localType, v, gridRef,
+            b.getDenseI16ArrayAttr({int16_t(shape.tpAxis())}));
+        created.push_back(v.getDefiningOp());
+      }
       if (R > 1) {
         v = fsdp::SyncGradOp::create(
             b, arg.getLoc(), localType, v, gridRef,

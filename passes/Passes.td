@@ -106,8 +106,9 @@ def TPPartition : Pass<"tp-partition", "mlir::ModuleOp"> {
     `shard.reduce_scatter` over the sequence follows each row-parallel
     one; autodiff mirrors them. Split parameters take their tp-local
     shapes and a `tp.dim` attribute naming the split dim (-1 for the
-    ones every tp rank holds whole, which pass `fsdp.sync_grad` on the tp
-    axis). Heads or features tp does not divide are refused, naming them.
+    ones every tp rank holds whole, whose gradients fsdp-shard-parameters
+    sums over the tp axis). Heads or features tp does not divide are
+    refused, naming them.
     Runs before fsdp-shard-parameters, which shards the tp-local
     parameters on dim 0.
   }];
@@ -131,7 +132,9 @@ def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
     local shard [ceil(d0/S), ...] (dim 0, padded as FSDP2 pads) followed by a
     `shard.all_gather` on the shard axis and, when padded, an `nn.slice` back
     to [d0, ...]. Under HSDP the shard first passes `fsdp.sync_grad` on the
-    replicate axis, so that its gradient is all-reduced there. Autodiff then
+    replicate axis, so that its gradient is all-reduced there; a parameter
+    every tp rank holds whole (`tp.dim = -1`, from tp-partition) passes
+    one on the tp axis. Autodiff then
     turns each all-gather into a reduce-scatter of the gradient.
 
     Mixed precision (`param-dtype=bf16`, FSDP2's MixedPrecisionPolicy): the

@@ -13,9 +13,11 @@
 //   attention: H/tp heads and KV/tp kv heads per rank.
 //
 // Parameters that every tp rank holds whole (norm weights, embedding, LM
-// head) pass `fsdp.sync_grad` on the tp axis: their gradients, computed on
-// each rank's tokens, are summed there. Autodiff mirrors the collectives
-// (an all-gather's gradient is a reduce-scatter and the other way round).
+// head) are marked `tp.dim = -1`: fsdp-shard-parameters sums their
+// gradients, computed on each rank's tokens, over the tp axis (on the f32
+// shard, after the reduce-scatter: 1/S of the bytes, in the master dtype).
+// Autodiff mirrors the collectives (an all-gather's gradient is a
+// reduce-scatter and the other way round).
 //
 // The sequence is split on dim 1 by collectives on dim 0: the tokens are
 // moved to dim 0 first (a reshape when the micro-batch is 1, else a
@@ -126,7 +128,6 @@ struct TPPartitionPass
          llvm::make_early_inc_range(fwd.getBody().front().without_terminator()))
       if (failed(partitionOp(&op)))
         return signalPassFailure();
-    syncReplicated(fwd);
     SmallVector<Type> argTypes(fwd.getBody().front().getArgumentTypes());
     fwd.setFunctionType(FunctionType::get(&getContext(), argTypes,
                                           fwd.getFunctionType().getResults()));
@@ -450,27 +451,6 @@ struct TPPartitionPass
     return success();
   }
 
-  /// Parameters every tp rank holds whole: gradients summed over tp. The
-  /// sync_grad goes just before the parameter's first use, so that FSDP's
-  /// prefetch sees that use where it is.
-  void syncReplicated(func::FuncOp fwd) {
-    Block &entry = fwd.getBody().front();
-    OpBuilder b(fwd.getBody());
-    for (BlockArgument arg : entry.getArguments()) {
-      auto role = roles.find(arg);
-      if (role == roles.end() || role->second != Role::Replicated ||
-          arg.use_empty())
-        continue;
-      Operation *first = nullptr;
-      for (Operation *user : arg.getUsers())
-        if (!first || user->isBeforeInBlock(first))
-          first = user;
-      b.setInsertionPoint(first);
-      auto sync = fsdp::SyncGradOp::create(b, arg.getLoc(), arg.getType(), arg,
-                                           grid, b.getDenseI16ArrayAttr({tpAxis}));
-      arg.replaceAllUsesExcept(sync, sync);
-    }
-  }
 };
 
 } // namespace

@@ -3,6 +3,7 @@
 // RUN: not shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=4' 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=0' 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=1' | FileCheck %s --check-prefix=NONE
+// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=FSDP
 
 // The grid: shard axis 0 (size 1), tp axis 1.
 // CHECK: module attributes {fsdp.mesh = array<i64: 1, 1, 2>
@@ -21,12 +22,10 @@
 // CHECK-SAME: tensor<6x8xf32> {nn.param = "model.layers.0.mlp.up_proj.weight", tp.dim = 0 : i64}
 // CHECK-SAME: tensor<8x6xf32> {nn.param = "model.layers.0.mlp.down_proj.weight", tp.dim = 1 : i64}
 // CHECK-SAME: %[[HEAD:[^:]*]]: tensor<10x8xf32> {nn.param = "lm_head.weight", tp.dim = -1 : i64}
-// Whole parameters: their gradients summed over the tp axis (sync_grad
-// just before the first use). The residual stream on this rank's tokens.
-// CHECK: %[[E:.*]] = fsdp.sync_grad %[[EMB]] on @mesh grid_axes = [1]
-// CHECK: %[[X:.*]] = nn.embedding %[[TOK]], %[[E]] : (tensor<2x2xi32>, tensor<10x8xf32>) -> tensor<2x2x8xf32>
-// CHECK: %[[W:.*]] = fsdp.sync_grad %[[LN]] on @mesh grid_axes = [1]
-// CHECK: %[[N:.*]] = nn.rms_norm %[[X]], %[[W]]
+// The residual stream on this rank's tokens.
+// CHECK-NOT: fsdp.sync_grad
+// CHECK: %[[X:.*]] = nn.embedding %[[TOK]], %[[EMB]] : (tensor<2x2xi32>, tensor<10x8xf32>) -> tensor<2x2x8xf32>
+// CHECK: %[[N:.*]] = nn.rms_norm %[[X]], %[[LN]]
 // One all-gather of the sequence (tokens moved to dim 0 and back) feeds q, k, v.
 // CHECK: %[[T0:.*]] = nn.transpose %[[N]] {permutation = array<i64: 1, 0, 2>} : (tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
 // CHECK: %[[G:.*]] = shard.all_gather %[[T0]] on @mesh grid_axes = [1] gather_axis = 0 : tensor<2x2x8xf32> -> tensor<4x2x8xf32>
@@ -48,8 +47,7 @@
 // CHECK: nn.silu {{.*}} : tensor<2x4x6xf32>
 // CHECK: shard.reduce_scatter
 // The LM head and the loss on this rank's tokens.
-// CHECK: %[[H:.*]] = fsdp.sync_grad %[[HEAD]] on @mesh grid_axes = [1]
-// CHECK: %[[L:.*]] = nn.linear %{{.*}}, %[[H]] : (tensor<2x2x8xf32>, tensor<10x8xf32>) -> tensor<2x2x10xf32>
+// CHECK: %[[L:.*]] = nn.linear %{{.*}}, %[[HEAD]] : (tensor<2x2x8xf32>, tensor<10x8xf32>) -> tensor<2x2x10xf32>
 // CHECK: nn.cross_entropy %[[L]], %[[TGT]] : (tensor<2x2x10xf32>, tensor<2x2xi32>) -> tensor<f32>
 
 // HSDP and tp: the tp axis is the innermost, 2.
@@ -61,3 +59,11 @@
 // ZERO: error: --tp must be between 1 and 64
 // NONE-NOT: shard.grid
 // NONE-NOT: tp.dim
+
+// Then FSDP on the shard axis (0): a whole parameter's shard passes
+// sync_grad on the tp axis (1), its gradient summed there after the
+// reduce-scatter; a split one's does not.
+// FSDP: shard.grid @mesh(shape = 2x2)
+// FSDP: %[[S:.*]] = fsdp.sync_grad %{{.*}} on @mesh grid_axes = [1] {fsdp.group = -1 : i64} : tensor<5x8xf32>
+// FSDP: shard.all_gather %[[S]] on @mesh grid_axes = [0] gather_axis = 0 {fsdp.group = -1 : i64} : tensor<5x8xf32> -> tensor<10x8xf32>
+// FSDP-NOT: fsdp.sync_grad {{.*}} tensor<2x8xf32>
