@@ -138,8 +138,8 @@ void DriverOptions::bindOptions() {
                 "times N (--mesh 2 --tp 2: 4 ranks). torchtitan's plan with "
                 "sequence parallelism: q/k/v and MLP gate/up column-parallel, "
                 "output and MLP down row-parallel, norms and residuals on "
-                "1/N of the sequence; Llama-family models, f32, --target "
-                "cpu"),
+                "1/N of the sequence; Llama-family models (Llama, Mistral, "
+                "Qwen2), f32"),
        cl::value_desc("N"));
   bind(training.wrap, "wrap",
        cl::desc("FSDP wrap policy: a regex whose first capture names a "
@@ -409,12 +409,10 @@ Error DriverOptions::checkTpSupported() const {
   auto refuse = [&](const Twine &what) {
     return fail("--tp " + Twine(training.tp) + " with " + what +
                 ": not supported yet (tensor parallelism runs Llama-family "
-                "models in f32 on --target cpu)");
+                "models in f32)");
   };
   if (training.offload != abi::kOffloadNone)
     return refuse("--offload=" + training.offload);
-  if (output.target != "cpu")
-    return refuse("--target " + output.target);
   if (model.isOnnx())
     return refuse("an ONNX model");
   if (model.infer)

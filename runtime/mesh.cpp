@@ -71,14 +71,13 @@ Mesh Mesh::init(int *argc, char ***argv, int64_t replicas, int64_t shards,
   // Each axis's communicator: the ranks that differ only along it, keyed
   // by their index on it.
   const int r = m.rank;
-  MPI_CHECK(MPI_Comm_split(
-      MPI_COMM_WORLD, int(g.replicaIndex(r) * tp + g.tpIndex(r)),
-      int(g.shardIndex(r)), &m.shardComm_));
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD,
-                           int(g.shardIndex(r) * tp + g.tpIndex(r)),
-                           int(g.replicaIndex(r)), &m.replicaComm_));
-  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(g.dataIndex(r)),
-                           int(g.tpIndex(r)), &m.tpComm_));
+  for (int64_t a = 0; a < g.numAxes(); ++a) {
+    MPI_Comm &c = a == g.replicaAxis() ? m.replicaComm_
+                  : a == g.tpAxis()    ? m.tpComm_
+                                       : m.shardComm_;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(g.axisColor(a, r)),
+                             int(g.axisIndex(a, r)), &c));
+  }
   std::string problem = threadLevelProblem(provided);
   if (!problem.empty()) {
     std::fprintf(stderr, "error: rank %d: %s\n", m.rank, problem.c_str());

@@ -330,6 +330,20 @@ struct MeshGrid {
   constexpr int64_t replicaIndex(int64_t r) const { return r / (tp * shards); }
   /// Its data-parallel index: the ranks of one tp group read the same rows.
   constexpr int64_t dataIndex(int64_t r) const { return r / tp; }
+  /// Rank `r`'s index along grid axis `axis` (its key in the axis's
+  /// communicator), and which of the axis's communicators it is in (its
+  /// coordinates on the other axes): as MPI_Comm_split and ncclCommSplit
+  /// take them.
+  constexpr int64_t axisIndex(int64_t axis, int64_t r) const {
+    return axis == replicaAxis() ? replicaIndex(r)
+           : axis == tpAxis()    ? tpIndex(r)
+                                 : shardIndex(r);
+  }
+  constexpr int64_t axisColor(int64_t axis, int64_t r) const {
+    return axis == replicaAxis() ? shardIndex(r) * tp + tpIndex(r)
+           : axis == tpAxis()    ? dataIndex(r)
+                                 : replicaIndex(r) * tp + tpIndex(r);
+  }
 };
 
 /// The io slots of a training program.

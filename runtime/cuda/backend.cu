@@ -229,13 +229,12 @@ void cuda::Context::makeCommunicators() {
                                   &config);
   }
   ncclDone(made, world, "ncclCommInitRankConfig (the world communicator)");
-  // Axis 0 of a 1-D mesh is its shard axis; of R x S, the replicate axis
-  // (ranks of one shard index), then axis 1 the shard axis (one replica).
-  int64_t numAxes = mesh->replicas > 1 ? 2 : 1;
-  for (int64_t a = 0; a < numAxes; ++a) {
-    bool replicate = numAxes == 2 && a == 0;
-    int color = int(replicate ? mesh->shardIndex() : mesh->replicaIndex());
-    int key = int(replicate ? mesh->replicaIndex() : mesh->shardIndex());
+  // One communicator per grid axis (abi::MeshGrid: replicate, shard, tp),
+  // split as the mesh's MPI communicators are.
+  const abi::MeshGrid g = mesh->grid();
+  for (int64_t a = 0; a < g.numAxes(); ++a) {
+    int color = int(g.axisColor(a, mesh->rank));
+    int key = int(g.axisIndex(a, mesh->rank));
     ncclComm_t c = nullptr;
     ncclResult_t split;
     {

@@ -8,7 +8,8 @@ of its full buffer. Rank 0's lines of the last B - A steps, divided by
 B - A, must equal the report's calls and bytes per (collective, axis),
 summed over the entry points one step runs (one micro-step, one optimizer
 step: --grad-accum 1). The axis of a communicator is read from its ranks:
-all in one replica (rank // S) is the shard axis, else the replicate axis.
+the one coordinate (replica, shard, tp index; rank = (replica * S + shard)
+* T + tp) that varies among them.
 """
 import argparse
 import collections
@@ -29,7 +30,7 @@ KIND = {"ncclAllGather": "all_gather", "ncclReduceScatter": "reduce_scatter",
 def report_counts(text):
     """(kind, axis) -> [calls, bytes] per step, from the report."""
     out = collections.defaultdict(lambda: [0, 0])
-    for m in re.finditer(r"^\s+(\w+): (\w+) on the (shard|replicate) axis: (\d+) calls,"
+    for m in re.finditer(r"^\s+(\w+): (\w+) on the (shard|replicate|tp) axis: (\d+) calls,"
                          r"\s+[0-9.]+ MiB\s+(\d+) bytes", text, re.M):
         cell = out[(m.group(2), m.group(3))]
         cell[0] += int(m.group(4))
@@ -37,14 +38,23 @@ def report_counts(text):
     return dict(out)
 
 
-def logged(path, shards):
+def axis_of(ranks, shards, tp):
+    """The grid axis along which `ranks` (world ranks) differ."""
+    coords = [(r // (shards * tp), (r // tp) % shards, r % tp) for r in ranks]
+    varies = [len({c[k] for c in coords}) > 1 for k in range(3)]
+    if varies.count(True) != 1:
+        sys.exit(f"a communicator of ranks {ranks} is not one grid axis")
+    return ("replicate", "shard", "tp")[varies.index(True)]
+
+
+def logged(path, shards, tp):
     """(kind, axis) -> [calls, bytes] of rank 0's log."""
     out = collections.defaultdict(lambda: [0, 0])
     with open(path) as f:
         for line in f:
             m = re.match(r"(\w+) ranks=([\d,]+) bytes=(\d+)", line)
             ranks = [int(r) for r in m.group(2).split(",")]
-            axis = "shard" if len({r // shards for r in ranks}) == 1 else "replicate"
+            axis = axis_of(ranks, shards, tp)
             cell = out[(KIND[m.group(1)], axis)]
             cell[0] += 1
             cell[1] += int(m.group(3))
@@ -58,15 +68,18 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--mesh", required=True)
     ap.add_argument("--compile-flags", default="")
+    ap.add_argument("--tp", type=int, default=1, help="compile with --tp N")
     ap.add_argument("--steps", default="2,4", help="A,B: the runs whose difference is counted")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     exe = os.path.join(args.workdir, "train")
     dims = [int(d) for d in args.mesh.split("x")]
-    shards, ranks = dims[-1], dims[0] * (dims[1] if len(dims) > 1 else 1)
+    shards = dims[-1]
+    ranks = dims[0] * (dims[1] if len(dims) > 1 else 1) * args.tp
+    tp_flags = ["--tp", str(args.tp)] if args.tp > 1 else []
     text = run([args.shardc, args.model, "--target", "cuda", "--cuda-emulation",
-                "--mesh", args.mesh, "--micro-batch", "1", "--seq-len", "16", "--report",
-                "-o", exe] + shlex.split(args.compile_flags))
+                "--mesh", args.mesh, *tp_flags, "--micro-batch", "1", "--seq-len", "16",
+                "--report", "-o", exe] + shlex.split(args.compile_flags))
     expected = report_counts(text)
     if not expected:
         sys.exit("the report lists no collectives:\n" + text)
@@ -80,7 +93,7 @@ def main():
         env_log = f"SHARDC_NCCL_EMU_LOG={log}"
         run(MPIRUN + ["-np", str(ranks), "-x", env_log, exe, "--data", data,
                       "--steps", str(steps)])
-        counts[steps] = logged(log + ".0", shards)
+        counts[steps] = logged(log + ".0", shards, args.tp)
     per_step = {}
     for key in set(counts[a]) | set(counts[b]):
         ca, cb = counts[a].get(key, [0, 0]), counts[b].get(key, [0, 0])
