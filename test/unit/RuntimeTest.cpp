@@ -507,3 +507,36 @@ TEST(Text, PrintableEscapesControlsAndKeepsUtf8) {
   std::string once = printable("\x1b\n\xc2\x9b\xff");
   EXPECT_EQ(printable(once), once);
 }
+
+// Under --tp, tp rank t's part of a tensor split on dim d is the slice
+// [t * n, (t + 1) * n) of dim d of the whole tensor: against a naive walk
+// of the whole tensor's multi-index, for each dim of a 3-D tensor and with
+// FSDP's global shape standing for the part.
+TEST(Runtime, TpWholeIndexIsThePartsSliceOfTheWholeTensor) {
+  const std::vector<int64_t> whole = {4, 6, 2};
+  const int64_t tp = 2;
+  for (int64_t d = 0; d < 3; ++d) {
+    TensorSlot p;
+    p.tpDim = d;
+    p.globalShape = whole;
+    p.globalShape[size_t(d)] /= tp;
+    p.shape = p.globalShape; // one FSDP shard: the part itself
+    const std::vector<int64_t> &part = p.globalShape;
+    for (int64_t t = 0; t < tp; ++t) {
+      int64_t k = 0;
+      for (int64_t i = 0; i < part[0]; ++i)
+        for (int64_t j = 0; j < part[1]; ++j)
+          for (int64_t l = 0; l < part[2]; ++l, ++k) {
+            int64_t idx[3] = {i, j, l};
+            idx[d] += t * part[size_t(d)];
+            int64_t want = (idx[0] * whole[1] + idx[1]) * whole[2] + idx[2];
+            EXPECT_EQ(tpWholeIndex(p, tp, t, k), want)
+                << "dim " << d << " rank " << t << " element " << k;
+          }
+    }
+  }
+  // Not split (-1), or no tp: the element itself.
+  TensorSlot whole1;
+  whole1.shape = whole;
+  EXPECT_EQ(tpWholeIndex(whole1, 2, 1, 17), 17);
+}
