@@ -414,6 +414,7 @@ Error shardc::compile(const DriverOptions &given) {
          << (t.recompute != "none" ? ", recompute " + t.recompute
                                    : std::string())
          << (t.mesh != "1" ? ", mesh " + t.mesh : std::string())
+         << (t.tp > 1 ? ", tp " + std::to_string(t.tp) : std::string())
          << (out.target != "cpu" ? ", target " + out.target +
                                         (out.cudaEmulation ? " (emulated)"
                                                            : "")

@@ -19,7 +19,7 @@ namespace {
 const char *kUsage = R"(usage: %s [options]
 
 Trains %s (%s), compiled for micro-batches of %lld x %lld tokens per rank
-on a mesh of %lld ranks (%lld x %lld; launch with mpirun -np %lld).
+on a mesh of %lld ranks (%lld x %lld%s; launch with mpirun -np %lld).
 
 data and run:
   --data SPEC           llm.c token files (a header of 256 int32: magic
@@ -169,10 +169,15 @@ double parseFloat(const std::string &flag, const std::string &value) {
 } // namespace
 
 void shardc::runtime::printUsage(const char *argv0, const Manifest &m) {
+  // Under --tp the tokens per rank are its part of each sequence.
+  const long long ranks = (long long)(m.replicas * m.shards * m.tp);
+  const std::string tp =
+      m.tp > 1 ? " x tp " + std::to_string(m.tp) + ", each rank 1/" +
+                     std::to_string(m.tp) + " of each sequence"
+               : std::string();
   std::printf(kUsage, argv0, m.source.c_str(), m.family.c_str(),
-              (long long)m.microBatch, (long long)m.seqLen,
-              (long long)(m.replicas * m.shards), (long long)m.replicas,
-              (long long)m.shards, (long long)(m.replicas * m.shards),
+              (long long)m.microBatch, (long long)m.seqLen, ranks,
+              (long long)m.replicas, (long long)m.shards, tp.c_str(), ranks,
               m.optimizer.c_str());
 }
 
