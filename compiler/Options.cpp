@@ -138,8 +138,7 @@ void DriverOptions::bindOptions() {
                 "times N (--mesh 2 --tp 2: 4 ranks). torchtitan's plan with "
                 "sequence parallelism: q/k/v and MLP gate/up column-parallel, "
                 "output and MLP down row-parallel, norms and residuals on "
-                "1/N of the sequence; Llama-family models (Llama, Mistral, "
-                "Qwen2), f32"),
+                "1/N of the sequence; GPT-2, Llama, Mistral and Qwen2, f32"),
        cl::value_desc("N"));
   bind(training.wrap, "wrap",
        cl::desc("FSDP wrap policy: a regex whose first capture names a "
@@ -408,8 +407,8 @@ Error DriverOptions::checkTpSupported() const {
     return Error::success();
   auto refuse = [&](const Twine &what) {
     return fail("--tp " + Twine(training.tp) + " with " + what +
-                ": not supported yet (tensor parallelism runs Llama-family "
-                "models in f32)");
+                ": not supported yet (tensor parallelism runs GPT-2 and "
+                "Llama-family models in f32)");
   };
   if (training.offload != abi::kOffloadNone)
     return refuse("--offload=" + training.offload);

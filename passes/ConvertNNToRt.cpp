@@ -196,6 +196,8 @@ struct ConvertNNToRtPass
           init.set("global_shape", shape);
         if (auto tpDim = fn.getArgAttrOfType<IntegerAttr>(i, attrs::kTpDim))
           init.set("tp_dim", tpDim);
+        if (auto blocks = fn.getArgAttrOfType<IntegerAttr>(i, attrs::kTpBlocks))
+          init.set("tp_blocks", blocks);
         offset = params.place(fn, name, arg.getType(), init);
       } else if (auto name = fn.getArgAttrOfType<StringAttr>(i, attrs::kState)) {
         region = 1;

@@ -1,16 +1,20 @@
 //===- TPPartition.cpp - tensor parallelism on the forward graph ----------===//
 //
 // torchtitan's tensor-parallel plan with sequence parallelism, applied at
-// compile time to the model function before FSDP shards it:
+// compile time to the model function before FSDP shards it (GPT-2, Llama,
+// Mistral, Qwen2, by their Hugging Face parameter names):
 //
 //   residual stream, norms, embedding lookup, LM head and loss: on the
 //     tokens of this tp rank ([B, T/tp, C], "sequence-sharded");
 //   q, k, v, MLP gate and up projections: column-parallel (their weights'
-//     output features split by tp rank, heads for q/k/v), the input
-//     all-gathered over the sequence first (one gather for q, k and v);
+//     output features split by tp rank, heads for q/k/v; GPT-2's fused
+//     c_attn by thirds), the input all-gathered over the sequence first
+//     (one gather for q, k and v);
 //   output and MLP down projections: row-parallel (input features split),
 //     their partial sums reduce-scattered back over the sequence;
-//   attention: H/tp heads and KV/tp kv heads per rank.
+//   attention: H/tp heads and KV/tp kv heads per rank;
+//   a whole tensor added along the sequence (GPT-2's learned positions):
+//     this rank's rows of it, picked by the `tp_index` input.
 //
 // Parameters that every tp rank holds whole (norm weights, embedding, LM
 // head) are marked `tp.dim = -1`: fsdp-shard-parameters sums their
@@ -51,17 +55,28 @@ enum class Layout {
 /// A parameter's role in the plan.
 enum class Role { Replicated, Column, Row };
 
-/// torchtitan's plan for the Hugging Face names (Llama, Mistral, Qwen2).
-Role planRole(StringRef name) {
+/// A parameter's place in the plan: its role, and for a column-parallel
+/// one the blocks its output features form (GPT-2's fused c_attn: q, k and
+/// v, each split by heads).
+struct Plan {
+  Role role = Role::Replicated;
+  int64_t blocks = 1;
+};
+
+/// torchtitan's plan for the Hugging Face names: Llama, Mistral and Qwen2
+/// (q/k/v, gate/up; o, down), GPT-2 (c_attn by thirds, c_fc; the c_projs).
+Plan planOf(StringRef name) {
+  if (name.contains(".attn.c_attn."))
+    return {Role::Column, 3};
   for (StringRef col : {".q_proj.", ".k_proj.", ".v_proj.", ".gate_proj.",
-                        ".up_proj."})
+                        ".up_proj.", ".mlp.c_fc."})
     if (name.contains(col))
-      return Role::Column;
+      return {Role::Column, 1};
   // A row-parallel projection's bias is added once, after the sum: whole.
-  for (StringRef row : {".o_proj.weight", ".down_proj.weight"})
+  for (StringRef row : {".o_proj.weight", ".down_proj.weight", ".c_proj.weight"})
     if (name.ends_with(row))
-      return Role::Row;
-  return Role::Replicated;
+      return {Role::Row, 1};
+  return {};
 }
 
 RankedTensorType tensorType(Value v) {
@@ -86,6 +101,11 @@ struct TPPartitionPass
   DenseMap<Value, Role> roles;
   /// A sequence-sharded value's all-gathered whole (q, k and v share one).
   DenseMap<Value, Value> gathered;
+  /// A whole value's part for this rank's sequence (localSequence).
+  DenseMap<Value, Value> localParts;
+  func::FuncOp forward;
+  /// The forward's abi::kIoTpIndex input, once added.
+  Value tpIndex;
 
   Layout layoutOf(Value v) const {
     auto it = layouts.find(v);
@@ -122,6 +142,7 @@ struct TPPartitionPass
       module.emitError("no model function named 'forward'");
       return signalPassFailure();
     }
+    forward = fwd;
     if (failed(checkHeads(module)) || failed(partitionArguments(fwd)))
       return signalPassFailure();
     for (Operation &op :
@@ -140,12 +161,12 @@ struct TPPartitionPass
     if (!model)
       return success();
     auto family = model.getAs<StringAttr>("family");
-    if (family && !llvm::is_contained({"llama", "mistral", "qwen2"},
+    if (family && !llvm::is_contained({"llama", "mistral", "qwen2", "gpt2"},
                                       family.getValue()))
       return module.emitError("--tp: the ")
              << family.getValue()
-             << " family has no tensor-parallel plan yet (Llama, Mistral and "
-                "Qwen2 have)";
+             << " family has no tensor-parallel plan (GPT-2, Llama, Mistral "
+                "and Qwen2 have)";
     for (auto [key, what] : {std::pair<StringRef, StringRef>{"num_heads",
                                                              "attention heads"},
                              {"num_kv_heads", "key/value heads"}})
@@ -205,7 +226,8 @@ struct TPPartitionPass
 
   LogicalResult partitionParameter(func::FuncOp fwd, BlockArgument arg,
                                    StringRef name) {
-    Role role = planRole(name);
+    Plan plan = planOf(name);
+    Role role = plan.role;
     roles[arg] = role;
     OpBuilder b(fwd);
     unsigned i = arg.getArgNumber();
@@ -217,14 +239,16 @@ struct TPPartitionPass
     if (failed(dim))
       return failure();
     SmallVector<int64_t> shape(tensorType(arg).getShape());
-    if (shape[*dim] % T)
+    if (shape[*dim] % (plan.blocks * T))
       return fwd.emitError("--tp ")
              << T << ": parameter '" << name << "' has size " << shape[*dim]
              << " on dim " << *dim << " (its features, which tensor "
              << "parallelism splits over " << T << " ranks): not divisible by "
-             << T;
+             << plan.blocks * T;
     shape[*dim] /= T;
     fwd.setArgAttr(i, attrs::kTpDim, b.getI64IntegerAttr(*dim));
+    if (plan.blocks > 1)
+      fwd.setArgAttr(i, attrs::kTpBlocks, b.getI64IntegerAttr(plan.blocks));
     retype(arg, shape, Layout::Whole);
     return success();
   }
@@ -308,6 +332,8 @@ struct TPPartitionPass
     }
     if (auto r = dyn_cast<nn::ReshapeOp>(op))
       return partitionReshape(r);
+    if (auto sl = dyn_cast<nn::SliceOp>(op))
+      return partitionSlice(sl);
     if (auto tr = dyn_cast<nn::TransposeOp>(op)) {
       SmallVector<int64_t> shape;
       for (int64_t p : tr.getPermutation())
@@ -410,6 +436,104 @@ struct TPPartitionPass
                          "over the tp ranks");
   }
 
+  /// A slice of a split value: along the split dim (GPT-2's q, k, v out of
+  /// c_attn's blocks), this rank's part of the slice; along another, the
+  /// split dim follows the input's.
+  LogicalResult partitionSlice(nn::SliceOp sl) {
+    ArrayRef<int64_t> before = oldType(sl.getInput()).getShape();
+    ArrayRef<int64_t> now = tensorType(sl.getInput()).getShape();
+    SmallVector<int64_t> shape(tensorType(sl.getResult()).getShape());
+    for (size_t d = 0; d < before.size(); ++d) {
+      if (before[d] == now[d])
+        continue;
+      if (int64_t(d) != int64_t(sl.getDim())) {
+        shape[d] = now[d];
+        continue;
+      }
+      if (int64_t(sl.getStart()) % T || shape[d] % T)
+        return sl.emitOpError("--tp: a slice of a split dim that does not "
+                              "fall on the tp ranks' parts");
+      sl->setAttr("start", IntegerAttr::get(sl.getStartAttr().getType(),
+                                            int64_t(sl.getStart()) / T));
+      shape[d] /= T;
+    }
+    retype(sl.getResult(), shape, layoutOf(sl.getInput()));
+    return success();
+  }
+
+  /// This rank's part of the sequence dim `dim` of a whole tensor (GPT-2's
+  /// positions): its row `tp_index` when viewed as [tp, the rest] (an
+  /// embedding lookup, whose gradient lands in that row). The dims before
+  /// `dim` must be 1.
+  FailureOr<Value> localSequence(Operation *user, Value whole, int64_t dim) {
+    if (Value part = localParts.lookup(whole))
+      return part;
+    RankedTensorType t = tensorType(whole);
+    int64_t before = 1, after = 1;
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      if (d < dim)
+        before *= t.getDimSize(d);
+      else if (d > dim)
+        after *= t.getDimSize(d);
+    }
+    if (before != 1)
+      return user->emitOpError("--tp: cannot take this rank's part of the "
+                               "sequence of an operand with leading dims");
+    int64_t n = t.getDimSize(dim) / T;
+    OpBuilder b(user);
+    Location loc = user->getLoc();
+    Value table = nn::ReshapeOp::create(b, loc, withShape(t, {T, n * after}), whole);
+    Value row = nn::EmbeddingOp::create(b, loc, withShape(t, {1, n * after}),
+                                        tpIndexArgument(), table);
+    SmallVector<int64_t> shape(t.getShape());
+    shape[dim] = n;
+    Value part = nn::ReshapeOp::create(b, loc, withShape(t, shape), row);
+    localParts[whole] = part;
+    return part;
+  }
+
+  /// The forward's i32[1] input abi::kIoTpIndex, added on first use.
+  Value tpIndexArgument() {
+    if (tpIndex)
+      return tpIndex;
+    func::FuncOp fwd = forward;
+    OpBuilder b(fwd);
+    unsigned at = fwd.getNumArguments();
+    auto type = RankedTensorType::get({1}, b.getI32Type());
+    (void)fwd.insertArgument(
+        at, type,
+        b.getDictionaryAttr(b.getNamedAttr(attrs::kInput,
+                                           b.getStringAttr(abi::kIoTpIndex))),
+        fwd.getLoc());
+    tpIndex = fwd.getArgument(at);
+    return tpIndex;
+  }
+
+  /// A whole operand broadcast along the sequence of a sequence-sharded op
+  /// (GPT-2's position embeddings added to the token embeddings): this
+  /// rank's part of it.
+  LogicalResult localWholeOperands(Operation *op) {
+    auto result = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!result || result.getRank() < 2)
+      return success();
+    int64_t seq = result.getDimSize(1); // the result's old, whole shape
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      if (!t || layoutOf(v) != Layout::Whole || oldTypes.count(v) ||
+          !isa<FloatType>(t.getElementType()))
+        continue;
+      int64_t dim = 1 - (result.getRank() - t.getRank());
+      if (dim < 0 || t.getDimSize(dim) != seq || seq == 1)
+        continue;
+      FailureOr<Value> part = localSequence(op, v, dim);
+      if (failed(part))
+        return failure();
+      use.set(*part);
+    }
+    return success();
+  }
+
   /// Element-wise ops, norms, rotary embedding, projections that every
   /// rank holds whole: each result that had the shape of a split operand
   /// takes that operand's new shape.
@@ -424,6 +548,8 @@ struct TPPartitionPass
                                "split by heads or features");
       layout = l;
     }
+    if (layout == Layout::Sequence && failed(localWholeOperands(op)))
+      return failure();
     for (Value res : op->getResults()) {
       auto t = dyn_cast<RankedTensorType>(res.getType());
       if (!t)

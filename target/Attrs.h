@@ -45,6 +45,9 @@ constexpr llvm::StringLiteral kMesh = "fsdp.mesh";
 /// its tp ranks split (its type is then the tp-local shape), or -1 where
 /// every tp rank holds it whole.
 constexpr llvm::StringLiteral kTpDim = "tp.dim";
+/// With kTpDim: the split dim is `tp.blocks` blocks (GPT-2's fused c_attn:
+/// q, k, v), each split by tp rank; absent: one block.
+constexpr llvm::StringLiteral kTpBlocks = "tp.blocks";
 /// The name of the device grid.
 constexpr llvm::StringLiteral kGridName = "mesh";
 /// On the model module: a dictionary describing the model (for the manifest).

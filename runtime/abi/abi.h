@@ -354,6 +354,9 @@ inline constexpr const char *kIoAccumulate = "accumulate"; ///< f32[2]: keep, sc
 inline constexpr const char *kIoOptimizer = "optimizer";  ///< f32[kHyperSize]
 inline constexpr const char *kIoMaxGradNorm = "max_grad_norm"; ///< f32[]
 inline constexpr const char *kIoGradSqNorm = "grad_sq_norm";   ///< f32[]
+/// Under --tp: this rank's index on the tp axis, i32[1], for the parts of
+/// whole tensors a rank's part of the sequence reads (GPT-2's positions).
+inline constexpr const char *kIoTpIndex = "tp_index";
 
 /// State slots are named `<prefix><parameter>`.
 inline constexpr const char *kStateGrad = "grad.";

@@ -27,6 +27,7 @@ static TensorSlot parseSlot(const json &j) {
     s.globalShape = j.at("global_shape").get<std::vector<int64_t>>();
   s.group = j.value("group", int64_t(-1));
   s.tpDim = j.value("tp_dim", int64_t(-1));
+  s.tpBlocks = j.value("tp_blocks", int64_t(1));
   return s;
 }
 
@@ -262,9 +263,13 @@ int64_t shardc::runtime::tpWholeIndex(const TensorSlot &p, int64_t tp,
   int64_t inner = 1;
   for (size_t d = size_t(p.tpDim) + 1; d < part.size(); ++d)
     inner *= part[d];
+  // Along d, the part is `blocks` blocks of `block`; the whole tensor's
+  // blocks are tp times longer, this rank's part of each at tpIndex.
   int64_t along = part[size_t(p.tpDim)];
+  int64_t blocks = std::max<int64_t>(1, p.tpBlocks), block = along / blocks;
   int64_t in = k % inner, mid = (k / inner) % along, outer = k / (inner * along);
-  return ((outer * along * tp) + tpIndex * along + mid) * inner + in;
+  int64_t wholeMid = (mid / block) * block * tp + tpIndex * block + mid % block;
+  return ((outer * along * tp) + wholeMid) * inner + in;
 }
 
 void shardc::runtime::initParameters(const Manifest &m, uint64_t seed,

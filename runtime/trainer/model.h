@@ -38,6 +38,9 @@ struct TensorSlot {
   /// rank's part, that dim divided by the tp degree); -1 if every tp rank
   /// holds it whole.
   int64_t tpDim = -1;
+  /// The split dim is tpBlocks blocks, each split by tp rank (GPT-2's fused
+  /// c_attn: 3, its q, k and v).
+  int64_t tpBlocks = 1;
 
   bool sharded() const { return !globalShape.empty(); }
   /// Elements per row (dims after the first).

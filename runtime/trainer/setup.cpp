@@ -186,6 +186,9 @@ void Trainer::prepareLaunches() {
   hyper_ = &m_.ioSlot(abi::kIoOptimizer);
   maxNorm_ = &m_.ioSlot(abi::kIoMaxGradNorm);
   gradSq_ = &m_.ioSlot(abi::kIoGradSqNorm);
+  for (const TensorSlot &s : m_.io)
+    if (s.name == abi::kIoTpIndex)
+      tpIndex_ = &s;
   if (hyper_->bytes != abi::kHyperSize * 4)
     throw std::runtime_error("the compiled optimizer input has " +
                              std::to_string(hyper_->bytes) + " bytes, not " +

@@ -71,6 +71,10 @@ void Trainer::readBatch(const TokenData &data, int64_t firstRow, int64_t k) {
   const int64_t row = firstRow + (k * D_ + mesh_.dataIndex()) * B_;
   int32_t *tokens = mem_->host<int32_t>(*tokens_);
   int32_t *targets = mem_->host<int32_t>(*targets_);
+  if (tpIndex_) {
+    *mem_->host<int32_t>(*tpIndex_) = int32_t(mesh_.tpIndex());
+    mem_->put(*tpIndex_);
+  }
   if (mesh_.tp == 1) {
     data.batch(/*step=*/0, G_, row, B_, T_, tokens, targets);
     return;

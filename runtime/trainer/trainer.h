@@ -118,6 +118,8 @@ private:
   int64_t B_ = 0, T_ = 0, P_ = 1, D_ = 1, G_ = 0;
   /// --tp's parts of each sequence: whole rows read here, then split.
   std::vector<int32_t> rowTokens_, rowTargets_;
+  /// abi::kIoTpIndex where the program reads it (GPT-2 under --tp).
+  const TensorSlot *tpIndex_ = nullptr;
   bool leader_ = false;
   int64_t baselineRss_ = -1;
   std::unique_ptr<Backend> backend_;

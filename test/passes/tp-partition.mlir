@@ -4,6 +4,7 @@
 // RUN: not shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=0' 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=1' | FileCheck %s --check-prefix=NONE
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=FSDP
+// RUN: shardc-opt %S/Inputs/tp-gpt2-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=GPT2
 
 // The grid: shard axis 0 (size 1), tp axis 1.
 // CHECK: module attributes {fsdp.mesh = array<i64: 1, 1, 2>
@@ -67,3 +68,31 @@
 // FSDP: %[[S:.*]] = fsdp.sync_grad %{{.*}} on @mesh grid_axes = [1] {fsdp.group = -1 : i64} : tensor<5x8xf32>
 // FSDP: shard.all_gather %[[S]] on @mesh grid_axes = [0] gather_axis = 0 {fsdp.group = -1 : i64} : tensor<5x8xf32> -> tensor<10x8xf32>
 // FSDP-NOT: fsdp.sync_grad {{.*}} tensor<2x8xf32>
+
+// GPT-2: c_attn's output features are three blocks (q, k, v), each split
+// by heads (tp.blocks = 3), and its slices take this rank's part of each;
+// a micro-batch of 1 moves the tokens to dim 0 by reshapes. The learned
+// positions added to the tokens are this rank's rows of them: row tp_index
+// (a new i32[1] input) of the [tp, T/tp x C] view, by an embedding lookup.
+// GPT2: tensor<8x12xf32> {nn.param = "transformer.h.0.attn.c_attn.weight", tp.blocks = 3 : i64, tp.dim = 1 : i64}
+// GPT2-SAME: tensor<12xf32> {nn.param = "transformer.h.0.attn.c_attn.bias", tp.blocks = 3 : i64, tp.dim = 0 : i64}
+// GPT2-SAME: tensor<4x8xf32> {nn.param = "transformer.h.0.attn.c_proj.weight", tp.dim = 0 : i64}
+// GPT2-SAME: tensor<8xf32> {nn.param = "transformer.h.0.attn.c_proj.bias", tp.dim = -1 : i64}
+// GPT2-SAME: %[[TPI:[^:]*]]: tensor<1xi32> {nn.input = "tp_index"}
+// GPT2: %[[E:.*]] = nn.embedding
+// GPT2: %[[P:.*]] = nn.slice
+// GPT2: %[[PT:.*]] = nn.reshape %[[P]] : (tensor<4x8xf32>) -> tensor<2x16xf32>
+// GPT2: %[[ROW:.*]] = nn.embedding %[[TPI]], %[[PT]] : (tensor<1xi32>, tensor<2x16xf32>) -> tensor<1x16xf32>
+// GPT2: %[[PL:.*]] = nn.reshape %[[ROW]] : (tensor<1x16xf32>) -> tensor<2x8xf32>
+// GPT2: nn.add %[[E]], %[[PL]] : (tensor<1x2x8xf32>, tensor<2x8xf32>) -> tensor<1x2x8xf32>
+// GPT2: nn.reshape %{{.*}} : (tensor<1x2x8xf32>) -> tensor<2x1x8xf32>
+// GPT2: shard.all_gather {{.*}} : tensor<2x1x8xf32> -> tensor<4x1x8xf32>
+// GPT2: %[[QKV:.*]] = nn.linear {{.*}} -> tensor<1x4x12xf32>
+// GPT2: nn.slice %[[QKV]] {dim = 2 : i64, start = 0 : i64} : (tensor<1x4x12xf32>) -> tensor<1x4x4xf32>
+// GPT2: nn.slice %[[QKV]] {dim = 2 : i64, start = 4 : i64}
+// GPT2: nn.slice %[[QKV]] {dim = 2 : i64, start = 8 : i64}
+// GPT2: %[[O:.*]] = nn.linear %{{.*}}, %{{[^ ]*}} {weight_in_out} : (tensor<1x4x4xf32>, tensor<4x8xf32>) -> tensor<1x4x8xf32>
+// GPT2: shard.reduce_scatter
+// The row-parallel bias, once, after the sum.
+// GPT2: %[[S:.*]] = nn.reshape %reduce_scatter : (tensor<2x1x8xf32>) -> tensor<1x2x8xf32>
+// GPT2: nn.add %[[S]], %{{.*}} : (tensor<1x2x8xf32>, tensor<8xf32>) -> tensor<1x2x8xf32>

@@ -535,6 +535,19 @@ TEST(Runtime, TpWholeIndexIsThePartsSliceOfTheWholeTensor) {
           }
     }
   }
+  // GPT-2's c_attn [2, 12] split on dim 1 in 3 blocks (q, k, v of 4
+  // columns): rank t's part [2, 6] holds columns 2t, 2t+1 of each block.
+  TensorSlot qkv;
+  qkv.tpDim = 1;
+  qkv.tpBlocks = 3;
+  qkv.globalShape = {2, 6};
+  qkv.shape = {1, 6}; // FSDP's shard of the part: the part's row 0 here
+  for (int64_t t = 0; t < tp; ++t)
+    for (int64_t k = 0; k < 12; ++k) {
+      int64_t row = k / 6, col = k % 6, block = col / 2, off = col % 2;
+      EXPECT_EQ(tpWholeIndex(qkv, tp, t, k), row * 12 + block * 4 + t * 2 + off)
+          << "c_attn rank " << t << " element " << k;
+    }
   // Not split (-1), or no tp: the element itself.
   TensorSlot whole1;
   whole1.shape = whole;
