@@ -4,8 +4,13 @@
 The GPU machine has no MLIR, so the work is split in two:
 
     tools/bench/bench_gpu.py build --shardc build/bin/shardc --out .gpu
-    # then, on the GPU machine, from the repository root (.gpu carried):
-    tools/bench/bench_gpu.py run --out .gpu [--parts kernels,curves,...]
+    tar cf - .gpu | xz -T2 -9 > .gpu.tar.xz   # 260 MB -> 17 MB: carry this
+    # then, on the GPU machine, from the repository root (.gpu.tar.xz carried):
+    mkdir -p /tmp/k && tar xJf .gpu.tar.xz -C /tmp/k
+    tools/bench/bench_gpu.py run --out /tmp/k/.gpu [--parts kernels,curves,...]
+
+The device tool carries at most 64 MiB with the working tree; the kit's
+executables share most of their bytes, which xz's 64 MiB window finds.
 
 `build` compiles each model for --target cuda, packs the executables and
 shardc-cuda-tests with their libraries (one shared lib/), writes each
@@ -68,6 +73,12 @@ CURVES = {
     "gpt2-odd-mesh4-raf2": ("test/e2e/Inputs/gpt2-odd.json",
                             "--micro-batch 3 --seq-len 13 --mesh 4 --reshard-after-forward=2",
                             "", 4),
+    # Tensor parallelism (--tp, the mesh's innermost axis): its sequence
+    # all-gathers and reduce-scatters on the tp axis, host-staged here.
+    "llama-tiny-tp2": ("test/e2e/Inputs/llama-tiny.json",
+                       "--micro-batch 4 --seq-len 16 --tp 2", "", 2),
+    "gpt2-tiny-mesh2-tp2": ("test/e2e/Inputs/gpt2-tiny.json",
+                            "--micro-batch 4 --seq-len 16 --mesh 2 --tp 2", "", 4),
     # bf16 compute on both targets: the GPU's curve against the CPU's bf16
     # one (BF16_RTOL), and, for contrast, how far the f32 CPU curve is.
     "gpt2-tiny-bf16": ("test/e2e/Inputs/gpt2-tiny.json",
