@@ -1173,6 +1173,65 @@ TEST_F(CudaKernels, Bf16LinearAndMatmul) {
     }
 }
 
+// llama-odd's bf16 q projection and the transpose to heads that reads it
+// (x[39,40] w[40,40] -> y[3,13,5,8] -> [3,5,13,8]), the pair whose reads
+// compute-sanitizer's initcheck reports as uninitialized on an H100
+// (tools/bench/results/h100-2026-11-27-run7.log). The poisoned run proves
+// the GEMM writes every element of y; the second runs the pair on a y that
+// nothing but the GEMM writes, as the trainer's arena does, so that
+// `compute-sanitizer --tool initcheck shardc-cuda-tests
+// --gtest_filter=*Bf16ProjectionThenTranspose*` tells whether initcheck
+// sees cuBLASLt's stores.
+TEST_F(CudaKernels, Bf16ProjectionThenTranspose) {
+  namespace Li = A::linear;
+  const int64_t B = 3, T = 13, H = 5, D = 8, M = B * T, K = 40, N = H * D;
+  const double tol = 8e-3;
+  Buffer x = bf16s(randomVec(M * K, 36)), w = bf16s(randomVec(N * K, 37));
+  std::vector<int64_t> lin = packInts(
+      Id::linear, {{Li::M, M}, {Li::K, K}, {Li::N, N}, {Li::in_out, 0},
+                   {Li::has_bias, 0}, {Li::dtype, A::kBF16}});
+  compare(Id::linear, shardc_k_linear, {x, w, outBf16(M * N)}, lin, {}, tol);
+  std::vector<int64_t> tr = packInts(Id::transpose, {{A::transpose::R, 4},
+                                                     {A::transpose::dtype,
+                                                      A::kBF16}},
+                                     {B, T, H, D, 0, 2, 1, 3});
+  // The CPU's pair.
+  std::vector<char> y(M * N * 2), z(M * N * 2);
+  std::vector<void *> hl = {x.host.data(), w.host.data(), y.data()};
+  shardc_k_linear(nullptr, hl.data(), lin.data(), nullptr, A::kComputeStream);
+  std::vector<void *> ht = {y.data(), z.data()};
+  shardc_k_transpose(nullptr, ht.data(), tr.data(), nullptr,
+                     A::kComputeStream);
+  // The GPU's, y and z fresh from cudaMalloc.
+  void *d[4] = {};
+  for (int j = 0; j < 4; ++j)
+    CUDA_CHECK(cudaMalloc(&d[j], j == 1 ? w.host.size()
+                                        : j == 0 ? x.host.size() : y.size()));
+  CUDA_CHECK(cudaMemcpy(d[0], x.host.data(), x.host.size(),
+                        cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d[1], w.host.data(), w.host.size(),
+                        cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const KernelFn *table = cuda::kernelTable();
+  void *dl[3] = {d[0], d[1], d[2]}, *dt[2] = {d[2], d[3]};
+  table[int64_t(Id::linear)](&ctx, dl, lin.data(), nullptr, A::kComputeStream);
+  table[int64_t(Id::transpose)](&ctx, dt, tr.data(), nullptr,
+                                A::kComputeStream);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<char> got(z.size());
+  CUDA_CHECK(cudaMemcpy(got.data(), d[3], got.size(), cudaMemcpyDeviceToHost));
+  for (void *p : d)
+    CUDA_CHECK(cudaFree(p));
+  for (int64_t e = 0; e < M * N; ++e) {
+    uint16_t gh, wh;
+    std::memcpy(&gh, got.data() + 2 * e, 2);
+    std::memcpy(&wh, z.data() + 2 * e, 2);
+    double g = bf16ToFloat(gh), want = bf16ToFloat(wh);
+    ASSERT_LE(std::fabs(g - want), tol * (1.0 + std::fabs(want)))
+        << "element " << e << ": cuda " << g << ", cpu " << want;
+  }
+}
+
 // The element-wise typed kernels on bf16 (8 values a 128-bit load, f32
 // math, one rounding) against the CPU's, at a length with a tail.
 TEST_F(CudaKernels, Bf16Elementwise) {

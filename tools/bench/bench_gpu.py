@@ -370,10 +370,46 @@ def part_sanitizer(args, m):
                        if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l]
             with open(os.path.join(args.log_dir, f"sanitizer-{name}-{check}.log"), "w") as f:
                 f.write(text)
-            if rc != 0:
+            known = ""
+            if rc != 0 and check == "initcheck" and name in INITCHECK_BLIND:
+                known = initcheck_control(args, m, tool)
+            if rc != 0 and not known:
                 args.failures.append(f"sanitizer {check} {name} (exit {rc})")
             print(f"sanitizer {check} {name}: exit {rc}, {len(got)} steps; "
-                  f"{summary[-1].strip() if summary else text[-400:]}")
+                  f"{summary[-1].strip() if summary else text[-400:]}{known}")
+
+
+# initcheck does not see the stores of the cuBLASLt kernel that Hopper runs
+# for llama-odd's bf16 projections (GEMMs without a bias): it reports every
+# read of their outputs. CudaKernels.Bf16ProjectionThenTranspose is the
+# control: its poisoned run proves the GEMM writes all of y[39,40], and
+# under initcheck its transpose's reads of that y are all reported (1560 of
+# 1560 on the H100, 2026-11-27). A bf16 program listed here has its
+# initcheck reports put down to that only while the control still shows
+# them, so the day initcheck sees those stores, its reports count again.
+INITCHECK_BLIND = {"llama-odd-bf16"}
+INITCHECK_CONTROL = ("CudaKernels.Bf16ProjectionThenTranspose", 39 * 40)
+
+
+def initcheck_control(args, m, tool):
+    """Runs the control under initcheck: a note that the reports are
+    initcheck's blindness when every element of the GEMM's output is
+    reported, else empty."""
+    if "kernels" not in m:
+        return ""
+    test, elements = INITCHECK_CONTROL
+    rc, text = sh([tool, "--tool", "initcheck", "--check-bulk-copy", "yes",
+                   "--print-limit", "1", os.path.join(args.out, "bin", m["kernels"]),
+                   f"--gtest_filter={test}"], env=exe_env(args.out), check=False)
+    with open(os.path.join(args.log_dir, "sanitizer-initcheck-control.log"), "w") as f:
+        f.write(text)
+    errors = [int(w) for l in text.splitlines() if "ERROR SUMMARY:" in l
+              for w in l.split("ERROR SUMMARY:")[1].split()[:1] if w.isdigit()]
+    passed = "[  PASSED  ] 1 test" in text
+    if not passed or not errors or errors[0] != elements:
+        return ""
+    return (f" (known: initcheck misses cuBLASLt's stores; its control {test} "
+            f"passes poisoned and is reported on {errors[0]} of {elements} elements)")
 
 
 def speed_tokens(args, m):
