@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/formats/checkpoint.h"
 #include "runtime/formats/checkpoint_format.h"
+#include "runtime/formats/checkpoint_io.h"
 #include "runtime/formats/files.h"
 #include "runtime/runtime.h"
 #include "runtime/trainer/program.h"
@@ -71,7 +72,7 @@ checkpoint_format::secondsSince(std::chrono::steady_clock::time_point since) {
 
 std::pair<int64_t, int64_t>
 checkpoint_format::shardRows(const CheckpointTensor &t, int64_t index) {
-  int64_t global = t.globalShape.empty() ? 1 : t.globalShape[0];
+  int64_t global = t.partRows;
   if (!t.sharded)
     return {0, global};
   int64_t first = std::min(global, index * t.localRows);
@@ -82,9 +83,17 @@ std::vector<CheckpointTensor>
 shardc::runtime::checkpointTensors(const Manifest &m) {
   std::vector<CheckpointTensor> out;
   std::map<std::string, const TensorSlot *> byName;
-  auto describe = [](CheckpointTensor &t, const TensorSlot &shape) {
-    t.globalShape = shape.sharded() ? shape.globalShape : shape.shape;
+  auto describe = [&m](CheckpointTensor &t, const TensorSlot &shape) {
+    const std::vector<int64_t> &part =
+        shape.sharded() ? shape.globalShape : shape.shape;
+    t.slot = &shape;
+    t.globalShape = wholeShape(shape, m.tp);
+    t.storedRowElements = 1;
+    for (size_t d = 1; d < t.globalShape.size(); ++d)
+      t.storedRowElements *= t.globalShape[d];
+    t.partRows = part.empty() ? 1 : part[0];
     t.sharded = shape.sharded();
+    t.tpSplit = m.tp > 1 && shape.tpDim >= 0;
     t.localRows = shape.shape.empty() ? 1 : shape.shape[0];
     t.rowElements = shape.shape.empty() ? 1 : shape.rowSize();
   };

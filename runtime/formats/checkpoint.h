@@ -11,6 +11,12 @@
 //                                       one per shard rank of replica 0: its
 //                                       rows of every tensor (padding not kept)
 //
+// Tensors are stored whole, by rows of dim 0 of the whole tensor, whatever
+// the mesh. Under --tp the ranks hold tp parts, not rows of it: such a run
+// gathers each tensor onto rank 0, one at a time, which writes one shard
+// (shard-00000-of-00001). A tp rank reading a checkpoint reads the whole
+// rows that hold its part's elements and keeps those.
+//
 // Each shard's bytes are hashed in chunks (XXH3-64), so a reader checks the
 // chunks it reads. A save is written under DIR/.tmp-step-..., fsynced, and
 // published by one rename; `latest` is then replaced the same way. A killed
@@ -47,10 +53,16 @@ struct CheckpointTensor {
   const char *kind;         // "param" or "optimizer"
   abi::Region region;       // kRegionParams or kRegionState
   int64_t offset = 0;       // bytes into the region
-  std::vector<int64_t> globalShape;
+  std::vector<int64_t> globalShape; // the whole tensor's, as stored
+  int64_t storedRowElements = 1;    // elements per row of the whole tensor
+  /// This rank's part, as FSDP shards it: under --tp the tp part of a split
+  /// tensor (`slot` says which), else the whole tensor.
+  const TensorSlot *slot = nullptr; // the slot whose layout it has
+  int64_t partRows = 1;     // rows of dim 0 of the part (unpadded)
   int64_t localRows = 1;    // rows of dim 0 this rank holds (padded)
-  int64_t rowElements = 1;  // elements per row
+  int64_t rowElements = 1;  // elements per row of the part
   bool sharded = false;     // dim 0 split over the shard axis
+  bool tpSplit = false;     // a tp part of the whole tensor (--tp > 1)
 };
 
 /// The tensors of a checkpoint of `m`, in manifest order.
@@ -88,6 +100,11 @@ private:
   /// `written`; returns the JSON fragment rank 0 makes the metadata of.
   std::string writeShard(const std::string &tmp, int64_t step,
                          uint64_t &written) const;
+  /// Under --tp: every tensor gathered whole onto rank 0, one at a time,
+  /// which writes them as the one shard file; every rank calls it. Returns
+  /// rank 0's fragment (empty elsewhere), adding its bytes to `written`.
+  std::string writeGathered(const std::string &tmp, int64_t step,
+                            uint64_t &written) const;
 
   const Manifest &m_;
   const Mesh &mesh_;

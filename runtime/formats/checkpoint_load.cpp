@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/formats/checkpoint.h"
 #include "runtime/formats/checkpoint_format.h"
+#include "runtime/formats/checkpoint_io.h"
 #include "runtime/formats/files.h"
 #include "runtime/formats/safetensors.h"
 
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -316,7 +318,8 @@ std::vector<Piece> planTensor(ShardPlan &plan, const Stored &s,
           openShard(plan, s, path, file, expected->second);
       auto range = uintsOf(s, shard.at("byte_range"),
                            "the byte range of '" + t.key + "'");
-      uint64_t bytes = uint64_t((rows[1] - rows[0]) * t.rowElements * 4);
+      uint64_t bytes =
+          uint64_t((rows[1] - rows[0]) * t.storedRowElements * 4);
       if (range.size() != 2 || range[1] - range[0] != bytes ||
           range[1] > uint64_t(expected->second))
         throw s.bad("shard of '" + t.key + "' in " + file +
@@ -331,13 +334,13 @@ std::vector<Piece> planTensor(ShardPlan &plan, const Stored &s,
   return pieces;
 }
 
-/// Reads rows [from, to) of piece `p` of tensor `t` into `local` (which
-/// holds rows from `want` on), widened to whole hashed chunks, each
-/// checked; returns the bytes read.
+/// Reads stored rows [from, to) of piece `p` of tensor `t` into `local`
+/// (which holds stored rows from `want` on), widened to whole hashed
+/// chunks, each checked; returns the bytes read.
 uint64_t readPiece(const Stored &s, const CheckpointTensor &t, const Piece &p,
                    int64_t want, int64_t wantEnd, std::vector<char> &chunk,
                    std::vector<char> &local) {
-  const uint64_t rowBytes = uint64_t(t.rowElements) * 4;
+  const uint64_t rowBytes = uint64_t(t.storedRowElements) * 4;
   int64_t from = std::max(p.first, want), to = std::min(p.end, wantEnd);
   uint64_t lo = uint64_t(from - p.first) * rowBytes,
            hi = uint64_t(to - p.first) * rowBytes,
@@ -364,6 +367,37 @@ uint64_t readPiece(const Stored &s, const CheckpointTensor &t, const Piece &p,
   return b - a;
 }
 
+/// The stored rows (of the whole tensor) that this rank reads of `t`:
+/// its shard's rows, or under --tp the span of whole rows that holds its
+/// part's elements there.
+std::pair<int64_t, int64_t> storedRows(const CheckpointTensor &t,
+                                       const Mesh &mesh, int64_t tp) {
+  auto [want, wantEnd] = shardRows(t, t.sharded ? mesh.shardIndex() : 0);
+  if (!t.tpSplit || want >= wantEnd)
+    return {want, wantEnd};
+  int64_t lo = INT64_MAX, hi = -1;
+  for (int64_t e = want * t.rowElements; e < wantEnd * t.rowElements; ++e) {
+    int64_t w = tpWholeIndex(*t.slot, tp, mesh.tpIndex(), e);
+    lo = std::min(lo, w);
+    hi = std::max(hi, w);
+  }
+  return {lo / t.storedRowElements, hi / t.storedRowElements + 1};
+}
+
+/// This rank's part of `t` out of the stored rows from `first` on in
+/// `stored`, into `local` (its shard's rows of the part; padding stays).
+void keepPart(const CheckpointTensor &t, const Mesh &mesh, int64_t tp,
+              int64_t first, const std::vector<char> &stored,
+              std::vector<char> &local) {
+  auto [want, wantEnd] = shardRows(t, t.sharded ? mesh.shardIndex() : 0);
+  const float *in = reinterpret_cast<const float *>(stored.data());
+  float *out = reinterpret_cast<float *>(local.data());
+  const int64_t base = first * t.storedRowElements;
+  for (int64_t e = want * t.rowElements; e < wantEnd * t.rowElements; ++e)
+    out[e - want * t.rowElements] =
+        in[tpWholeIndex(*t.slot, tp, mesh.tpIndex(), e) - base];
+}
+
 } // namespace
 
 TrainProgress Checkpointer::load(const std::string &path, const Options &o) {
@@ -377,18 +411,26 @@ TrainProgress Checkpointer::load(const std::string &path, const Options &o) {
   // loaded.
   ShardPlan plan;
   for (const CheckpointTensor &t : tensors_) {
-    auto [want, wantEnd] = shardRows(t, t.sharded ? mesh_.shardIndex() : 0);
+    auto [want, wantEnd] = storedRows(t, mesh_, m_.tp);
     plan.pieces.push_back(planTensor(plan, stored, path, t, want, wantEnd));
   }
-  // This rank's rows of each tensor into the backend (padding rows zero).
+  // This rank's rows of each tensor into the backend (padding rows zero);
+  // under --tp, its part of the whole rows read.
   uint64_t read = 0;
-  std::vector<char> chunk, local;
+  std::vector<char> chunk, local, whole;
   for (size_t k = 0; k < tensors_.size(); ++k) {
     const CheckpointTensor &t = tensors_[k];
-    auto [want, wantEnd] = shardRows(t, t.sharded ? mesh_.shardIndex() : 0);
+    auto [want, wantEnd] = storedRows(t, mesh_, m_.tp);
     local.assign(size_t(t.localRows * uint64_t(t.rowElements) * 4), 0);
+    std::vector<char> &into = t.tpSplit ? whole : local;
+    if (t.tpSplit)
+      whole.assign(size_t(std::max<int64_t>(0, wantEnd - want) *
+                          uint64_t(t.storedRowElements) * 4),
+                   0);
     for (const Piece &p : plan.pieces[k])
-      read += readPiece(stored, t, p, want, wantEnd, chunk, local);
+      read += readPiece(stored, t, p, want, wantEnd, chunk, into);
+    if (t.tpSplit)
+      keepPart(t, mesh_, m_.tp, want, whole, local);
     backend_.copyToDevice(static_cast<char *>(regions_[t.region]) + t.offset,
                           local.data(), int64_t(local.size()));
   }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/formats/checkpoint.h"
 #include "runtime/formats/checkpoint_format.h"
+#include "runtime/formats/checkpoint_io.h"
 #include "runtime/formats/files.h"
 #include "runtime/formats/safetensors.h"
 
@@ -57,6 +58,7 @@ json progressMetadata(const Manifest &m, const TrainProgress &progress,
   meta["model_hash"] = modelHash(m);
   meta["program_hash"] = programFingerprint(m);
   meta["mesh"] = {m.replicas, m.shards};
+  meta["tp"] = m.tp;
   return meta;
 }
 
@@ -183,6 +185,55 @@ std::string Checkpointer::writeShard(const std::string &tmp, int64_t step,
   return fragment.dump();
 }
 
+std::string Checkpointer::writeGathered(const std::string &tmp, int64_t step,
+                                        uint64_t &written) const {
+  const bool leader = mesh_.rank == 0;
+  const std::string file = shardFileName(0, 1);
+  std::vector<NamedTensor> headers;
+  for (const CheckpointTensor &t : tensors_)
+    headers.push_back({t.key, t.globalShape, nullptr});
+  // Tensor k whole on rank 0: gathered over the shard axis, then tp. Every
+  // rank joins each gather, in the same order.
+  std::vector<float> whole;
+  std::vector<std::vector<std::string>> hashes;
+  auto gather = [&](size_t k) -> const float * {
+    const CheckpointTensor &t = tensors_[k];
+    whole = gatherParameter(
+        *t.slot, mesh_, backend_,
+        static_cast<const char *>(regions_[t.region]) + t.offset);
+    hashes.push_back(chunkHashes(reinterpret_cast<const char *>(whole.data()),
+                                 uint64_t(whole.size()) * 4));
+    return whole.data();
+  };
+  if (!leader) {
+    for (size_t k = 0; k < tensors_.size(); ++k)
+      gather(k);
+    return json::object().dump();
+  }
+  std::vector<uint64_t> offsets = writeSafetensors(
+      tmp + "/" + file, headers,
+      {{"format", kFormat}, {"step", std::to_string(step)}}, gather);
+  json entries = json::object();
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    const CheckpointTensor &t = tensors_[k];
+    int64_t rows = t.globalShape.empty() ? 1 : t.globalShape[0];
+    uint64_t bytes = uint64_t(rows * t.storedRowElements * 4);
+    entries[t.key] = {{"file", file},
+                      {"rows", {0, rows}},
+                      {"byte_range", {offsets[k], offsets[k] + bytes}},
+                      {"xxh3", hashes[k]}};
+    written += bytes;
+  }
+  std::string filePath = tmp + "/" + file;
+  json fragment = {
+      {"file", file},
+      {"bytes", uint64_t(fileSize(openRegularForRead(filePath).fd(), filePath))},
+      {"rank", mesh_.rank},
+      {"mesh_coords", {0, 0, 0}},
+      {"tensors", entries}};
+  return fragment.dump();
+}
+
 void Checkpointer::save(const std::string &dir, const TrainProgress &progress,
                         const Options &o, int64_t keep) {
   auto start = std::chrono::steady_clock::now();
@@ -192,11 +243,13 @@ void Checkpointer::save(const std::string &dir, const TrainProgress &progress,
   if (leader)
     prepareDirectory(dir, tmp);
   mesh_.barrier();
-  // Replica 0 writes: the other replicas hold the same values.
+  // Replica 0 writes: the other replicas hold the same values. Under --tp
+  // rank 0 writes every tensor whole.
   uint64_t written = 0;
-  std::string fragment = mesh_.replicaIndex() == 0
-                             ? writeShard(tmp, progress.step, written)
-                             : json::object().dump();
+  std::string fragment =
+      m_.tp > 1 ? writeGathered(tmp, progress.step, written)
+      : mesh_.replicaIndex() == 0 ? writeShard(tmp, progress.step, written)
+                                  : json::object().dump();
   std::vector<std::string> fragments = mesh_.gatherStrings(fragment);
   if (leader) {
     json meta = metadata(m_, tensors_, progress, o, fragments);
@@ -211,5 +264,6 @@ void Checkpointer::save(const std::string &dir, const TrainProgress &progress,
     std::printf("checkpoint: saved step %lld to %s: %.1f MB in %.3f s "
                 "(%.1f MB/s per writing rank)\n",
                 (long long)progress.step, (dir + "/" + name).c_str(),
-                total / 1e6, s, total / 1e6 / s / double(m_.shards));
+                total / 1e6, s,
+                total / 1e6 / s / double(m_.tp > 1 ? 1 : m_.shards));
 }

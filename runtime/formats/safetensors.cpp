@@ -33,6 +33,14 @@ using nlohmann::json;
 std::vector<uint64_t> shardc::runtime::writeSafetensors(
     const std::string &path, const std::vector<NamedTensor> &tensors,
     const std::map<std::string, std::string> &metadata) {
+  return writeSafetensors(path, tensors, metadata,
+                          [&](size_t k) { return tensors[k].data; });
+}
+
+std::vector<uint64_t> shardc::runtime::writeSafetensors(
+    const std::string &path, const std::vector<NamedTensor> &tensors,
+    const std::map<std::string, std::string> &metadata,
+    const std::function<const float *(size_t)> &data) {
   json header = json::object();
   uint64_t offset = 0;
   std::vector<uint64_t> offsets;
@@ -61,11 +69,11 @@ std::vector<uint64_t> shardc::runtime::writeSafetensors(
     le[k] = (size >> (8 * k)) & 0xff;
   out.write(le, 8);
   out.write(text.data(), text.size());
-  for (const NamedTensor &t : tensors) {
+  for (size_t k = 0; k < tensors.size(); ++k) {
     uint64_t n = 1;
-    for (int64_t d : t.shape)
+    for (int64_t d : tensors[k].shape)
       n *= uint64_t(d);
-    out.write(t.data, 4 * n);
+    out.write(data(k), 4 * n);
   }
   out.commit();
   return offsets;

@@ -5,6 +5,7 @@
 #include "runtime/formats/files.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,15 @@ std::vector<uint64_t>
 writeSafetensors(const std::string &path,
                  const std::vector<NamedTensor> &tensors,
                  const std::map<std::string, std::string> &metadata = {});
+
+/// The same, streamed: tensor k's bytes are asked of `data(k)` when they
+/// are written, in order (the tensors' own `data` is not read), so a writer
+/// holds one tensor at a time.
+std::vector<uint64_t>
+writeSafetensors(const std::string &path,
+                 const std::vector<NamedTensor> &tensors,
+                 const std::map<std::string, std::string> &metadata,
+                 const std::function<const float *(size_t)> &data);
 
 struct LoadedTensor {
   std::vector<int64_t> shape;

@@ -368,26 +368,7 @@ bool parseOptimizerFlag(FlagReader &f, Options &o) {
 
 /// The flags that need another, or bound one another; then the defaults
 /// that depend on other flags.
-/// The trainer's outputs and inputs of whole tensors that do not know the
-/// tp axis yet: refused by flag under --tp.
-void checkTp(const Options &o, const Manifest &m) {
-  if (m.tp == 1)
-    return;
-  for (const auto &[flag, value] :
-       {std::pair<const char *, const std::string &>{"--export-onnx",
-                                                     o.exportOnnx},
-        {"--checkpoint-dir", o.checkpointDir},
-        {"--resume", o.resume}})
-    if (!value.empty())
-      throw std::runtime_error(
-          std::string(flag) + " under tensor parallelism (compiled with --tp " +
-          std::to_string(m.tp) +
-          "): not supported yet; it reads or writes whole tensors, which "
-          "these ranks hold split");
-}
-
 void checkCombinations(Options &o, const Manifest &m, const Given &given) {
-  checkTp(o, m);
   if (o.checkpointDir.empty() && (o.checkpointEvery > 0 || o.keep > 0 ||
                                   o.resume == "latest" || o.resume == "auto"))
     throw std::runtime_error(

@@ -5,8 +5,9 @@ Modes:
           (step, loss, lr, grad_norm) and the final weights are
           bit-identical; --keep and `latest` behave.
   cross   a checkpoint written on one mesh resumes on another (pairs in
-          --pairs, e.g. 4:2x2); the resumed curve is within --rtol of the
-          uninterrupted run on the writing mesh.
+          --pairs, e.g. 4:2x2, or 2+tp2:4 for --mesh 2 --tp 2 to --mesh 4);
+          the resumed curve is within --rtol of the uninterrupted run on
+          the writing mesh.
   kill    kill -9 at seeded random points during saves, repeated; every time
           the last published checkpoint loads, and the run finally continued
           to the end equals the uninterrupted one, bit for bit.
@@ -36,8 +37,21 @@ from harness import MPIRUN, run  # noqa: E402
 G, T = 4, 16
 
 
+def layout(mesh):
+    """A mesh as the tests name it: "2x2", or with tensor parallelism
+    "2+tp2" (--mesh 2 --tp 2) and "1+tp2" (--tp 2): (mesh, tp)."""
+    base, _, tp = mesh.partition("+tp")
+    return base, int(tp or 1)
+
+
 def ranks(mesh):
-    return math.prod(int(x) for x in mesh.split("x"))
+    base, tp = layout(mesh)
+    return math.prod(int(x) for x in base.split("x")) * tp
+
+
+def data_ranks(mesh):
+    """The ranks that read different rows: the tp ranks of a group share them."""
+    return ranks(mesh) // layout(mesh)[1]
 
 
 def log_lines(path):
@@ -66,8 +80,10 @@ class Setup:
         if key not in self.exes:
             name = f"train-{mesh}" + "".join(f"-{e.strip('-')}" for e in extra)
             exe = os.path.join(self.work, name)
-            run([self.args.shardc, self.args.config, "--mesh", mesh, "--micro-batch",
-                 str(G // ranks(mesh)), "--seq-len", str(T), *self.args.flags.split(),
+            base, tp = layout(mesh)
+            run([self.args.shardc, self.args.config, "--mesh", base,
+                 *(["--tp", str(tp)] if tp > 1 else []), "--micro-batch",
+                 str(G // data_ranks(mesh)), "--seq-len", str(T), *self.args.flags.split(),
                  *extra, "-o", exe])
             self.exes[key] = exe
         return self.exes[key]
