@@ -408,7 +408,7 @@ Error DriverOptions::checkTpSupported() const {
   auto refuse = [&](const Twine &what) {
     return fail("--tp " + Twine(training.tp) + " with " + what +
                 ": not supported yet (tensor parallelism runs GPT-2 and "
-                "Llama-family models in f32)");
+                "Llama-family models with f32 reductions)");
   };
   if (training.offload != abi::kOffloadNone)
     return refuse("--offload=" + training.offload);
@@ -416,9 +416,8 @@ Error DriverOptions::checkTpSupported() const {
     return refuse("an ONNX model");
   if (model.infer)
     return refuse("--infer");
-  if (training.paramDtype != "f32" || training.reduceDtype != "f32")
-    return refuse("--param-dtype " + training.paramDtype + " --reduce-dtype " +
-                  training.reduceDtype);
+  if (training.reduceDtype != "f32")
+    return refuse("--reduce-dtype " + training.reduceDtype);
   if (training.recompute != "none")
     return refuse("--recompute=" + training.recompute);
   if (training.gradSync != "every")

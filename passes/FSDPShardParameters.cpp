@@ -162,6 +162,13 @@ struct FSDPShardParametersPass
     }
     fwd.setFunctionType(
         b.getFunctionType(argTypes, fwd.getFunctionType().getResults()));
+    // The activations' collectives (tp-partition's, not a group's gathers)
+    // sum in the reduce dtype, as the gradients' do.
+    fwd.walk([&](Operation *op) {
+      if (isa<shard::AllGatherOp, shard::ReduceScatterOp>(op) &&
+          !op->hasAttr(attrs::kGroup))
+        op->setAttr(attrs::kSumDtype, TypeAttr::get(reduceType));
+    });
     // bf16 parameters the target computes on: the model computes in bf16.
     propagateComputeDtype(fwd, *targetDesc);
   }

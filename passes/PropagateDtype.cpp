@@ -7,6 +7,9 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "passes/lower/StepBuilder.h"
+#include "target/Attrs.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -63,6 +66,25 @@ bool touchesBf16(Operation *op) {
   return false;
 }
 
+/// A collective of activations follows its input: an all-gather moves the
+/// input's type; a reduce-scatter sums in its kSumDtype (the input cast to
+/// it; without one, in the input's type).
+void propagateThroughCollective(OpBuilder &b, Operation *op) {
+  if (op->getNumOperands() != 1 || op->getNumResults() != 1)
+    return;
+  RankedTensorType in = floatTensor(op->getOperand(0).getType());
+  RankedTensorType out = floatTensor(op->getResult(0).getType());
+  if (!in || !out)
+    return;
+  Type elt = in.getElementType();
+  if (isa<shard::ReduceScatterOp>(op))
+    if (auto sum = op->getAttrOfType<TypeAttr>(attrs::kSumDtype))
+      elt = sum.getValue();
+  if (elt != in.getElementType())
+    op->setOperand(0, convert(b, op, op->getOperand(0), elt));
+  op->getResult(0).setType(out.clone(elt));
+}
+
 /// Results returned in bf16 where the function says f32 are cast back.
 void restoreResultTypes(OpBuilder &b, func::FuncOp fn, Operation *ret) {
   ArrayRef<Type> want = fn.getFunctionType().getResults();
@@ -103,6 +125,11 @@ void shardc::propagateComputeDtype(func::FuncOp fn,
   fn.walk([&](Operation *op) {
     if (isa<func::ReturnOp>(op)) {
       restoreResultTypes(b, fn, op);
+      return;
+    }
+    if (isa<shard::AllGatherOp, shard::ReduceScatterOp>(op) &&
+        touchesBf16(op)) {
+      propagateThroughCollective(b, op);
       return;
     }
     if (keepsItsTypes(op) || !touchesBf16(op))

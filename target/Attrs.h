@@ -48,6 +48,11 @@ constexpr llvm::StringLiteral kTpDim = "tp.dim";
 /// With kTpDim: the split dim is `tp.blocks` blocks (GPT-2's fused c_attn:
 /// q, k, v), each split by tp rank; absent: one block.
 constexpr llvm::StringLiteral kTpBlocks = "tp.blocks";
+/// On a collective of activations (tp-partition's sequence all-gathers and
+/// reduce-scatters): the element type its sums run in, the reduce dtype
+/// (fsdp-shard-parameters). A reduce-scatter's input is cast to it; an
+/// all-gather's adjoint reduce-scatters its gradient in it.
+constexpr llvm::StringLiteral kSumDtype = "tp.sum_dtype";
 /// The name of the device grid.
 constexpr llvm::StringLiteral kGridName = "mesh";
 /// On the model module: a dictionary describing the model (for the manifest).

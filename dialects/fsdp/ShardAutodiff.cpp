@@ -17,15 +17,28 @@ struct AllGatherVJP
   SmallVector<Value> buildVJP(Operation *op, OpBuilder &b,
                               ArrayRef<Value> grads) const {
     auto gather = cast<shard::AllGatherOp>(op);
-    // Reduced in the gradient's element type (mixed precision decides it).
+    // Reduced in the gradient's element type (mixed precision decides it),
+    // or in the gather's sum dtype (an activation's: the gradient cast to
+    // it and the sum cast back).
     auto shardType = cast<RankedTensorType>(gather.getInput().getType());
     auto gradType = cast<RankedTensorType>(grads[0].getType());
+    Type sumType = gradType.getElementType();
+    if (auto sum = op->getAttrOfType<TypeAttr>(shardc::attrs::kSumDtype))
+      sumType = sum.getValue();
+    Value grad = grads[0];
+    if (sumType != gradType.getElementType())
+      grad = shardc::nn::CastOp::create(b, op->getLoc(),
+                                        gradType.clone(sumType), grad,
+                                        TypeAttr());
     Value scattered = shard::ReduceScatterOp::create(
-        b, op->getLoc(), shardType.clone(gradType.getElementType()),
-        gather.getGridAttr(),
-        gather.getGridAxesAttr(), grads[0],
+        b, op->getLoc(), shardType.clone(sumType), gather.getGridAttr(),
+        gather.getGridAxesAttr(), grad,
         shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
         gather.getGatherAxisAttr());
+    if (sumType != gradType.getElementType())
+      scattered = shardc::nn::CastOp::create(
+          b, op->getLoc(), shardType.clone(gradType.getElementType()),
+          scattered, TypeAttr());
     // The FSDP group of the gathered parameter, for bucketing.
     if (Attribute group = op->getAttr(shardc::attrs::kGroup))
       scattered.getDefiningOp()->setAttr(shardc::attrs::kGroup, group);

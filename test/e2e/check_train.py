@@ -73,7 +73,7 @@ def torch_run(args, c, W0, tokens, steps, dtype=None):
             x, y = tm.batch(tokens, s * N + k, B, T)
             for r in range(P):
                 rows = slice(r * B // P, (r + 1) * B // P)
-                loss = tm.loss(c, W, x[rows], y[rows], dtype) / (N * P)
+                loss = tm.loss(c, W, x[rows], y[rows], dtype, tp=args.tp) / (N * P)
                 loss.backward()
                 total += loss.item()
         grads = {n: t.grad.clone() for n, t in W.items()}

@@ -414,8 +414,174 @@ def llama_loss(c, W, x, y, dtype=None):
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def loss(c, W, x, y, dtype=None):
+def tp_gather(parts):
+    """Sequence parallelism's all-gather of the tp ranks' [B, T/tp, C] bf16
+    chunks, and its adjoint: the whole gradient summed over the ranks' uses
+    in f32 (the reduce dtype), rounded to bf16 once, then split. Returns one
+    input per tp rank, each its own f32 -> bf16 cast of the gathered chunks,
+    so that autograd sums the ranks' gradients in f32."""
+    whole = torch.cat(parts, dim=1).float()
+    return lambda: whole.to(parts[0].dtype)
+
+
+def tp_scatter(partials, tp, dtype):
+    """Row-parallel partial outputs [B, T, C] (each bf16) summed in f32 and
+    reduce-scattered: rank j's [B, T/tp, C] chunk, rounded to bf16."""
+    total = sum(p.float() for p in partials)
+    return [t.to(dtype) for t in total.chunk(tp, dim=1)]
+
+
+def llama_loss_tp(c, W, x, y, dtype, tp):
+    """llama_loss under mixed precision on tp ranks, as tp-partition
+    computes it (torchtitan's plan with sequence parallelism): rank j holds
+    tokens [j T/tp, (j+1) T/tp) of the residual stream, its norms and the
+    loss; q/k/v, gate and up are split by rows (heads) and o and down by
+    columns over the ranks; an all-gather feeds the split projections and a
+    reduce-scatter sums their partial outputs (both sums in f32). Each rank
+    casts the f32 master weights to bf16 itself, so a whole parameter's
+    gradient is each rank's bf16 part summed in f32."""
+    B, T = x.shape
+    C, H = c["hidden_size"], c["num_attention_heads"]
+    G = c.get("num_key_value_heads", H)
+    D = c.get("head_dim", C // H)
+    eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
+    inv_freq = rope_inv_freq(c, D)
+    Wr = [cast_params(W, dtype) for _ in range(tp)]
+    rot = in_f32(lambda t: apply_rotary(t, theta, inv_freq), dtype)
+    norm = in_f32(lambda t, w: rms_norm(t, w, eps), dtype)
+    silu = in_f32(F.silu, dtype)
+    attention = mixed_attention(dtype)
+
+    def rows(r, name, n):
+        """Rank r's rows of W[name] (and of its bias) when split in n parts."""
+        w = Wr[r][name + ".weight"]
+        b = Wr[r].get(name + ".bias")
+        part = w.shape[0] // n
+        return (w[r * part:(r + 1) * part],
+                None if b is None else b[r * part:(r + 1) * part])
+
+    def col_lin(t, r, name):
+        w, b = rows(r, name, tp)
+        return gemm(t, w.t(), b, dtype)
+
+    def row_lin(t, r, name):
+        assert name + ".bias" not in W, "a row-parallel bias"
+        w = Wr[r][name + ".weight"]
+        part = w.shape[1] // tp
+        return gemm(t, w[:, r * part:(r + 1) * part].t(), None, dtype)
+
+    n = T // tp
+    h = [embedding(Wr[j]["model.embed_tokens.weight"], x[:, j * n:(j + 1) * n], dtype)
+         for j in range(tp)]
+    Hr, Gr = H // tp, G // tp
+    for l in range(c["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        a = tp_gather([norm(h[j], Wr[j][p + "input_layernorm.weight"]) for j in range(tp)])
+        partials = []
+        for r in range(tp):
+            ar = a()
+            q = col_lin(ar, r, p + "self_attn.q_proj").view(B, T, Hr, D).transpose(1, 2)
+            k = col_lin(ar, r, p + "self_attn.k_proj").view(B, T, Gr, D).transpose(1, 2)
+            v = col_lin(ar, r, p + "self_attn.v_proj").view(B, T, Gr, D).transpose(1, 2)
+            o = attention(rot(q), rot(k), v).transpose(1, 2).reshape(B, T, Hr * D)
+            partials.append(row_lin(o, r, p + "self_attn.o_proj"))
+        h = [hj + sj for hj, sj in zip(h, tp_scatter(partials, tp, dtype))]
+        m = tp_gather([norm(h[j], Wr[j][p + "post_attention_layernorm.weight"])
+                       for j in range(tp)])
+        partials = []
+        for r in range(tp):
+            mr = m()
+            s = silu(col_lin(mr, r, p + "mlp.gate_proj")) * col_lin(mr, r, p + "mlp.up_proj")
+            partials.append(row_lin(s, r, p + "mlp.down_proj"))
+        h = [hj + sj for hj, sj in zip(h, tp_scatter(partials, tp, dtype))]
+    total = 0.0
+    for j in range(tp):
+        hj = norm(h[j], Wr[j]["model.norm.weight"])
+        head = Wr[j].get("lm_head.weight", Wr[j]["model.embed_tokens.weight"])
+        logits = gemm(hj, head.t(), None, dtype).float()
+        total = total + F.cross_entropy(logits.view(-1, logits.shape[-1]),
+                                        y[:, j * n:(j + 1) * n].reshape(-1),
+                                        reduction="sum")
+    return total / (B * T)
+
+
+def gpt2_loss_tp(c, W, x, y, dtype, tp):
+    """gpt2_loss under mixed precision on tp ranks, as llama_loss_tp: c_attn
+    split by thirds (each of q, k, v by heads) and c_fc by columns, the
+    c_projs by rows with their bias added once to the rank's chunk of the
+    sum; each rank adds its rows of the learned positions."""
+    B, T = x.shape
+    C, H = c["n_embd"], c["n_head"]
+    eps = c.get("layer_norm_epsilon", 1e-5)
+    approx = "none" if c.get("activation_function", "gelu_new") == "gelu" else "tanh"
+    Wr = [cast_params(W, dtype) for _ in range(tp)]
+    ln = in_f32(lambda t, w, b: F.layer_norm(t, (C,), w, b, eps), dtype)
+    gelu = in_f32(lambda t: F.gelu(t, approximate=approx), dtype)
+    attention = mixed_attention(dtype)
+    n, Hr = T // tp, H // tp
+
+    def cols(r, name, blocks):
+        """Rank r's columns of each of `blocks` blocks of W[name] ([in,
+        out]) and of its bias."""
+        w, b = Wr[r][name + ".weight"], Wr[r][name + ".bias"]
+        block = w.shape[1] // blocks
+        part = block // tp
+        idx = torch.cat([torch.arange(k * block + r * part, k * block + (r + 1) * part)
+                         for k in range(blocks)])
+        return w[:, idx], b[idx]
+
+    def row_proj(h, parts, name):
+        """h + the reduce-scattered sum of the ranks' parts of t @ W[name]
+        (its rows split), then the bias, on each rank's chunk."""
+        partials = []
+        for r, t in enumerate(parts):
+            w = Wr[r][name + ".weight"]
+            part = w.shape[0] // tp
+            partials.append(gemm(t, w[r * part:(r + 1) * part], None, dtype))
+        return [hj + (sj + Wr[j][name + ".bias"])
+                for j, (hj, sj) in enumerate(zip(h, tp_scatter(partials, tp, dtype)))]
+
+    h = [embedding(Wr[j]["transformer.wte.weight"], x[:, j * n:(j + 1) * n], dtype)
+         + Wr[j]["transformer.wpe.weight"][j * n:(j + 1) * n] for j in range(tp)]
+    for l in range(c["n_layer"]):
+        p = f"transformer.h.{l}."
+        a = tp_gather([ln(h[j], Wr[j][p + "ln_1.weight"], Wr[j][p + "ln_1.bias"])
+                       for j in range(tp)])
+        scale = 1.0 / math.sqrt(C // H) if c.get("scale_attn_weights", True) else 1.0
+        if c.get("scale_attn_by_inverse_layer_idx", False):
+            scale /= float(l + 1)
+        heads = lambda t: t.view(B, T, Hr, C // H).transpose(1, 2)
+        outs = []
+        for r in range(tp):
+            w, b = cols(r, p + "attn.c_attn", 3)
+            q, k, v = gemm(a(), w, b, dtype).split(C // tp, dim=-1)
+            o = attention(heads(q), heads(k), heads(v), scale)
+            outs.append(o.transpose(1, 2).reshape(B, T, C // tp))
+        h = row_proj(h, outs, p + "attn.c_proj")
+        m = tp_gather([ln(h[j], Wr[j][p + "ln_2.weight"], Wr[j][p + "ln_2.bias"])
+                       for j in range(tp)])
+        outs = []
+        for r in range(tp):
+            w, b = cols(r, p + "mlp.c_fc", 1)
+            outs.append(gelu(gemm(m(), w, b, dtype)))
+        h = row_proj(h, outs, p + "mlp.c_proj")
+    total = 0.0
+    for j in range(tp):
+        hj = ln(h[j], Wr[j]["transformer.ln_f.weight"], Wr[j]["transformer.ln_f.bias"])
+        head = Wr[j].get("lm_head.weight", Wr[j]["transformer.wte.weight"])
+        logits = gemm(hj, head.t(), None, dtype).float()
+        total = total + F.cross_entropy(logits.view(-1, logits.shape[-1]),
+                                        y[:, j * n:(j + 1) * n].reshape(-1),
+                                        reduction="sum")
+    return total / (B * T)
+
+
+def loss(c, W, x, y, dtype=None, tp=1):
     """The mean cross-entropy of the model; dtype torch.bfloat16: mixed
-    precision (the module's docstring), None or torch.float32: f32."""
+    precision (the module's docstring), None or torch.float32: f32. With
+    tp > 1 under mixed precision, as tp ranks compute it (llama_loss_tp)."""
+    if tp > 1 and mixed(dtype):
+        f = gpt2_loss_tp if c["model_type"] == "gpt2" else llama_loss_tp
+        return f(c, W, x, y, dtype, tp)
     f = gpt2_loss if c["model_type"] == "gpt2" else llama_loss
     return f(c, W, x, y, dtype)

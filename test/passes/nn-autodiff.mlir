@@ -176,3 +176,23 @@ func.func @forward(%x: tensor<4x8xf32> {nn.param = "x"}, %u: tensor<3xf32> {nn.p
   %l = nn.cross_entropy %x, %t : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// An activation's all-gather marked with a sum dtype (tensor parallelism's
+// sequence gather under bf16): its adjoint reduce-scatters the bf16
+// gradient cast up to f32, and casts the sum back.
+// CHECK-LABEL: func.func @micro_step(%arg0: tensor<2x4xbf16>
+// CHECK: %[[G:.*]] = shard.all_gather %{{.*}} on @mesh grid_axes = [0] gather_axis = 0 {tp.sum_dtype = f32} : tensor<2x4xbf16> -> tensor<4x4xbf16>
+// CHECK: %[[DX:.*]] = nn.linear %{{.*}} {weight_in_out} : (tensor<4x6xbf16>, tensor<6x4xbf16>) -> tensor<4x4xbf16>
+// CHECK: %[[UP:.*]] = nn.cast %[[DX]] : tensor<4x4xbf16> to tensor<4x4xf32>
+// CHECK: %[[RS:.*]] = shard.reduce_scatter %[[UP]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK: nn.cast %[[RS]] : tensor<2x4xf32> to tensor<2x4xbf16>
+shard.grid @mesh(shape = 2)
+func.func @forward(%x: tensor<2x4xbf16> {nn.param = "x"}, %w: tensor<6x4xbf16> {nn.param = "w"},
+                   %t: tensor<4xi32> {nn.input = "targets"}) -> tensor<f32> {
+  %g = shard.all_gather %x on @mesh grid_axes = [0] gather_axis = 0 {tp.sum_dtype = f32} : tensor<2x4xbf16> -> tensor<4x4xbf16>
+  %y = nn.linear %g, %w : (tensor<4x4xbf16>, tensor<6x4xbf16>) -> tensor<4x6xbf16>
+  %l = nn.cross_entropy %y, %t : (tensor<4x6xbf16>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

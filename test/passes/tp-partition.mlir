@@ -5,6 +5,15 @@
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=1' | FileCheck %s --check-prefix=NONE
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=FSDP
 // RUN: shardc-opt %S/Inputs/tp-gpt2-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=GPT2
+// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2 param-dtype=bf16' | FileCheck %s --check-prefix=BF16
+
+// bf16 compute (fsdp-shard-parameters' nn-propagate-dtype): the sequence
+// all-gather moves bf16 and is marked to sum its gradient in the reduce
+// dtype; the row-parallel partial outputs are cast up and reduce-scattered
+// in f32.
+// BF16: shard.all_gather %{{.*}} on @mesh grid_axes = [1] gather_axis = 0 {tp.sum_dtype = f32} : tensor<2x2x8xbf16> -> tensor<4x2x8xbf16>
+// BF16: %[[UP:.*]] = nn.cast %{{.*}} : tensor<4x2x8xbf16> to tensor<4x2x8xf32>
+// BF16-NEXT: shard.reduce_scatter %[[UP]] on @mesh grid_axes = [1] scatter_axis = 0 {tp.sum_dtype = f32} : tensor<4x2x8xf32> -> tensor<2x2x8xf32>
 
 // The grid: shard axis 0 (size 1), tp axis 1.
 // CHECK: module attributes {fsdp.mesh = array<i64: 1, 1, 2>
