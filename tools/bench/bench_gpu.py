@@ -92,6 +92,9 @@ CURVES = {
                              "--param-dtype bf16", "", 1),
     "gpt2-tiny-bf16-mesh2": ("test/e2e/Inputs/gpt2-tiny.json",
                              "--micro-batch 4 --seq-len 16 --param-dtype bf16 --mesh 2", "", 2),
+    "llama-tiny-bf16-mesh2-tp2": ("test/e2e/Inputs/llama-tiny.json",
+                                  "--micro-batch 4 --seq-len 16 --param-dtype bf16 "
+                                  "--mesh 2 --tp 2", "", 4),
     # f32 with --allow-tf32 on the GPU only: TF32 against the f32 CPU.
     "gpt2-tiny-tf32": ("test/e2e/Inputs/gpt2-tiny.json", "--micro-batch 4 --seq-len 16",
                        "--allow-tf32", 1),
