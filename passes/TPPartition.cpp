@@ -97,7 +97,7 @@ struct TPPartitionPass
   DenseMap<Value, Layout> layouts;
   /// Values' types before this pass retyped them.
   DenseMap<Value, RankedTensorType> oldTypes;
-  /// Parameters by role; the linear weights' split dims.
+  /// Each parameter argument's role in the plan.
   DenseMap<Value, Role> roles;
   /// A sequence-sharded value's all-gathered whole (q, k and v share one).
   DenseMap<Value, Value> gathered;
@@ -261,7 +261,7 @@ struct TPPartitionPass
     b.setInsertionPointAfterValue(seq);
     Location loc = seq.getLoc();
     RankedTensorType t = tensorType(seq);
-    SmallVector<int64_t> local(t.getShape()), full(local);
+    SmallVector<int64_t> full(t.getShape());
     full[1] *= T;
     Value tokensFirst = tokensToDim0(b, loc, seq);
     SmallVector<int64_t> gatheredShape(tensorType(tokensFirst).getShape());
