@@ -375,13 +375,20 @@ def apply_rotary(x, theta, inv_freq=None):
     return x * emb.cos() + rotate_half(x) * emb.sin()
 
 
-def llama_loss(c, W, x, y, dtype=None):
-    B, T = x.shape
+def llama_sizes(c):
+    """A Llama config's width, heads, kv heads, head dim, norm epsilon, rope
+    theta and rotary inverse frequencies."""
     C, H = c["hidden_size"], c["num_attention_heads"]
     G = c.get("num_key_value_heads", H)
     D = c.get("head_dim", C // H)
     eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
     inv_freq = rope_inv_freq(c, D)
+    return C, H, G, D, eps, theta, inv_freq
+
+
+def llama_loss(c, W, x, y, dtype=None):
+    B, T = x.shape
+    C, H, G, D, eps, theta, inv_freq = llama_sizes(c)
     W = cast_params(W, dtype)
     rot = in_f32(lambda t: apply_rotary(t, theta, inv_freq), dtype)
     norm = in_f32(lambda t, w: rms_norm(t, w, eps), dtype)
@@ -431,6 +438,20 @@ def tp_scatter(partials, tp, dtype):
     return [t.to(dtype) for t in total.chunk(tp, dim=1)]
 
 
+def tp_loss(h, y, heads, dtype):
+    """The mean cross-entropy over all tokens, rank j's from its chunk of
+    the final hidden states h[j] and its cast of the LM head heads[j]."""
+    B, T = y.shape
+    n = T // len(h)
+    total = 0.0
+    for j, (hj, head) in enumerate(zip(h, heads)):
+        logits = gemm(hj, head.t(), None, dtype).float()
+        total = total + F.cross_entropy(logits.view(-1, logits.shape[-1]),
+                                        y[:, j * n:(j + 1) * n].reshape(-1),
+                                        reduction="sum")
+    return total / (B * T)
+
+
 def llama_loss_tp(c, W, x, y, dtype, tp):
     """llama_loss under mixed precision on tp ranks, as tp-partition
     computes it (torchtitan's plan with sequence parallelism): rank j holds
@@ -441,11 +462,7 @@ def llama_loss_tp(c, W, x, y, dtype, tp):
     casts the f32 master weights to bf16 itself, so a whole parameter's
     gradient is each rank's bf16 part summed in f32."""
     B, T = x.shape
-    C, H = c["hidden_size"], c["num_attention_heads"]
-    G = c.get("num_key_value_heads", H)
-    D = c.get("head_dim", C // H)
-    eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
-    inv_freq = rope_inv_freq(c, D)
+    C, H, G, D, eps, theta, inv_freq = llama_sizes(c)
     Wr = [cast_params(W, dtype) for _ in range(tp)]
     rot = in_f32(lambda t: apply_rotary(t, theta, inv_freq), dtype)
     norm = in_f32(lambda t, w: rms_norm(t, w, eps), dtype)
@@ -494,15 +511,9 @@ def llama_loss_tp(c, W, x, y, dtype, tp):
             s = silu(col_lin(mr, r, p + "mlp.gate_proj")) * col_lin(mr, r, p + "mlp.up_proj")
             partials.append(row_lin(s, r, p + "mlp.down_proj"))
         h = [hj + sj for hj, sj in zip(h, tp_scatter(partials, tp, dtype))]
-    total = 0.0
-    for j in range(tp):
-        hj = norm(h[j], Wr[j]["model.norm.weight"])
-        head = Wr[j].get("lm_head.weight", Wr[j]["model.embed_tokens.weight"])
-        logits = gemm(hj, head.t(), None, dtype).float()
-        total = total + F.cross_entropy(logits.view(-1, logits.shape[-1]),
-                                        y[:, j * n:(j + 1) * n].reshape(-1),
-                                        reduction="sum")
-    return total / (B * T)
+    return tp_loss([norm(h[j], Wr[j]["model.norm.weight"]) for j in range(tp)], y,
+                   [Wr[j].get("lm_head.weight", Wr[j]["model.embed_tokens.weight"])
+                    for j in range(tp)], dtype)
 
 
 def gpt2_loss_tp(c, W, x, y, dtype, tp):
@@ -565,15 +576,10 @@ def gpt2_loss_tp(c, W, x, y, dtype, tp):
             w, b = cols(r, p + "mlp.c_fc", 1)
             outs.append(gelu(gemm(m(), w, b, dtype)))
         h = row_proj(h, outs, p + "mlp.c_proj")
-    total = 0.0
-    for j in range(tp):
-        hj = ln(h[j], Wr[j]["transformer.ln_f.weight"], Wr[j]["transformer.ln_f.bias"])
-        head = Wr[j].get("lm_head.weight", Wr[j]["transformer.wte.weight"])
-        logits = gemm(hj, head.t(), None, dtype).float()
-        total = total + F.cross_entropy(logits.view(-1, logits.shape[-1]),
-                                        y[:, j * n:(j + 1) * n].reshape(-1),
-                                        reduction="sum")
-    return total / (B * T)
+    return tp_loss([ln(h[j], Wr[j]["transformer.ln_f.weight"], Wr[j]["transformer.ln_f.bias"])
+                    for j in range(tp)], y,
+                   [Wr[j].get("lm_head.weight", Wr[j]["transformer.wte.weight"])
+                    for j in range(tp)], dtype)
 
 
 def loss(c, W, x, y, dtype=None, tp=1):
