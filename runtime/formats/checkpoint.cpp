@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/formats/checkpoint.h"
 #include "runtime/formats/checkpoint_format.h"
-#include "runtime/formats/checkpoint_io.h"
 #include "runtime/formats/files.h"
 #include "runtime/runtime.h"
 #include "runtime/trainer/program.h"

@@ -42,14 +42,6 @@ void readPartRows(const SafetensorsFile &f, const std::string &key,
 
 } // namespace
 
-std::vector<int64_t> shardc::runtime::wholeShape(const TensorSlot &p,
-                                                 int64_t tp) {
-  std::vector<int64_t> shape = p.sharded() ? p.globalShape : p.shape;
-  if (p.tpDim >= 0 && size_t(p.tpDim) < shape.size())
-    shape[size_t(p.tpDim)] *= tp;
-  return shape;
-}
-
 void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
                                      Backend &backend, char *params,
                                      int64_t shardIndex, bool allowNonfinite,

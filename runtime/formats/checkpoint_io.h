@@ -36,9 +36,6 @@ void loadParameters(const Manifest &m, const std::string &path,
 std::vector<float> gatherParameter(const TensorSlot &p, const Mesh &mesh,
                                    Backend &backend, const char *src);
 
-/// The shape of the whole tensor of parameter `p` (its tp parts joined).
-std::vector<int64_t> wholeShape(const TensorSlot &p, int64_t tp);
-
 /// One tensor per parameter, read from `region` at the slot of `prefix +
 /// name` (params: no prefix; gradients: abi::kStateGrad). Sharded tensors
 /// are gathered on the shard axis into `storage` (complete on rank 0).

@@ -11,7 +11,6 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/formats/checkpoint.h"
 #include "runtime/formats/checkpoint_format.h"
-#include "runtime/formats/checkpoint_io.h"
 #include "runtime/formats/files.h"
 #include "runtime/formats/safetensors.h"
 

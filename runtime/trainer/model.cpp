@@ -253,6 +253,14 @@ double shardc::runtime::counterNormal(uint64_t key, uint64_t counter) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+std::vector<int64_t> shardc::runtime::wholeShape(const TensorSlot &p,
+                                                 int64_t tp) {
+  std::vector<int64_t> shape = p.sharded() ? p.globalShape : p.shape;
+  if (p.tpDim >= 0 && size_t(p.tpDim) < shape.size())
+    shape[size_t(p.tpDim)] *= tp;
+  return shape;
+}
+
 int64_t shardc::runtime::tpWholeIndex(const TensorSlot &p, int64_t tp,
                                       int64_t tpIndex, int64_t k) {
   if (p.tpDim < 0 || tp == 1)

@@ -122,6 +122,9 @@ void encodeFile(const TensorSlot &slot, const float *values, char *file);
 void initParameters(const Manifest &m, uint64_t seed, char *params,
                     int64_t shardIndex = 0, int64_t tpIndex = 0);
 
+/// The shape of the whole tensor of parameter `p` (its tp parts joined).
+std::vector<int64_t> wholeShape(const TensorSlot &p, int64_t tp);
+
 /// The element of the whole tensor that element `k` of tp rank `tpIndex`'s
 /// part of `p` is (`k` indexes that part, FSDP's global shape, unpadded).
 int64_t tpWholeIndex(const TensorSlot &p, int64_t tp, int64_t tpIndex,
