@@ -242,6 +242,8 @@ struct Piece {
 struct ShardPlan {
   std::map<std::string, SafetensorsFile> open;
   std::vector<std::vector<Piece>> pieces;
+  /// Each tensor's stored rows [first, end) that this rank reads.
+  std::vector<std::pair<int64_t, int64_t>> rows;
 };
 
 /// Shard file `file` of checkpoint `path`, opened once and checked against
@@ -411,6 +413,7 @@ TrainProgress Checkpointer::load(const std::string &path, const Options &o) {
   ShardPlan plan;
   for (const CheckpointTensor &t : tensors_) {
     auto [want, wantEnd] = storedRows(t, mesh_, m_.tp);
+    plan.rows.push_back({want, wantEnd});
     plan.pieces.push_back(planTensor(plan, stored, path, t, want, wantEnd));
   }
   // This rank's rows of each tensor into the backend (padding rows zero);
@@ -419,7 +422,7 @@ TrainProgress Checkpointer::load(const std::string &path, const Options &o) {
   std::vector<char> chunk, local, whole;
   for (size_t k = 0; k < tensors_.size(); ++k) {
     const CheckpointTensor &t = tensors_[k];
-    auto [want, wantEnd] = storedRows(t, mesh_, m_.tp);
+    auto [want, wantEnd] = plan.rows[k];
     local.assign(size_t(t.localRows * uint64_t(t.rowElements) * 4), 0);
     std::vector<char> &into = t.tpSplit ? whole : local;
     if (t.tpSplit)
