@@ -418,8 +418,6 @@ Error DriverOptions::checkTpSupported() const {
     return refuse("--infer");
   if (training.reduceDtype != "f32")
     return refuse("--reduce-dtype " + training.reduceDtype);
-  if (training.recompute != "none")
-    return refuse("--recompute=" + training.recompute);
   if (training.gradSync != "every")
     return refuse("--grad-sync=" + training.gradSync);
   if (predict.plan != "manual")

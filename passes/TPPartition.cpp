@@ -270,6 +270,7 @@ struct TPPartitionPass
         b, loc, withShape(t, gatheredShape), grid,
         b.getDenseI16ArrayAttr({tpAxis}), tokensFirst, b.getIndexAttr(0));
     Value whole = tokensFromDim0(b, loc, all, withShape(t, full));
+    inBlockOf(seq, {tokensFirst, all, whole});
     gathered[seq] = whole;
     return whole;
   }
@@ -277,8 +278,8 @@ struct TPPartitionPass
   /// A partial sum [B, T, ...] -> its sequence-sharded sum [B, T/tp, ...].
   Value scatterSequence(OpBuilder &b, Location loc, Value partial) {
     RankedTensorType t = tensorType(partial);
-    SmallVector<int64_t> local(t.getShape());
-    local[1] /= T;
+    SmallVector<int64_t> localShape(t.getShape());
+    localShape[1] /= T;
     Value tokensFirst = tokensToDim0(b, loc, partial);
     SmallVector<int64_t> scattered(tensorType(tokensFirst).getShape());
     scattered[0] /= T;
@@ -287,7 +288,23 @@ struct TPPartitionPass
         tokensFirst,
         shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
         b.getIndexAttr(0));
-    return tokensFromDim0(b, loc, sum, withShape(t, local));
+    Value local = tokensFromDim0(b, loc, sum, withShape(t, localShape));
+    inBlockOf(partial, {tokensFirst, sum, local});
+    return local;
+  }
+
+  /// Puts the ops that define `made` in the layer block (nn.block) of
+  /// `from`'s producer, so that --recompute re-runs a block's collectives
+  /// with it: the backward re-gathers a column-parallel input instead of
+  /// keeping the gathered sequence, as Megatron does.
+  static void inBlockOf(Value from, ArrayRef<Value> made) {
+    Operation *producer = from.getDefiningOp();
+    Attribute block = producer ? producer->getAttr(attrs::kBlock) : nullptr;
+    if (!block)
+      return;
+    for (Value v : made)
+      if (Operation *op = v.getDefiningOp(); op && op != producer)
+        op->setAttr(attrs::kBlock, block);
   }
 
   /// [B, S, ...] -> [S, B, ...]: a reshape for B = 1, else a transpose.

@@ -6,6 +6,36 @@
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=FSDP
 // RUN: shardc-opt %S/Inputs/tp-gpt2-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=GPT2
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2 param-dtype=bf16' | FileCheck %s --check-prefix=BF16
+// RUN: shardc-opt %S/Inputs/tp-marked-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=BLOCK
+// RUN: shardc-opt %S/Inputs/tp-marked-block.mlir '--tp-partition=tp=2' '--nn-autodiff=recompute=selective' | FileCheck %s --check-prefix=REGATHER
+
+// The collectives (and the moves of the tokens to dim 0 around them) join
+// the layer block of the value they gather or scatter; ops outside blocks
+// (the LM head) stay outside.
+// BLOCK: nn.rms_norm {{.*}} {nn.block = 0 : i64}
+// BLOCK-NEXT: nn.transpose {{.*}} {nn.block = 0 : i64, permutation
+// BLOCK-NEXT: shard.all_gather {{.*}} gather_axis = 0 {nn.block = 0 : i64}
+// BLOCK-NEXT: nn.transpose {{.*}} {nn.block = 0 : i64, permutation
+// BLOCK: nn.silu
+// BLOCK-NEXT: nn.linear {{.*}} {nn.block = 0 : i64}
+// BLOCK-NEXT: nn.transpose {{.*}} {nn.block = 0 : i64, permutation
+// BLOCK-NEXT: shard.reduce_scatter {{.*}} scatter_axis = 0 {nn.block = 0 : i64}
+// BLOCK-NEXT: nn.transpose {{.*}} {nn.block = 0 : i64, permutation
+// BLOCK: nn.linear %{{[0-9]+}}, %{{[^ ]*}} : (tensor<2x2x8xf32>, tensor<10x8xf32>)
+
+// So --recompute re-gathers the column-parallel input in backward, from the
+// recomputed norm, as Megatron does, instead of keeping the gathered
+// sequence: the forward's gather, the recomputed one, then the gradients'
+// collectives (the reduce-scatter's VJP gathers, the all-gather's scatters).
+// REGATHER: func.func @micro_step
+// REGATHER: shard.all_gather {{.*}} {nn.block = 0 : i64}
+// REGATHER: shard.reduce_scatter {{.*}} {nn.block = 0 : i64}
+// REGATHER: %[[NORM:.*]] = nn.rms_norm {{.*}} {nn.block = 0 : i64}
+// REGATHER: %[[T:.*]] = nn.transpose %[[NORM]] {nn.block = 0 : i64
+// REGATHER-NEXT: shard.all_gather %[[T]] {{.*}} {nn.block = 0 : i64}
+// REGATHER: shard.all_gather
+// REGATHER: shard.reduce_scatter
+// REGATHER-NOT: shard.
 
 // bf16 compute (fsdp-shard-parameters' nn-propagate-dtype): the sequence
 // all-gather moves bf16 and is marked to sum its gradient in the reduce
