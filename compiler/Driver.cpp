@@ -7,9 +7,12 @@
 #include "frontends/meta/ModelConfig.h"
 #include "frontends/onnx/Importer.h"
 #include "runtime/text.h"
+#include "target/Machine.h"
+#include "target/Sharding.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
@@ -22,6 +25,7 @@
 
 #include <cmath>
 #include <optional>
+#include <set>
 
 using namespace llvm;
 using namespace shardc;
@@ -167,129 +171,249 @@ Error lowerModule(mlir::MLIRContext &context, const DriverOptions &options,
 
 /// One plan --plan=auto weighs.
 struct Candidate {
-  std::string recompute, reshard;
+  int64_t tp;
+  std::string mesh, recompute, reshard;
   int64_t prefetch, microBatch, gradAccum;
   double seconds = 0, tokensPerSecond = 0;
   int64_t peak = 0;
 };
 
-/// --plan=auto: every candidate compiled to rt and predicted; the table
-/// printed; the fastest within the memory budget returned as options.
-Expected<DriverOptions> choosePlan(const DriverOptions &options) {
+/// The GPUs of a node on --predict's machine (--gpus-per-node overrides a
+/// bundled one's, as rt-predict does); 8 where the machine does not load
+/// (rt-predict then names the fault).
+int64_t gpusPerNode(const PredictOptions &predict) {
+  Machine machine;
+  std::string error;
+  if (!loadMachine(predict.machine, machine, error))
+    return 8;
+  if (predict.gpusPerNode > 0 && !machine.calibrated)
+    return predict.gpusPerNode;
+  return machine.gpusPerNode;
+}
+
+/// The tp degrees --plan=auto weighs: 1, 2, 4 and 8 where they divide the
+/// ranks of a replica and fit in a node, and the given one. Only the given
+/// one where the other flags refuse tp (said once, with the reason).
+std::vector<int64_t> tpDegrees(const DriverOptions &options) {
+  DriverOptions probe = options;
+  probe.training.tp = 2;
+  probe.predict.plan = "manual";
+  if (Error e = probe.checkTpSupported()) {
+    errs() << "shardc: --plan=auto: no tp candidates: "
+           << toString(std::move(e)) << "\n";
+    return {options.training.tp};
+  }
+  const MeshShape &mesh = options.training.meshShape;
+  int64_t perReplica = mesh.shards * mesh.tp, perNode = gpusPerNode(options.predict);
+  std::vector<int64_t> degrees;
+  for (int64_t t : {1, 2, 4, 8})
+    if (perReplica % t == 0 && t <= perNode)
+      degrees.push_back(t);
+  if (!llvm::is_contained(degrees, mesh.tp))
+    degrees.push_back(mesh.tp);
+  llvm::sort(degrees);
+  return degrees;
+}
+
+/// --plan=auto's candidates at tp degree `t`: the ranks of a replica split
+/// into t-way tp groups, the global batch kept. Each data-parallel rank's
+/// sequences are run in a micro-batch (the given --grad-accum's share of
+/// them) and its halvings that divide them, with --grad-accum making up
+/// the rest; recompute none, selective and block; with more than one
+/// FSDP rank, reshard after forward or not, and prefetch depths 1 and 2.
+/// None where the global batch does not split over the data-parallel ranks.
+std::vector<Candidate> candidatesAt(const DriverOptions &options, int64_t t) {
   const ModelOptions &model = options.model;
-  std::vector<Candidate> candidates;
+  const MeshShape &given = options.training.meshShape;
+  // The global batch is split over the data-parallel ranks (replicas x
+  // shards); the ranks of a tp group share their sequences.
+  int64_t sequences = model.microBatch * options.predict.gradAccum *
+                      given.replicas * given.shards;
+  int64_t shards = given.shards * given.tp / t;
+  int64_t dataRanks = given.replicas * shards;
+  if (sequences % dataRanks) {
+    errs() << "shardc: --plan=auto: --tp " << t << " skipped: the global "
+           << "batch of " << sequences << " sequences does not split over "
+           << dataRanks << " data-parallel ranks\n";
+    return {};
+  }
+  int64_t perRank = sequences / dataRanks;
+  int64_t top = perRank % options.predict.gradAccum == 0
+                    ? perRank / options.predict.gradAccum
+                    : perRank;
+  // An ONNX model's batch may be fixed by the file: only the given one.
+  std::vector<int64_t> microBatches = {top};
+  if (!model.isOnnx())
+    for (int64_t mb = top / 2; mb >= 1 && microBatches.size() < 3; mb /= 2)
+      if (perRank % mb == 0)
+        microBatches.push_back(mb);
   std::vector<std::string> reshards = {"true"};
   std::vector<int64_t> prefetches = {options.training.prefetchForward};
-  if (options.training.meshShape.ranks() > 1) {
+  if (given.replicas * shards > 1) {
     reshards = {"true", "false"};
     prefetches = {1, 2};
   }
-  // The micro-batch: the given one and its halvings that divide it, the
-  // step's sequences kept by --grad-accum. An ONNX model's batch may be
-  // fixed by the file: only the given one.
-  std::vector<int64_t> microBatches = {model.microBatch};
-  if (!model.isOnnx())
-    for (int64_t mb = model.microBatch / 2; mb >= 1 && microBatches.size() < 3;
-         mb /= 2)
-      if (model.microBatch % mb == 0)
-        microBatches.push_back(mb);
+  std::string mesh = given.replicas > 1 ? std::to_string(given.replicas) +
+                                              "x" + std::to_string(shards)
+                                        : std::to_string(shards);
+  std::vector<Candidate> out;
   for (const char *recompute : {"none", "selective", "block"})
     for (const std::string &reshard : reshards)
       for (int64_t prefetch : prefetches)
         for (int64_t mb : microBatches)
-          candidates.push_back({recompute, reshard, prefetch, mb,
-                                options.predict.gradAccum *
-                                    (model.microBatch / mb)});
+          out.push_back({t, mesh, recompute, reshard, prefetch, mb,
+                         perRank / mb});
+  return out;
+}
+
+/// `options` with candidate `c`'s plan.
+Expected<DriverOptions> withPlan(const DriverOptions &options,
+                                 const Candidate &c) {
+  DriverOptions o = options;
+  o.predict.plan = "manual";
+  o.training.tp = c.tp;
+  o.training.mesh = c.mesh;
+  o.training.recompute = c.recompute;
+  o.training.reshardAfterForward = c.reshard;
+  o.training.prefetchForward = o.training.prefetchBackward = c.prefetch;
+  o.model.microBatch = c.microBatch;
+  o.model.microBatchGiven = true;
+  o.predict.gradAccum = c.gradAccum;
+  std::string error;
+  if (!parseMesh(o.training.mesh, o.training.meshShape, error))
+    return fail(error);
+  o.training.meshShape.tp = c.tp;
+  if (!parseReshard(o.training.reshardAfterForward, &o.training.meshShape,
+                    o.training.reshard, error))
+    return fail(error);
+  return o;
+}
+
+/// Compiles candidate `c` to rt and reads its prediction into it. A tp
+/// degree other than the given one that the model cannot take (heads or
+/// sequence not divisible) fails with `skipReason` set instead of printing.
+Error predictCandidate(const DriverOptions &options, Candidate &c,
+                       double &budget, std::string &machine,
+                       std::string &skipReason) {
+  Expected<DriverOptions> o = withPlan(options, c);
+  if (!o)
+    return o.takeError();
+  o->output.emit = Emit::Rt;
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::optional<mlir::ScopedDiagnosticHandler> quiet;
+  if (c.tp != options.training.tp)
+    quiet.emplace(&context, [&](mlir::Diagnostic &d) {
+      if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
+          skipReason.empty())
+        skipReason = d.str();
+      return mlir::success();
+    });
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<Imported> imported;
+  if (Error e = lowerModule(context, *o, module, imported, false)) {
+    if (!skipReason.empty()) {
+      consumeError(std::move(e));
+      return Error::success();
+    }
+    return e;
+  }
+  std::optional<Prediction> p = readPrediction(*module, c.gradAccum);
+  if (!p)
+    return fail("--plan=auto: no prediction for a candidate");
+  c.seconds = p->seconds;
+  c.tokensPerSecond = p->tokensPerSecond();
+  c.peak = plannedPeakBytes(*module);
+  if (budget <= 0)
+    budget = p->memoryBudget;
+  machine = p->machine;
+  return Error::success();
+}
+
+std::string byteSize(double bytes) {
+  char text[64];
+  if (std::fabs(bytes) >= double(int64_t(1) << 30))
+    std::snprintf(text, sizeof(text), "%.2f GiB",
+                  bytes / double(int64_t(1) << 30));
+  else
+    std::snprintf(text, sizeof(text), "%.2f MiB", bytes / (1 << 20));
+  return text;
+}
+
+void printPlanTable(ArrayRef<Candidate> candidates, const Candidate *best,
+                    double budget, const std::string &machine) {
+  outs() << "--plan=auto on " << machine << ", memory budget "
+         << byteSize(budget) << " a rank:\n";
+  outs() << "  tp  mesh  recompute  reshard  prefetch  micro-batch  "
+            "grad-accum   step ms  tok/s/rank  peak MiB\n";
+  for (const Candidate &c : candidates)
+    outs() << format("  %2lld  %-4s  %-9s  %-7s  %8lld  %11lld  %10lld  "
+                     "%8.2f  %10.0f  %8.1f%s\n",
+                     (long long)c.tp, c.mesh.c_str(), c.recompute.c_str(),
+                     c.reshard.c_str(), (long long)c.prefetch,
+                     (long long)c.microBatch, (long long)c.gradAccum,
+                     c.seconds * 1e3, c.tokensPerSecond,
+                     double(c.peak) / (1 << 20),
+                     &c == best               ? "  <- chosen"
+                     : double(c.peak) > budget ? "  (over budget)"
+                                              : "");
+}
+
+/// --plan=auto: every candidate compiled to rt and predicted; the table
+/// printed; the fastest (tokens a second a rank) within the memory budget
+/// returned as options.
+Expected<DriverOptions> choosePlan(const DriverOptions &options) {
+  std::vector<Candidate> all;
+  for (int64_t t : tpDegrees(options))
+    llvm::append_range(all, candidatesAt(options, t));
   double budget = options.predict.memoryBudgetBytes;
   std::string machine;
-  errs() << "shardc: --plan=auto: " << candidates.size()
-         << " candidates on " << options.predict.machine << "\n";
-  for (Candidate &c : candidates) {
-    DriverOptions o = options;
-    o.training.recompute = c.recompute;
-    o.training.reshardAfterForward = c.reshard;
-    o.training.prefetchForward = o.training.prefetchBackward = c.prefetch;
-    o.model.microBatch = c.microBatch;
-    o.model.microBatchGiven = true;
-    o.output.emit = Emit::Rt;
-    std::string error;
-    if (!parseReshard(o.training.reshardAfterForward, &o.training.meshShape,
-                      o.training.reshard, error))
-      return fail(error);
-    mlir::DialectRegistry registry;
-    registerAllDialects(registry);
-    mlir::MLIRContext context(registry);
-    context.loadAllAvailableDialects();
-    mlir::OwningOpRef<mlir::ModuleOp> module;
-    std::optional<Imported> imported;
-    if (Error e = lowerModule(context, o, module, imported, false))
+  errs() << "shardc: --plan=auto: " << all.size() << " candidates on "
+         << options.predict.machine << "\n";
+  std::vector<Candidate> candidates;
+  std::set<int64_t> skipped;
+  for (Candidate &c : all) {
+    if (skipped.count(c.tp))
+      continue;
+    std::string skipReason;
+    if (Error e = predictCandidate(options, c, budget, machine, skipReason))
       return e;
-    std::optional<Prediction> p = readPrediction(*module, c.gradAccum);
-    if (!p)
-      return fail("--plan=auto: no prediction for a candidate");
-    c.seconds = p->seconds;
-    c.tokensPerSecond = p->tokensPerSecond();
-    c.peak = plannedPeakBytes(*module);
-    if (budget <= 0)
-      budget = p->memoryBudget;
-    machine = p->machine;
+    if (!skipReason.empty()) {
+      errs() << "shardc: --plan=auto: --tp " << c.tp
+             << " skipped: " << skipReason << "\n";
+      skipped.insert(c.tp);
+      continue;
+    }
+    candidates.push_back(c);
   }
   const Candidate *best = nullptr, *smallest = nullptr;
   for (const Candidate &c : candidates) {
     if (!smallest || c.peak < smallest->peak)
       smallest = &c;
     // The fastest; among those within 0.1% of each other, the smallest.
+    double rate = c.tokensPerSecond, bestRate = best ? best->tokensPerSecond : 0;
     if (double(c.peak) <= budget &&
-        (!best || c.seconds < best->seconds * 0.999 ||
-         (c.seconds <= best->seconds * 1.001 && c.peak < best->peak)))
+        (!best || rate > bestRate * 1.001 ||
+         (rate >= bestRate * 0.999 && c.peak < best->peak)))
       best = &c;
   }
-  auto gib = [](double bytes) { return bytes / double(int64_t(1) << 30); };
-  auto size = [&](double bytes) {
-    char text[64];
-    if (std::fabs(bytes) >= double(int64_t(1) << 30))
-      std::snprintf(text, sizeof(text), "%.2f GiB", gib(bytes));
-    else
-      std::snprintf(text, sizeof(text), "%.2f MiB", bytes / (1 << 20));
-    return std::string(text);
-  };
-  outs() << "--plan=auto on " << machine << ", memory budget " << size(budget)
-         << " a rank:\n";
-  outs() << "  recompute  reshard  prefetch  micro-batch  grad-accum   "
-            "step ms  tok/s/rank  peak MiB\n";
-  for (const Candidate &c : candidates)
-    outs() << format("  %-9s  %-7s  %8lld  %11lld  %10lld  %8.2f  %10.0f  "
-                     "%8.1f%s\n",
-                     c.recompute.c_str(), c.reshard.c_str(),
-                     (long long)c.prefetch, (long long)c.microBatch,
-                     (long long)c.gradAccum, c.seconds * 1e3,
-                     c.tokensPerSecond, double(c.peak) / (1 << 20),
-                     &c == best               ? "  <- chosen"
-                     : double(c.peak) > budget ? "  (over budget)"
-                                              : "");
-  if (!best) {
+  printPlanTable(candidates, best, budget, machine);
+  if (!smallest)
+    return fail("--plan=auto: no candidate compiled");
+  if (!best)
     return fail("--plan=auto: no candidate fits within the memory budget of " +
-                size(budget) + " a rank: the smallest plans " +
-                size(double(smallest->peak)) + ", " +
-                size(double(smallest->peak) - budget) +
+                byteSize(budget) + " a rank: the smallest plans " +
+                byteSize(double(smallest->peak)) + ", " +
+                byteSize(double(smallest->peak) - budget) +
                 " over (--memory-budget raises the budget; a larger mesh "
                 "shards more)");
-  }
-  DriverOptions chosen = options;
-  chosen.predict.plan = "manual";
-  chosen.training.recompute = best->recompute;
-  chosen.training.reshardAfterForward = best->reshard;
-  chosen.training.prefetchForward = chosen.training.prefetchBackward =
-      best->prefetch;
-  chosen.model.microBatch = best->microBatch;
-  chosen.model.microBatchGiven = true;
-  chosen.predict.gradAccum = best->gradAccum;
-  std::string error;
-  if (!parseReshard(chosen.training.reshardAfterForward,
-                    &chosen.training.meshShape, chosen.training.reshard,
-                    error))
-    return fail(error);
-  outs() << "--plan=auto chose: --recompute=" << best->recompute
+  Expected<DriverOptions> chosen = withPlan(options, *best);
+  if (!chosen)
+    return chosen.takeError();
+  outs() << "--plan=auto chose: --mesh " << best->mesh << " --tp " << best->tp
+         << " --recompute=" << best->recompute
          << " --reshard-after-forward=" << best->reshard
          << " --prefetch-forward " << best->prefetch << " --prefetch-backward "
          << best->prefetch << " --micro-batch " << best->microBatch

@@ -240,11 +240,12 @@ void DriverOptions::bindOptions() {
        cl::value_desc("N"));
   bind(predict.plan, "plan",
        cl::desc("manual (default), or auto: compile each candidate of "
+                "--tp (1, 2, 4 and 8 within a node, the ranks kept), "
                 "--reshard-after-forward, the prefetch depths, --recompute "
                 "and the micro-batch (--grad-accum keeping the global "
                 "batch), print each one's predicted step time and peak "
-                "memory, and build the fastest within --memory-budget "
-                "(needs --predict)"));
+                "memory, and build the fastest (tokens a second a rank) "
+                "within --memory-budget (needs --predict)"));
   bind(predict.memoryBudget, "memory-budget",
        cl::desc("With --plan=auto: the most memory a rank may plan, e.g. "
                 "70GiB or 512MiB (default: the machine's memory less its "
@@ -420,8 +421,6 @@ Error DriverOptions::checkTpSupported() const {
     return refuse("--reduce-dtype " + training.reduceDtype);
   if (training.gradSync != "every")
     return refuse("--grad-sync=" + training.gradSync);
-  if (predict.plan != "manual")
-    return refuse("--plan=" + predict.plan);
   return Error::success();
 }
 
