@@ -409,7 +409,7 @@ Error DriverOptions::checkTpSupported() const {
   auto refuse = [&](const Twine &what) {
     return fail("--tp " + Twine(training.tp) + " with " + what +
                 ": not supported yet (tensor parallelism runs GPT-2 and "
-                "Llama-family models with f32 reductions)");
+                "Llama-family models)");
   };
   if (training.offload != abi::kOffloadNone)
     return refuse("--offload=" + training.offload);
@@ -417,8 +417,6 @@ Error DriverOptions::checkTpSupported() const {
     return refuse("an ONNX model");
   if (model.infer)
     return refuse("--infer");
-  if (training.reduceDtype != "f32")
-    return refuse("--reduce-dtype " + training.reduceDtype);
   if (training.gradSync != "every")
     return refuse("--grad-sync=" + training.gradSync);
   return Error::success();

@@ -6,6 +6,7 @@
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=FSDP
 // RUN: shardc-opt %S/Inputs/tp-gpt2-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=GPT2
 // RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2 param-dtype=bf16' | FileCheck %s --check-prefix=BF16
+// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2 param-dtype=bf16 reduce-dtype=bf16' | FileCheck %s --check-prefix=BF16R
 // RUN: shardc-opt %S/Inputs/tp-marked-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=BLOCK
 // RUN: shardc-opt %S/Inputs/tp-marked-block.mlir '--tp-partition=tp=2' '--nn-autodiff=recompute=selective' | FileCheck %s --check-prefix=REGATHER
 
@@ -44,6 +45,12 @@
 // BF16: shard.all_gather %{{.*}} on @mesh grid_axes = [1] gather_axis = 0 {tp.sum_dtype = f32} : tensor<2x2x8xbf16> -> tensor<4x2x8xbf16>
 // BF16: %[[UP:.*]] = nn.cast %{{.*}} : tensor<4x2x8xbf16> to tensor<4x2x8xf32>
 // BF16-NEXT: shard.reduce_scatter %[[UP]] on @mesh grid_axes = [1] scatter_axis = 0 {tp.sum_dtype = f32} : tensor<4x2x8xf32> -> tensor<2x2x8xf32>
+
+// With a bf16 reduce dtype the tp sums run in bf16 too: the row-parallel
+// partial outputs are reduce-scattered as computed, with no cast up.
+// BF16R: shard.all_gather %{{.*}} on @mesh grid_axes = [1] gather_axis = 0 {tp.sum_dtype = bf16} : tensor<2x2x8xbf16> -> tensor<4x2x8xbf16>
+// BF16R-NOT: nn.cast %{{.*}} : tensor<4x2x8xbf16> to tensor<4x2x8xf32>
+// BF16R: shard.reduce_scatter %{{.*}} on @mesh grid_axes = [1] scatter_axis = 0 {tp.sum_dtype = bf16} : tensor<4x2x8xbf16> -> tensor<2x2x8xbf16>
 
 // The grid: shard axis 0 (size 1), tp axis 1.
 // CHECK: module attributes {fsdp.mesh = array<i64: 1, 1, 2>
