@@ -417,8 +417,6 @@ Error DriverOptions::checkTpSupported() const {
     return refuse("an ONNX model");
   if (model.infer)
     return refuse("--infer");
-  if (training.gradSync != "every")
-    return refuse("--grad-sync=" + training.gradSync);
   return Error::success();
 }
 
