@@ -165,14 +165,16 @@ std::string Mesh::broadcastString(const std::string &value) const {
   return out;
 }
 
-bool Mesh::gatherShards(const float *local, int64_t n, float *full) const {
-  return MPI_Gather(local, int(n), MPI_FLOAT, full, int(n), MPI_FLOAT, 0,
-                    shardComm_) == MPI_SUCCESS;
+bool Mesh::gatherShards(const float *local, int64_t n, float *full,
+                        int64_t root) const {
+  return MPI_Gather(local, int(n), MPI_FLOAT, full, int(n), MPI_FLOAT,
+                    int(root), shardComm_) == MPI_SUCCESS;
 }
 
-bool Mesh::gatherTp(const float *local, int64_t n, float *full) const {
-  return MPI_Gather(local, int(n), MPI_FLOAT, full, int(n), MPI_FLOAT, 0,
-                    tpComm_) == MPI_SUCCESS;
+bool Mesh::gatherTp(const float *local, int64_t n, float *full,
+                    int64_t root) const {
+  return MPI_Gather(local, int(n), MPI_FLOAT, full, int(n), MPI_FLOAT,
+                    int(root), tpComm_) == MPI_SUCCESS;
 }
 
 void Mesh::abort(int code) const {

@@ -73,10 +73,13 @@ public:
   std::string broadcastString(const std::string &value) const;
   void barrier() const;
   /// The n floats of every rank of this rank's shard axis, in rank order,
-  /// into `full` (n x shards) on the axis's first rank; false on failure.
-  bool gatherShards(const float *local, int64_t n, float *full) const;
-  /// The same over this rank's tp axis, onto its tp rank 0.
-  bool gatherTp(const float *local, int64_t n, float *full) const;
+  /// into `full` (n x shards) on the axis's rank `root` (its shard index);
+  /// false on failure.
+  bool gatherShards(const float *local, int64_t n, float *full,
+                    int64_t root = 0) const;
+  /// The same over this rank's tp axis, onto its tp rank `root`.
+  bool gatherTp(const float *local, int64_t n, float *full,
+                int64_t root = 0) const;
   /// Ends every rank of the job with `code` (after an error on this one).
   [[noreturn]] void abort(int code) const;
 

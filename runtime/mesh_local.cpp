@@ -57,14 +57,16 @@ std::string Mesh::broadcastString(const std::string &value) const {
 
 void Mesh::barrier() const {}
 
-bool Mesh::gatherShards(const float *local, int64_t n, float *full) const {
+bool Mesh::gatherShards(const float *local, int64_t n, float *full,
+                        int64_t) const {
   for (int64_t k = 0; k < n; ++k)
     full[k] = local[k];
   return true;
 }
 
-bool Mesh::gatherTp(const float *local, int64_t n, float *full) const {
-  return gatherShards(local, n, full);
+bool Mesh::gatherTp(const float *local, int64_t n, float *full,
+                    int64_t root) const {
+  return gatherShards(local, n, full, root);
 }
 
 void Mesh::abort(int code) const { std::exit(code); }

@@ -13,9 +13,10 @@
 //
 // Tensors are stored whole, by rows of dim 0 of the whole tensor, whatever
 // the mesh. Under --tp the ranks hold tp parts, not rows of it: such a run
-// gathers each tensor onto rank 0, one at a time, which writes one shard
-// (shard-00000-of-00001). A tp rank reading a checkpoint reads the whole
-// rows that hold its part's elements and keeps those.
+// gathers each tensor whole onto one rank of replica 0, the tensors dealt
+// out in turn, and each of those ranks writes its own whole tensors into
+// its own shard file. A tp rank reading a checkpoint reads the whole rows
+// that hold its part's elements and keeps those.
 //
 // Each shard's bytes are hashed in chunks (XXH3-64), so a reader checks the
 // chunks it reads. A save is written under DIR/.tmp-step-..., fsynced, and
@@ -100,9 +101,11 @@ private:
   /// `written`; returns the JSON fragment rank 0 makes the metadata of.
   std::string writeShard(const std::string &tmp, int64_t step,
                          uint64_t &written) const;
-  /// Under --tp: every tensor gathered whole onto rank 0, one at a time,
-  /// which writes them as the one shard file; every rank calls it. Returns
-  /// rank 0's fragment (empty elsewhere), adding its bytes to `written`.
+  /// Under --tp: tensor k gathered whole onto rank k mod (shards x tp) of
+  /// replica 0, in rounds of one tensor a rank, each rank writing its
+  /// tensors into its own shard file; every rank calls it. Returns this
+  /// rank's fragment (empty where it wrote none), adding its bytes to
+  /// `written`.
   std::string writeGathered(const std::string &tmp, int64_t step,
                             uint64_t &written) const;
 

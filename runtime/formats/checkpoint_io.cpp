@@ -96,7 +96,9 @@ void shardc::runtime::loadParameters(const Manifest &m, const std::string &path,
 std::vector<float> shardc::runtime::gatherParameter(const TensorSlot &p,
                                                    const Mesh &mesh,
                                                    Backend &backend,
-                                                   const char *src) {
+                                                   const char *src,
+                                                   int64_t rootShard,
+                                                   int64_t rootTp) {
   std::vector<float> local(size_t(p.numel()));
   backend.copyToHost(local.data(), src, p.numel() * 4);
   if (!p.sharded() && (p.tpDim < 0 || mesh.tp == 1))
@@ -104,17 +106,18 @@ std::vector<float> shardc::runtime::gatherParameter(const TensorSlot &p,
   int64_t elements = 1;
   for (int64_t d : p.sharded() ? p.globalShape : p.shape)
     elements *= d;
-  // The root of each replica's shard communicator (rank 0 among them).
-  const bool root = mesh.shardIndex() == 0;
+  // The root of each shard communicator (of a replica and tp index).
+  const bool root = mesh.shardIndex() == rootShard;
   std::vector<float> full(root ? size_t(p.numel() * mesh.shards) : 0);
-  if (!mesh.gatherShards(local.data(), p.numel(), full.data()))
+  if (!mesh.gatherShards(local.data(), p.numel(), full.data(), rootShard))
     throw std::runtime_error("gathering '" + p.name + "' failed");
   full.resize(root ? size_t(elements) : 0); // padding rows dropped
   if (p.tpDim < 0 || mesh.tp == 1 || !root)
     return full;
-  // The tp parts of shard 0, joined on tp rank 0.
-  std::vector<float> parts(mesh.tpIndex() == 0 ? size_t(elements * mesh.tp) : 0);
-  if (!mesh.gatherTp(full.data(), elements, parts.data()))
+  // The tp parts of shard `rootShard`, joined on tp rank `rootTp`.
+  std::vector<float> parts(mesh.tpIndex() == rootTp ? size_t(elements * mesh.tp)
+                                                    : 0);
+  if (!mesh.gatherTp(full.data(), elements, parts.data(), rootTp))
     throw std::runtime_error("gathering '" + p.name + "' over tp failed");
   std::vector<float> whole(parts.size());
   for (int64_t t = 0; t < int64_t(parts.size()) / elements; ++t)

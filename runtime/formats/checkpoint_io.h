@@ -27,14 +27,15 @@ void loadParameters(const Manifest &m, const std::string &path,
                     bool allowNonfinite = false, int64_t tpIndex = 0);
 
 /// Parameter `p`'s values at `src` in the backend's memory (this rank's
-/// shard of p.numel() f32), gathered over the shard axis onto its first
-/// rank (shard index 0 of each replica, rank 0 among them) with the padding
-/// rows dropped (empty on the other ranks); an unsharded parameter's own
-/// values on every rank. Under --tp, a split tensor's parts are then
-/// gathered over the tp axis into the whole tensor, on tp rank 0 of shard
-/// 0 (rank 0 of each replica).
+/// shard of p.numel() f32), gathered over the shard axis onto its rank
+/// `rootShard` (in each replica and tp index) with the padding rows dropped
+/// (empty on the other ranks); an unsharded parameter's own values on every
+/// rank. Under --tp, a split tensor's parts are then gathered over the tp
+/// axis into the whole tensor, on tp rank `rootTp` of shard `rootShard`
+/// (by default rank 0 of each replica).
 std::vector<float> gatherParameter(const TensorSlot &p, const Mesh &mesh,
-                                   Backend &backend, const char *src);
+                                   Backend &backend, const char *src,
+                                   int64_t rootShard = 0, int64_t rootTp = 0);
 
 /// One tensor per parameter, read from `region` at the slot of `prefix +
 /// name` (params: no prefix; gradients: abi::kStateGrad). Sharded tensors

@@ -187,41 +187,68 @@ std::string Checkpointer::writeShard(const std::string &tmp, int64_t step,
 
 std::string Checkpointer::writeGathered(const std::string &tmp, int64_t step,
                                         uint64_t &written) const {
-  const bool leader = mesh_.rank == 0;
-  const std::string file = shardFileName(0, 1);
-  std::vector<NamedTensor> headers;
-  for (const CheckpointTensor &t : tensors_)
-    headers.push_back({t.key, t.globalShape, nullptr});
-  // Tensor k whole on rank 0: gathered over the shard axis, then tp. Every
-  // rank joins each gather, in the same order.
+  // The ranks of replica 0 (world ranks 0 .. S*T-1) write in rounds: in
+  // round r, tensor r*W + w is gathered whole onto writer w (shard w / T,
+  // tp index w % T: over the shard axis, then tp), and every writer then
+  // writes its tensor into its own file at once. Each rank holds one whole
+  // tensor at a time; the other replicas hold the same values and skip.
+  if (mesh_.replicaIndex() != 0)
+    return json::object().dump();
+  const int64_t writers = mesh_.shards * mesh_.tp;
+  const int64_t self = mesh_.shardIndex() * mesh_.tp + mesh_.tpIndex();
+  std::vector<size_t> mine;
+  for (size_t k = size_t(self); k < tensors_.size(); k += size_t(writers))
+    mine.push_back(k);
   std::vector<float> whole;
-  std::vector<std::vector<std::string>> hashes;
-  auto gather = [&](size_t k) -> const float * {
-    const CheckpointTensor &t = tensors_[k];
-    whole = gatherParameter(
-        *t.slot, mesh_, backend_,
-        static_cast<const char *>(regions_[t.region]) + t.offset);
-    hashes.push_back(chunkHashes(reinterpret_cast<const char *>(whole.data()),
-                                 uint64_t(whole.size()) * 4));
+  size_t next = 0; // the next tensor to gather, in the order every rank keeps
+  // Joins the gathers of tensors [next, end), keeping `keep`'s.
+  auto gatherUpTo = [&](size_t end, size_t keep) {
+    for (end = std::min(end, tensors_.size()); next < end; ++next) {
+      const CheckpointTensor &t = tensors_[next];
+      int64_t owner = int64_t(next) % writers;
+      std::vector<float> values = gatherParameter(
+          *t.slot, mesh_, backend_,
+          static_cast<const char *>(regions_[t.region]) + t.offset,
+          owner / mesh_.tp, owner % mesh_.tp);
+      if (next == keep)
+        whole = std::move(values);
+    }
+  };
+  // A round's gathers all end before its writers write, so that they write
+  // at once (each rank joins every gather of its replica).
+  auto gatherRoundOf = [&](size_t k) -> const float * {
+    gatherUpTo((k / size_t(writers) + 1) * size_t(writers), k);
     return whole.data();
   };
-  if (!leader) {
-    for (size_t k = 0; k < tensors_.size(); ++k)
-      gather(k);
+  if (mine.empty()) {
+    gatherUpTo(tensors_.size(), tensors_.size());
     return json::object().dump();
   }
+  const std::string file = shardFileName(self, writers);
+  std::vector<NamedTensor> headers;
+  for (size_t k : mine)
+    headers.push_back({tensors_[k].key, tensors_[k].globalShape, nullptr});
+  std::vector<std::vector<std::string>> hashes;
   std::vector<uint64_t> offsets = writeSafetensors(
       tmp + "/" + file, headers,
-      {{"format", kFormat}, {"step", std::to_string(step)}}, gather);
+      {{"format", kFormat}, {"step", std::to_string(step)}},
+      [&](size_t j) -> const float * {
+        const float *data = gatherRoundOf(mine[j]);
+        hashes.push_back(chunkHashes(reinterpret_cast<const char *>(data),
+                                     uint64_t(whole.size()) * 4));
+        return data;
+      });
+  // The rounds after this rank's last tensor.
+  gatherUpTo(tensors_.size(), tensors_.size());
   json entries = json::object();
-  for (size_t k = 0; k < tensors_.size(); ++k) {
-    const CheckpointTensor &t = tensors_[k];
+  for (size_t j = 0; j < mine.size(); ++j) {
+    const CheckpointTensor &t = tensors_[mine[j]];
     int64_t rows = t.globalShape.empty() ? 1 : t.globalShape[0];
     uint64_t bytes = uint64_t(rows * t.storedRowElements * 4);
     entries[t.key] = {{"file", file},
                       {"rows", {0, rows}},
-                      {"byte_range", {offsets[k], offsets[k] + bytes}},
-                      {"xxh3", hashes[k]}};
+                      {"byte_range", {offsets[j], offsets[j] + bytes}},
+                      {"xxh3", hashes[j]}};
     written += bytes;
   }
   std::string filePath = tmp + "/" + file;
@@ -229,7 +256,7 @@ std::string Checkpointer::writeGathered(const std::string &tmp, int64_t step,
       {"file", file},
       {"bytes", uint64_t(fileSize(openRegularForRead(filePath).fd(), filePath))},
       {"rank", mesh_.rank},
-      {"mesh_coords", {0, 0, 0}},
+      {"mesh_coords", {0, mesh_.shardIndex(), mesh_.tpIndex()}},
       {"tensors", entries}};
   return fragment.dump();
 }
@@ -244,7 +271,7 @@ void Checkpointer::save(const std::string &dir, const TrainProgress &progress,
     prepareDirectory(dir, tmp);
   mesh_.barrier();
   // Replica 0 writes: the other replicas hold the same values. Under --tp
-  // rank 0 writes every tensor whole.
+  // each of its ranks writes whole tensors, in rounds.
   uint64_t written = 0;
   std::string fragment =
       m_.tp > 1 ? writeGathered(tmp, progress.step, written)
@@ -265,5 +292,5 @@ void Checkpointer::save(const std::string &dir, const TrainProgress &progress,
                 "(%.1f MB/s per writing rank)\n",
                 (long long)progress.step, (dir + "/" + name).c_str(),
                 total / 1e6, s,
-                total / 1e6 / s / double(m_.tp > 1 ? 1 : m_.shards));
+                total / 1e6 / s / double(m_.shards * m_.tp));
 }
