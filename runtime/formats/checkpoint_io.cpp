@@ -22,7 +22,8 @@ std::string withoutPrefix(const std::string &name) {
 }
 
 /// Rows [first, first + count) of tp rank `tpIndex`'s part of `p` (rows
-/// of the part, FSDP's global shape), read from the whole tensor `key`.
+/// of the part, FSDP's global shape), read from the whole tensor `key`:
+/// the span of whole rows that holds them, then the part's elements.
 void readPartRows(const SafetensorsFile &f, const std::string &key,
                   const TensorSlot &p, int64_t tp, int64_t tpIndex,
                   int64_t first, int64_t count, float *out) {
@@ -30,14 +31,15 @@ void readPartRows(const SafetensorsFile &f, const std::string &key,
     f.readF32(key, first * p.rowSize(), count * p.rowSize(), out);
     return;
   }
-  int64_t elements = 1;
-  for (int64_t d : wholeShape(p, tp))
-    elements *= d;
-  std::vector<float> whole(static_cast<size_t>(elements));
-  f.readF32(key, 0, elements, whole.data());
-  for (int64_t e = 0; e < count * p.rowSize(); ++e)
-    out[e] = whole[size_t(
-        tpWholeIndex(p, tp, tpIndex, first * p.rowSize() + e))];
+  int64_t begin = first * p.rowSize(), end = (first + count) * p.rowSize();
+  auto [lo, hi] = tpWholeRows(p, tp, tpIndex, begin, end);
+  std::vector<int64_t> whole = wholeShape(p, tp);
+  int64_t rowElements = 1;
+  for (size_t d = 1; d < whole.size(); ++d)
+    rowElements *= whole[d];
+  std::vector<float> rows(size_t((hi - lo) * rowElements));
+  f.readF32(key, lo * rowElements, (hi - lo) * rowElements, rows.data());
+  tpTakePart(p, tp, tpIndex, begin, end, rows.data(), lo * rowElements, out);
 }
 
 } // namespace

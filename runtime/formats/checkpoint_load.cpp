@@ -376,13 +376,8 @@ std::pair<int64_t, int64_t> storedRows(const CheckpointTensor &t,
   auto [want, wantEnd] = shardRows(t, t.sharded ? mesh.shardIndex() : 0);
   if (!t.tpSplit || want >= wantEnd)
     return {want, wantEnd};
-  int64_t lo = INT64_MAX, hi = -1;
-  for (int64_t e = want * t.rowElements; e < wantEnd * t.rowElements; ++e) {
-    int64_t w = tpWholeIndex(*t.slot, tp, mesh.tpIndex(), e);
-    lo = std::min(lo, w);
-    hi = std::max(hi, w);
-  }
-  return {lo / t.storedRowElements, hi / t.storedRowElements + 1};
+  return tpWholeRows(*t.slot, tp, mesh.tpIndex(), want * t.rowElements,
+                     wantEnd * t.rowElements);
 }
 
 /// This rank's part of `t` out of the stored rows from `first` on in
@@ -391,12 +386,10 @@ void keepPart(const CheckpointTensor &t, const Mesh &mesh, int64_t tp,
               int64_t first, const std::vector<char> &stored,
               std::vector<char> &local) {
   auto [want, wantEnd] = shardRows(t, t.sharded ? mesh.shardIndex() : 0);
-  const float *in = reinterpret_cast<const float *>(stored.data());
-  float *out = reinterpret_cast<float *>(local.data());
-  const int64_t base = first * t.storedRowElements;
-  for (int64_t e = want * t.rowElements; e < wantEnd * t.rowElements; ++e)
-    out[e - want * t.rowElements] =
-        in[tpWholeIndex(*t.slot, tp, mesh.tpIndex(), e) - base];
+  tpTakePart(*t.slot, tp, mesh.tpIndex(), want * t.rowElements,
+             wantEnd * t.rowElements,
+             reinterpret_cast<const float *>(stored.data()),
+             first * t.storedRowElements, reinterpret_cast<float *>(local.data()));
 }
 
 } // namespace

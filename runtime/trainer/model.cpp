@@ -280,6 +280,30 @@ int64_t shardc::runtime::tpWholeIndex(const TensorSlot &p, int64_t tp,
   return ((outer * along * tp) + wholeMid) * inner + in;
 }
 
+std::pair<int64_t, int64_t> shardc::runtime::tpWholeRows(const TensorSlot &p,
+                                                        int64_t tp,
+                                                        int64_t tpIndex,
+                                                        int64_t begin,
+                                                        int64_t end) {
+  if (begin >= end)
+    return {0, 0};
+  std::vector<int64_t> whole = wholeShape(p, tp);
+  int64_t rowElements = 1;
+  for (size_t d = 1; d < whole.size(); ++d)
+    rowElements *= whole[d];
+  int64_t lo = tpWholeIndex(p, tp, tpIndex, begin);
+  int64_t hi = tpWholeIndex(p, tp, tpIndex, end - 1);
+  return {lo / rowElements, hi / rowElements + 1};
+}
+
+void shardc::runtime::tpTakePart(const TensorSlot &p, int64_t tp,
+                                 int64_t tpIndex, int64_t begin, int64_t end,
+                                 const float *whole, int64_t wholeBegin,
+                                 float *out) {
+  for (int64_t e = begin; e < end; ++e)
+    out[e - begin] = whole[tpWholeIndex(p, tp, tpIndex, e) - wholeBegin];
+}
+
 void shardc::runtime::initParameters(const Manifest &m, uint64_t seed,
                                      char *params, int64_t shardIndex,
                                      int64_t tpIndex) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardc::runtime {
@@ -129,6 +130,21 @@ std::vector<int64_t> wholeShape(const TensorSlot &p, int64_t tp);
 /// part of `p` is (`k` indexes that part, FSDP's global shape, unpadded).
 int64_t tpWholeIndex(const TensorSlot &p, int64_t tp, int64_t tpIndex,
                      int64_t k);
+
+/// The rows [first, end) of the whole tensor (rows of dim 0 of its whole
+/// shape) that hold elements [begin, end) of tp rank `tpIndex`'s part of
+/// `p`: what a reader of whole rows reads for those elements. (Whole
+/// indices grow with the part's, so the first and last elements bound it.)
+std::pair<int64_t, int64_t> tpWholeRows(const TensorSlot &p, int64_t tp,
+                                        int64_t tpIndex, int64_t begin,
+                                        int64_t end);
+
+/// Elements [begin, end) of tp rank `tpIndex`'s part of `p` into `out`,
+/// taken from `whole`, which holds the whole tensor's elements from
+/// `wholeBegin` on (rows tpWholeRows gave).
+void tpTakePart(const TensorSlot &p, int64_t tp, int64_t tpIndex,
+                int64_t begin, int64_t end, const float *whole,
+                int64_t wholeBegin, float *out);
 
 /// The counter-based generator: a uniform in (0, 1) for (key, counter).
 double counterUniform(uint64_t key, uint64_t counter);

@@ -553,3 +553,54 @@ TEST(Runtime, TpWholeIndexIsThePartsSliceOfTheWholeTensor) {
   whole1.shape = whole;
   EXPECT_EQ(tpWholeIndex(whole1, 2, 1, 17), 17);
 }
+
+// The whole rows a tp part's row range lies in (tpWholeRows), and the part
+// taken out of them (tpTakePart), against a naive scan of every element's
+// whole index: each dim of a 3-D tensor split by 2, c_attn's blocks, and
+// every range of the part's rows.
+TEST(Runtime, TpWholeRowsHoldThePartsRowsAndTakePartReadsThem) {
+  std::vector<TensorSlot> slots;
+  const std::vector<int64_t> whole = {4, 6, 2};
+  for (int64_t d = 0; d < 3; ++d) {
+    TensorSlot p;
+    p.tpDim = d;
+    p.globalShape = whole;
+    p.globalShape[size_t(d)] /= 2;
+    p.shape = p.globalShape;
+    slots.push_back(p);
+  }
+  TensorSlot qkv;
+  qkv.tpDim = 1;
+  qkv.tpBlocks = 3;
+  qkv.globalShape = qkv.shape = {2, 6};
+  slots.push_back(qkv);
+  const int64_t tp = 2;
+  for (const TensorSlot &p : slots) {
+    std::vector<int64_t> w = wholeShape(p, tp);
+    int64_t wholeRow = 1, wholeElements = w[0];
+    for (size_t d = 1; d < w.size(); ++d)
+      wholeRow *= w[d], wholeElements *= w[d];
+    std::vector<float> values(static_cast<size_t>(wholeElements));
+    for (size_t e = 0; e < values.size(); ++e)
+      values[e] = float(e);
+    int64_t rows = p.globalShape[0], row = p.rowSize();
+    for (int64_t t = 0; t < tp; ++t)
+      for (int64_t first = 0; first < rows; ++first)
+        for (int64_t end = first + 1; end <= rows; ++end) {
+          int64_t lo = INT64_MAX, hi = -1;
+          for (int64_t e = first * row; e < end * row; ++e) {
+            lo = std::min(lo, tpWholeIndex(p, tp, t, e) / wholeRow);
+            hi = std::max(hi, tpWholeIndex(p, tp, t, e) / wholeRow);
+          }
+          auto [a, b] = tpWholeRows(p, tp, t, first * row, end * row);
+          EXPECT_EQ(a, lo) << "dim " << p.tpDim << " rank " << t;
+          EXPECT_EQ(b, hi + 1) << "dim " << p.tpDim << " rank " << t;
+          std::vector<float> got(size_t((end - first) * row));
+          tpTakePart(p, tp, t, first * row, end * row,
+                     values.data() + a * wholeRow, a * wholeRow, got.data());
+          for (int64_t e = first * row; e < end * row; ++e)
+            ASSERT_EQ(got[size_t(e - first * row)],
+                      float(tpWholeIndex(p, tp, t, e)));
+        }
+  }
+}
