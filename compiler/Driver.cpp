@@ -186,8 +186,7 @@ int64_t gpusPerNode(const PredictOptions &predict) {
   std::string error;
   if (!loadMachine(predict.machine, machine, error))
     return 8;
-  if (predict.gpusPerNode > 0 && !machine.calibrated)
-    return predict.gpusPerNode;
+  machine.setGpusPerNode(predict.gpusPerNode);
   return machine.gpusPerNode;
 }
 

@@ -297,8 +297,7 @@ struct RtPredictPass : public shardc::impl::RtPredictBase<RtPredictPass> {
       module.emitError() << "--gpus-per-node must be at least 1";
       return signalPassFailure();
     }
-    if (gpusPerNode > 0 && !machine.calibrated)
-      machine.gpusPerNode = gpusPerNode;
+    machine.setGpusPerNode(gpusPerNode);
     Player player{machine, "f32"};
     if (auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest)) {
       if (auto tf32 = manifest.getAs<BoolAttr>(abi::kManifestAllowTf32))

@@ -60,6 +60,12 @@ struct Machine {
   /// bandwidth over the link's).
   double collectiveEfficiency = 1;
   int64_t gpusPerNode = 8;
+  /// --gpus-per-node N (N > 0) applied: a bundled machine's GPUs a node
+  /// become N; a calibrated host keeps its own (it measured them).
+  void setGpusPerNode(int64_t n) {
+    if (n > 0 && !calibrated)
+      gpusPerNode = n;
+  }
   /// Whether the communication stream runs beside the compute stream (a
   /// GPU's streams); the CPU backend runs its streams in order.
   bool concurrentStreams = true;
