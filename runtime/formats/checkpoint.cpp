@@ -87,9 +87,7 @@ shardc::runtime::checkpointTensors(const Manifest &m) {
         shape.sharded() ? shape.globalShape : shape.shape;
     t.slot = &shape;
     t.globalShape = wholeShape(shape, m.tp);
-    t.storedRowElements = 1;
-    for (size_t d = 1; d < t.globalShape.size(); ++d)
-      t.storedRowElements *= t.globalShape[d];
+    t.storedRowElements = wholeRowElements(shape, m.tp);
     t.partRows = part.empty() ? 1 : part[0];
     t.sharded = shape.sharded();
     t.tpSplit = m.tp > 1 && shape.tpDim >= 0;

@@ -33,10 +33,7 @@ void readPartRows(const SafetensorsFile &f, const std::string &key,
   }
   int64_t begin = first * p.rowSize(), end = (first + count) * p.rowSize();
   auto [lo, hi] = tpWholeRows(p, tp, tpIndex, begin, end);
-  std::vector<int64_t> whole = wholeShape(p, tp);
-  int64_t rowElements = 1;
-  for (size_t d = 1; d < whole.size(); ++d)
-    rowElements *= whole[d];
+  int64_t rowElements = wholeRowElements(p, tp);
   std::vector<float> rows(size_t((hi - lo) * rowElements));
   f.readF32(key, lo * rowElements, (hi - lo) * rowElements, rows.data());
   tpTakePart(p, tp, tpIndex, begin, end, rows.data(), lo * rowElements, out);

@@ -261,6 +261,14 @@ std::vector<int64_t> shardc::runtime::wholeShape(const TensorSlot &p,
   return shape;
 }
 
+int64_t shardc::runtime::wholeRowElements(const TensorSlot &p, int64_t tp) {
+  std::vector<int64_t> whole = wholeShape(p, tp);
+  int64_t elements = 1;
+  for (size_t d = 1; d < whole.size(); ++d)
+    elements *= whole[d];
+  return elements;
+}
+
 int64_t shardc::runtime::tpWholeIndex(const TensorSlot &p, int64_t tp,
                                       int64_t tpIndex, int64_t k) {
   if (p.tpDim < 0 || tp == 1)
@@ -287,10 +295,7 @@ std::pair<int64_t, int64_t> shardc::runtime::tpWholeRows(const TensorSlot &p,
                                                         int64_t end) {
   if (begin >= end)
     return {0, 0};
-  std::vector<int64_t> whole = wholeShape(p, tp);
-  int64_t rowElements = 1;
-  for (size_t d = 1; d < whole.size(); ++d)
-    rowElements *= whole[d];
+  int64_t rowElements = wholeRowElements(p, tp);
   int64_t lo = tpWholeIndex(p, tp, tpIndex, begin);
   int64_t hi = tpWholeIndex(p, tp, tpIndex, end - 1);
   return {lo / rowElements, hi / rowElements + 1};

@@ -126,6 +126,9 @@ void initParameters(const Manifest &m, uint64_t seed, char *params,
 /// The shape of the whole tensor of parameter `p` (its tp parts joined).
 std::vector<int64_t> wholeShape(const TensorSlot &p, int64_t tp);
 
+/// Elements a row (of dim 0) of the whole tensor of `p` holds.
+int64_t wholeRowElements(const TensorSlot &p, int64_t tp);
+
 /// The element of the whole tensor that element `k` of tp rank `tpIndex`'s
 /// part of `p` is (`k` indexes that part, FSDP's global shape, unpadded).
 int64_t tpWholeIndex(const TensorSlot &p, int64_t tp, int64_t tpIndex,
