@@ -138,7 +138,10 @@ void DriverOptions::bindOptions() {
                 "times N (--mesh 2 --tp 2: 4 ranks). torchtitan's plan with "
                 "sequence parallelism: q/k/v and MLP gate/up column-parallel, "
                 "output and MLP down row-parallel, norms and residuals on "
-                "1/N of the sequence; GPT-2, Llama, Mistral and Qwen2 "
+                "1/N of the sequence, the embedding and LM head "
+                "vocabulary-parallel with the loss on vocab-sharded logits "
+                "where N divides the vocabulary (else whole on each rank); "
+                "GPT-2, Llama, Mistral and Qwen2 "
                 "(config.json), f32 or bf16 compute; not with --offload"),
        cl::value_desc("N"));
   bind(training.wrap, "wrap",

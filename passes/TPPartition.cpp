@@ -4,8 +4,15 @@
 // compile time to the model function before FSDP shards it (GPT-2, Llama,
 // Mistral, Qwen2, by their Hugging Face parameter names):
 //
-//   residual stream, norms, embedding lookup, LM head and loss: on the
-//     tokens of this tp rank ([B, T/tp, C], "sequence-sharded");
+//   residual stream and norms: on the tokens of this tp rank ([B, T/tp,
+//     C], "sequence-sharded");
+//   embedding and LM head: vocabulary-parallel (each rank's rows of the
+//     table and the head) where tp divides the vocabulary: a masked lookup
+//     of the whole sequence's tokens, reduce-scattered over the sequence;
+//     the head column-parallel by vocabulary, and the loss on those
+//     vocab-sharded logits (loss parallel: each rank's row statistics
+//     all-gathered, nn.vocab_cross_entropy). A vocabulary tp does not
+//     divide keeps both whole on every rank, on this rank's tokens;
 //   q, k, v, MLP gate and up projections: column-parallel (their weights'
 //     output features split by tp rank, heads for q/k/v; GPT-2's fused
 //     c_attn by thirds), the input all-gathered over the sequence first
@@ -16,8 +23,8 @@
 //   a whole tensor added along the sequence (GPT-2's learned positions):
 //     this rank's rows of it, picked by the `tp_index` input.
 //
-// Parameters that every tp rank holds whole (norm weights, embedding, LM
-// head) are marked `tp.dim = -1`: fsdp-shard-parameters sums their
+// Parameters that every tp rank holds whole (norm weights, and the
+// embedding and LM head when not vocabulary-parallel) are marked `tp.dim = -1`: fsdp-shard-parameters sums their
 // gradients, computed on each rank's tokens, over the tp axis (on the f32
 // shard, after the reduce-scatter: 1/S of the bytes, in the master dtype).
 // Autodiff mirrors the collectives (an all-gather's gradient is a
@@ -52,8 +59,9 @@ enum class Layout {
   Split,    ///< a feature dim split by tp rank (heads, the MLP's width)
 };
 
-/// A parameter's role in the plan.
-enum class Role { Replicated, Column, Row };
+/// A parameter's role in the plan (Vocab: the embedding table and the LM
+/// head, split by vocabulary rows).
+enum class Role { Replicated, Column, Row, Vocab };
 
 /// A parameter's place in the plan: its role, and for a column-parallel
 /// one the blocks its output features form (GPT-2's fused c_attn: q, k and
@@ -77,6 +85,12 @@ Plan planOf(StringRef name) {
     if (name.ends_with(row))
       return {Role::Row, 1};
   return {};
+}
+
+/// The embedding table and LM head of the families the plan knows.
+bool isVocabName(StringRef name) {
+  return name.ends_with("embed_tokens.weight") || name.ends_with("wte.weight") ||
+         name == "lm_head.weight" || name.ends_with(".lm_head.weight");
 }
 
 RankedTensorType tensorType(Value v) {
@@ -106,6 +120,8 @@ struct TPPartitionPass
   func::FuncOp forward;
   /// The forward's abi::kIoTpIndex input, once added.
   Value tpIndex;
+  /// Whether the embedding and LM head split by vocabulary (decideVocab).
+  bool vocabParallel = false;
 
   Layout layoutOf(Value v) const {
     auto it = layouts.find(v);
@@ -143,6 +159,7 @@ struct TPPartitionPass
       return signalPassFailure();
     }
     forward = fwd;
+    decideVocab(fwd);
     if (failed(checkHeads(module)) || failed(partitionArguments(fwd)))
       return signalPassFailure();
     for (Operation &op :
@@ -178,8 +195,28 @@ struct TPPartitionPass
     return success();
   }
 
+  /// Vocabulary-parallel when tp divides the rows of every embedding and
+  /// LM head parameter (the vocabulary): torchtitan's plan. Otherwise they
+  /// stay whole on every rank (a padded vocabulary would change the
+  /// checkpoints' and the optimizer's shapes).
+  void decideVocab(func::FuncOp fwd) {
+    vocabParallel = false;
+    for (BlockArgument arg : fwd.getBody().front().getArguments()) {
+      auto name = fwd.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   attrs::kParam);
+      if (!name || !isVocabName(name.getValue()))
+        continue;
+      if (tensorType(arg).getRank() != 2 || tensorType(arg).getDimSize(0) % T) {
+        vocabParallel = false;
+        return;
+      }
+      vocabParallel = true;
+    }
+  }
+
   /// Parameters to their tp-local shapes; tokens and targets to this rank's
-  /// part of the sequence.
+  /// part of the sequence (whole with a vocabulary-parallel embedding and
+  /// loss, which read every token).
   LogicalResult partitionArguments(func::FuncOp fwd) {
     for (BlockArgument arg : fwd.getBody().front().getArguments()) {
       unsigned i = arg.getArgNumber();
@@ -194,6 +231,8 @@ struct TPPartitionPass
         return fwd.emitError("--tp: argument #")
                << i << " is neither a parameter nor the tokens or targets";
       RankedTensorType t = tensorType(arg);
+      if (t.getRank() == 2 && t.getDimSize(1) % T == 0 && vocabParallel)
+        continue;
       if (t.getRank() != 2 || t.getDimSize(1) % T)
         return fwd.emitError("--tp ")
                << T << ": the sequence length " << t.getDimSize(1)
@@ -224,9 +263,28 @@ struct TPPartitionPass
            << name << "' is planned as a projection but no nn.linear uses it";
   }
 
+  /// A vocabulary-parallel parameter splits its rows: an embedding's table,
+  /// or an LM head stored [V, C].
+  FailureOr<int64_t> vocabDim(func::FuncOp fwd, Value param, StringRef name) {
+    for (Operation *user : param.getUsers()) {
+      if (auto emb = dyn_cast<nn::EmbeddingOp>(user);
+          emb && emb.getTable() == param)
+        continue;
+      if (auto lin = dyn_cast<nn::LinearOp>(user);
+          lin && lin.getWeight() == param && !lin.getWeightInOut())
+        continue;
+      return fwd.emitError("--tp: parameter '")
+             << name << "' is planned vocabulary-parallel, but '"
+             << user->getName() << "' reads it as neither an embedding table "
+             << "nor an LM head stored [vocab, hidden]";
+    }
+    return FailureOr<int64_t>(0);
+  }
+
   LogicalResult partitionParameter(func::FuncOp fwd, BlockArgument arg,
                                    StringRef name) {
-    Plan plan = planOf(name);
+    Plan plan = vocabParallel && isVocabName(name) ? Plan{Role::Vocab, 1}
+                                                   : planOf(name);
     Role role = plan.role;
     roles[arg] = role;
     OpBuilder b(fwd);
@@ -235,7 +293,9 @@ struct TPPartitionPass
       fwd.setArgAttr(i, attrs::kTpDim, b.getI64IntegerAttr(-1));
       return success();
     }
-    FailureOr<int64_t> dim = splitDim(fwd, arg, name, role);
+    FailureOr<int64_t> dim = role == Role::Vocab
+                                 ? vocabDim(fwd, arg, name)
+                                 : splitDim(fwd, arg, name, role);
     if (failed(dim))
       return failure();
     SmallVector<int64_t> shape(tensorType(arg).getShape());
@@ -341,6 +401,8 @@ struct TPPartitionPass
     if (auto emb = dyn_cast<nn::EmbeddingOp>(op))
       return partitionEmbedding(emb);
     if (auto ce = dyn_cast<nn::CrossEntropyOp>(op)) {
+      if (layoutOf(ce.getLogits()) == Layout::Split)
+        return partitionVocabLoss(ce);
       if (layoutOf(ce.getLogits()) != Layout::Sequence ||
           layoutOf(ce.getTargets()) != Layout::Sequence)
         return op->emitOpError("--tp: the loss reads logits and targets of "
@@ -376,7 +438,7 @@ struct TPPartitionPass
     Role role = roles.lookup(lin.getWeight());
     Value x = lin.getInput();
     Layout in = layoutOf(x);
-    if (role == Role::Column) {
+    if (role == Role::Column || role == Role::Vocab) {
       if (in == Layout::Sequence)
         lin.getInputMutable().assign(gatherSequence(x));
       else if (in != Layout::Whole)
@@ -416,13 +478,74 @@ struct TPPartitionPass
   }
 
   LogicalResult partitionEmbedding(nn::EmbeddingOp emb) {
+    if (roles.lookup(emb.getTable()) == Role::Vocab)
+      return partitionVocabEmbedding(emb);
     if (layoutOf(emb.getTable()) != Layout::Whole ||
         oldTypes.count(emb.getTable()))
-      return emb.emitOpError("--tp: a vocabulary-parallel embedding is not "
-                             "supported yet");
+      return emb.emitOpError("--tp: an embedding of a table split over the "
+                             "tp ranks that is not the vocabulary's");
     SmallVector<int64_t> shape(tensorType(emb.getIds()).getShape());
     shape.push_back(tensorType(emb.getTable()).getDimSize(1));
     retype(emb.getResult(), shape, layoutOf(emb.getIds()));
+    return success();
+  }
+
+  /// The vocabulary-parallel embedding (torchtitan's RowwiseParallel
+  /// embedding): this rank's rows looked up for every token of the whole
+  /// sequence (zero rows for the tokens it does not hold), then summed and
+  /// split over the sequence by a reduce-scatter.
+  LogicalResult partitionVocabEmbedding(nn::EmbeddingOp emb) {
+    Value ids = emb.getIds();
+    if (layoutOf(ids) != Layout::Whole || tensorType(ids).getRank() != 2)
+      return emb.emitOpError("--tp: a vocabulary-parallel embedding reads the "
+                             "whole sequence's tokens [batch, seq]");
+    OpBuilder b(emb);
+    Location loc = emb.getLoc();
+    RankedTensorType idType = tensorType(ids);
+    SmallVector<int64_t> maskShape(idType.getShape());
+    maskShape.push_back(1);
+    int64_t rows = tensorType(emb.getTable()).getDimSize(0);
+    auto part = nn::VocabPartOp::create(
+        b, loc, idType, RankedTensorType::get(maskShape, b.getF32Type()), ids,
+        tpIndexArgument(), b.getI64IntegerAttr(rows));
+    emb.getIdsMutable().assign(part.getLocal());
+    b.setInsertionPointAfter(emb);
+    Value mine = nn::MulOp::create(b, loc, emb.getType(), emb.getResult(),
+                                   part.getMask());
+    Value local = scatterSequence(b, loc, mine);
+    oldTypes.try_emplace(local, tensorType(mine));
+    layouts[local] = Layout::Sequence;
+    emb.getResult().replaceAllUsesExcept(local, mine.getDefiningOp());
+    return success();
+  }
+
+  /// The loss on vocab-sharded logits (loss parallel): each rank's row
+  /// statistics (logsumexp and the target's logit where it holds it),
+  /// all-gathered over tp, give every rank the whole rows' loss; the loss is
+  /// this rank's tokens', as with whole logits, and the gradient stays on
+  /// this rank's columns.
+  LogicalResult partitionVocabLoss(nn::CrossEntropyOp ce) {
+    Value logits = ce.getLogits(), targets = ce.getTargets();
+    if (layoutOf(targets) != Layout::Whole || tensorType(logits).getRank() != 3)
+      return ce.emitOpError("--tp: the vocabulary-parallel loss reads the "
+                            "whole sequence's logits [batch, seq, vocab/tp] "
+                            "and targets");
+    OpBuilder b(ce);
+    Location loc = ce.getLoc();
+    SmallVector<int64_t> shape(tensorType(targets).getShape());
+    shape.push_back(2);
+    Value stats = nn::VocabStatsOp::create(
+        b, loc, RankedTensorType::get(shape, b.getF32Type()), logits, targets,
+        tpIndexArgument());
+    shape[0] *= T;
+    Value all = shard::AllGatherOp::create(
+        b, loc, RankedTensorType::get(shape, b.getF32Type()), grid,
+        b.getDenseI16ArrayAttr({tpAxis}), stats, b.getIndexAttr(0));
+    Value loss = nn::VocabCrossEntropyOp::create(
+        b, loc, ce.getType(), logits, targets, all, tpIndexArgument(),
+        ce.getIgnoreIndexAttr());
+    ce.getResult().replaceAllUsesWith(loss);
+    ce.erase();
     return success();
   }
 

@@ -157,6 +157,15 @@ SmallVector<Value> CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads)
   return {dLogits, Value()};
 }
 
+SmallVector<Value> VocabCrossEntropyOp::buildVJP(OpBuilder &b,
+                                                ArrayRef<Value> grads) {
+  // The statistics carry no gradient: the loss's reaches the logits here.
+  Value dLogits = VocabCrossEntropyGradOp::create(
+      b, getLoc(), getLogits().getType(), getLogits(), getTargets(),
+      getStats(), getTpIndex(), grads[0], getIgnoreIndexAttr());
+  return {dLogits, Value(), Value(), Value()};
+}
+
 SmallVector<Value> CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
   // Nothing flows through a conversion from or to integers.
   if (!isa<FloatType>(tensorType(getInput()).getElementType()) ||

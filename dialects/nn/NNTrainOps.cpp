@@ -146,3 +146,68 @@ LogicalResult CrossEntropyWithGradOp::verify() {
   return verifyCrossEntropyGrad(*this, getLogits(), getTargets(),
                                 getLogitsGrad());
 }
+
+LogicalResult VocabPartOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  if (getRows() < 1)
+    return emitOpError("expects rows >= 1, got ") << getRows();
+  if (failed(expectShape(*this, "tp_index", tensorType(getTpIndex()), {1})) ||
+      failed(expectShape(*this, "local", tensorType(getLocal()),
+                         tensorType(getIds()).getShape())))
+    return failure();
+  SmallVector<int64_t> mask(tensorType(getIds()).getShape());
+  mask.push_back(1);
+  return expectShape(*this, "mask", tensorType(getMask()), mask);
+}
+
+/// logits [d0..dn, V], targets [d0..dn], tp_index [1], and (where given)
+/// stats [tp d0, d1..dn, 2] of tp >= 1 ranks.
+static LogicalResult verifyVocabLoss(Operation *op, Value logitsValue,
+                                     Value targets, Value tpIndex,
+                                     Value stats) {
+  if (failed(verifyStaticShapes(op)))
+    return failure();
+  RankedTensorType logits = tensorType(logitsValue);
+  if (logits.getRank() < 2)
+    return op->emitOpError("expects logits of rank >= 2 [..., tokens, vocab]");
+  ArrayRef<int64_t> rows = logits.getShape().drop_back();
+  if (failed(expectShape(op, "targets", tensorType(targets), rows)) ||
+      failed(expectShape(op, "tp_index", tensorType(tpIndex), {1})))
+    return failure();
+  if (!stats)
+    return success();
+  ArrayRef<int64_t> s = tensorType(stats).getShape();
+  if (s.size() != rows.size() + 1 || rows[0] == 0 || s[0] % rows[0] ||
+      s.drop_front().drop_back() != rows.drop_front() || s.back() != 2)
+    return op->emitOpError("expects stats of every tp rank [tp * ")
+           << rows[0] << ", ..., 2], got " << tensorType(stats);
+  int64_t tp = s[0] / rows[0];
+  if (rows.back() % tp)
+    return op->emitOpError("the sequence of ")
+           << rows.back() << " tokens does not split over " << tp
+           << " tp ranks";
+  return success();
+}
+
+LogicalResult VocabStatsOp::verify() {
+  if (failed(verifyVocabLoss(*this, getLogits(), getTargets(), getTpIndex(),
+                             Value())))
+    return failure();
+  SmallVector<int64_t> shape(tensorType(getTargets()).getShape());
+  shape.push_back(2);
+  return expectShape(*this, "stats", tensorType(getStats()), shape);
+}
+
+LogicalResult VocabCrossEntropyOp::verify() {
+  return verifyVocabLoss(*this, getLogits(), getTargets(), getTpIndex(),
+                         getStats());
+}
+
+LogicalResult VocabCrossEntropyGradOp::verify() {
+  if (failed(verifyVocabLoss(*this, getLogits(), getTargets(), getTpIndex(),
+                             getStats())))
+    return failure();
+  return expectShape(*this, "result", tensorType(getResult()),
+                     tensorType(getLogits()).getShape());
+}

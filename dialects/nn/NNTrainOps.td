@@ -252,6 +252,106 @@ def NN_CrossEntropyWithGradOp : NN_Op<"cross_entropy_with_grad", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// The vocabulary-parallel embedding and loss (tp-partition)
+//===----------------------------------------------------------------------===//
+
+def NN_VocabPartOp : NN_Op<"vocab_part", [Pure]> {
+  let summary = "ids as rows of this tensor-parallel rank's part of a table";
+  let description = [{
+    A tp rank `r` (`tp_index`, i32[1]) holds rows `[r rows, (r + 1) rows)`
+    of a table split by rows. For each id, `local` is `id - r rows` and
+    `mask` 1 where that falls in `[0, rows)`; elsewhere `local` is 0 and
+    `mask` 0 (so an embedding lookup of `local`, times `mask`, is this
+    rank's part of the whole lookup, and its gradient adds zeros to row 0).
+    `mask` has a trailing dim of 1, to broadcast over the rows' width.
+
+    Example:
+    ```mlir
+    %l, %m = nn.vocab_part %ids, %r {rows = 50 : i64} : (tensor<2x8xi32>, tensor<1xi32>) -> (tensor<2x8xi32>, tensor<2x8x1xf32>)
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$ids, NN_IndexTensor:$tp_index,
+                   I64Attr:$rows);
+  let results = (outs NN_IndexTensor:$local, NN_FloatTensor:$mask);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_VocabStatsOp : NN_Op<"vocab_stats", [Pure]> {
+  let summary = "a tp rank's part of each row's cross-entropy statistics";
+  let description = [{
+    `logits` [d0, ..., dn, V] are the logits of this tp rank's vocabulary
+    part, columns `[r V, (r + 1) V)` of the whole. `stats` [d0, ..., dn, 2]
+    holds for each row the logsumexp of its V logits and the logit of the
+    row's target where the target falls in this rank's columns (else 0).
+    All-gathered over the tp ranks, they give `nn.vocab_cross_entropy` the
+    whole rows' loss. Not differentiable: the loss's gradient reaches the
+    logits through `nn.vocab_cross_entropy`.
+
+    Example:
+    ```mlir
+    %s = nn.vocab_stats %logits, %y, %r : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<1xi32>) -> tensor<2x8x2xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                   NN_IndexTensor:$tp_index);
+  let results = (outs F32Tensor:$stats);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_VocabCrossEntropyOp : NN_Op<"vocab_cross_entropy", [Pure,
+    DeclareOpInterfaceMethods<NN_DifferentiableOpInterface>]> {
+  let summary = "cross-entropy on vocabulary-sharded logits (loss parallel)";
+  let description = [{
+    `logits` [d0, ..., dn, V] are this tp rank's columns of the whole
+    sequence's logits, `targets` [d0, ..., dn] the whole sequence's, and
+    `stats` [tp d0, d1, ..., dn, 2] every rank's `nn.vocab_stats`, rank by
+    rank (an all-gather on dim 0). The result is the mean, over this rank's
+    tokens (position along dn in `[r dn/tp, (r + 1) dn/tp)`) whose target is
+    not `ignore_index`, of the whole row's logsumexp less its target logit:
+    the loss `nn.cross_entropy` gives on this rank's tokens of the whole
+    logits. Its gradient (`nn.vocab_cross_entropy_grad`) is every token's,
+    on this rank's columns, as every rank's loss (each seeded alike) sends
+    it: the ranks' columns together are the whole gradient.
+
+    Example:
+    ```mlir
+    %loss = nn.vocab_cross_entropy %logits, %y, %stats, %r {ignore_index = -100 : i64} : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<4x8x2xf32>, tensor<1xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                   F32Tensor:$stats, NN_IndexTensor:$tp_index,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_ScalarTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_VocabCrossEntropyGradOp : NN_Op<"vocab_cross_entropy_grad", [Pure]> {
+  let summary = "gradient of nn.vocab_cross_entropy w.r.t. this rank's logits";
+  let description = [{
+    `result[n] = grad * (exp(logits[n] - lse[n]) - onehot(targets[n])) /
+    count(owner(n))` on this rank's columns, where `lse[n]` is the whole
+    row's logsumexp (from `stats`), `owner(n)` the tp rank whose tokens hold
+    row n, and `count` the number of that rank's targets that are not
+    `ignore_index` (zero rows for ignored targets).
+
+    Example:
+    ```mlir
+    %dl = nn.vocab_cross_entropy_grad %logits, %y, %stats, %r, %g : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<4x8x2xf32>, tensor<1xi32>, tensor<f32>) -> tensor<2x8x50xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                   F32Tensor:$stats, NN_IndexTensor:$tp_index,
+                   NN_ScalarTensor:$grad,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Gradient accumulation, clipping and optimizers
 //===----------------------------------------------------------------------===//
 

@@ -135,6 +135,22 @@ LogicalResult lowerCrossEntropyGrad(StepBuilder &s, nn::CrossEntropyGradOp g) {
   return success();
 }
 
+LogicalResult lowerVocabCrossEntropyGrad(StepBuilder &s,
+                                         nn::VocabCrossEntropyGradOp g) {
+  Location loc = g.getLoc();
+  ArrayRef<int64_t> shape = tensorType(g.getLogits()).getShape();
+  ArrayRef<int64_t> rows = shape.drop_back();
+  int64_t tp = tensorType(g.getStats()).getDimSize(0) / rows[0];
+  Value logits = s.buf(g.getLogits()), targets = s.buf(g.getTargets()),
+        stats = s.buf(g.getStats()), r = s.buf(g.getTpIndex()),
+        dloss = s.buf(g.getGrad());
+  s.kernel(loc, K::vocab_ce_grad,
+           {logits, targets, stats, r, dloss, s.define(g.getResult())},
+           {product(rows), shape.back(), rows.back(), tp,
+            int64_t(g.getIgnoreIndex())});
+  return success();
+}
+
 LogicalResult lowerCrossEntropyWithGrad(StepBuilder &s,
                                         nn::CrossEntropyWithGradOp ce) {
   Location loc = ce.getLoc();
@@ -190,6 +206,7 @@ void addBackwardLowerings(LoweringTable &table) {
   table.addTyped(lowerSliceGrad);
   table.add(lowerCrossEntropyGrad);
   table.add(lowerCrossEntropyWithGrad);
+  table.add(lowerVocabCrossEntropyGrad);
   table.add(lowerLeakyReluGrad);
   table.add(lowerUnaryGrad);
 }

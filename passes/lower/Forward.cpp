@@ -192,6 +192,38 @@ LogicalResult lowerCrossEntropy(StepBuilder &s, nn::CrossEntropyOp ce) {
   return success();
 }
 
+LogicalResult lowerVocabPart(StepBuilder &s, nn::VocabPartOp p) {
+  Location loc = p.getLoc();
+  Value ids = s.buf(p.getIds()), r = s.buf(p.getTpIndex());
+  s.kernel(loc, K::vocab_part,
+           {ids, r, s.define(p.getLocal()), s.define(p.getMask())},
+           {tensorType(p.getIds()).getNumElements(), int64_t(p.getRows())});
+  return success();
+}
+
+LogicalResult lowerVocabStats(StepBuilder &s, nn::VocabStatsOp st) {
+  Location loc = st.getLoc();
+  ArrayRef<int64_t> shape = tensorType(st.getLogits()).getShape();
+  Value logits = s.buf(st.getLogits()), targets = s.buf(st.getTargets()),
+        r = s.buf(st.getTpIndex());
+  s.kernel(loc, K::vocab_ce_stats,
+           {logits, targets, r, s.define(st.getStats())},
+           {product(shape.drop_back()), shape.back()});
+  return success();
+}
+
+LogicalResult lowerVocabCrossEntropy(StepBuilder &s,
+                                     nn::VocabCrossEntropyOp ce) {
+  Location loc = ce.getLoc();
+  ArrayRef<int64_t> rows = tensorType(ce.getTargets()).getShape();
+  int64_t tp = tensorType(ce.getStats()).getDimSize(0) / rows[0];
+  Value targets = s.buf(ce.getTargets()), stats = s.buf(ce.getStats()),
+        r = s.buf(ce.getTpIndex());
+  s.kernel(loc, K::vocab_ce, {targets, stats, r, s.define(ce.getResult())},
+           {product(rows), rows.back(), tp, int64_t(ce.getIgnoreIndex())});
+  return success();
+}
+
 LogicalResult lowerFill(StepBuilder &s, nn::FillOp fill) {
   Location loc = fill.getLoc();
   s.kernel(loc, K::fill, {s.define(fill.getResult())},
@@ -263,6 +295,9 @@ void addForwardLowerings(LoweringTable &table) {
   table.addTyped(lowerTranspose);
   table.addTyped(lowerSlice);
   table.add(lowerCrossEntropy);
+  table.add(lowerVocabPart);
+  table.add(lowerVocabStats);
+  table.add(lowerVocabCrossEntropy);
   table.addTyped(lowerFill);
   table.addTyped(lowerMatmul);
   table.add(lowerConstant);

@@ -811,3 +811,140 @@ SHARDC_KERNEL(sgd) {
     shardc::runtime::sgdUpdate(s, g[k] * coef, p[k], buf[k], p2[k], buf2[k]);
   launched(ctx, stream);
 }
+
+//===----------------------------------------------------------------------===//
+// The vocabulary-parallel embedding and loss (--tp): rank r holds rows
+// [r R, (r + 1) R) of the embedding table and the LM head.
+//===----------------------------------------------------------------------===//
+
+// ids[N] (int32), tp_index[1] -> local[N] (int32), mask[N]: id - r rows and 1
+// where that is one of this rank's rows, else 0 and 0
+SHARDC_KERNEL(vocab_part) {
+  int64_t N = i[A::vocab_part::N], rows = i[A::vocab_part::rows];
+  const int32_t *ids = I32(b[0]);
+  int64_t first = int64_t(I32(b[1])[0]) * rows;
+  auto *local = static_cast<int32_t *>(b[2]);
+  float *mask = F(b[3]);
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t k = int64_t(ids[n]) - first;
+    bool mine = k >= 0 && k < rows;
+    local[n] = mine ? int32_t(k) : 0;
+    mask[n] = mine ? 1.0f : 0.0f;
+  }
+  launched(ctx, stream);
+}
+
+// logits[N,V] (this rank's columns [r V, (r + 1) V)), t[N], tp_index[1] ->
+// stats[N,2]: each row's logsumexp, and its target's logit where the target
+// is one of this rank's columns (else 0)
+SHARDC_KERNEL(vocab_ce_stats) {
+  int64_t N = i[A::vocab_ce_stats::N], V = i[A::vocab_ce_stats::V];
+  const float *logits = F(b[0]);
+  const int32_t *targets = I32(b[1]);
+  int64_t first = int64_t(I32(b[2])[0]) * V;
+  float *stats = F(b[3]);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float *row = logits + n * V;
+    thread_local std::vector<float> scratch;
+    scratch.resize(V);
+    float mx = rowMax(row, V);
+    double sum = expSum(row, V, mx, scratch.data());
+    int64_t t = int64_t(targets[n]) - first;
+    stats[2 * n] = float(std::log(sum) + mx);
+    stats[2 * n + 1] = t >= 0 && t < V ? row[t] : 0.0f;
+  }
+  launched(ctx, stream);
+}
+
+namespace {
+
+/// The whole row n's logsumexp and target logit from every rank's
+/// stats[tp,N,2], the ranks combined in order.
+void wholeRow(const float *stats, int64_t N, int64_t tp, int64_t n,
+              double &lse, double &target) {
+  float top = stats[2 * n];
+  for (int64_t r = 1; r < tp; ++r)
+    top = std::max(top, stats[2 * (r * N + n)]);
+  double sum = 0;
+  target = 0;
+  for (int64_t r = 0; r < tp; ++r) {
+    sum += std::exp(double(stats[2 * (r * N + n)]) - double(top));
+    target += stats[2 * (r * N + n) + 1];
+  }
+  lse = double(top) + std::log(sum);
+}
+
+/// The tp rank whose tokens hold row n of [N / seq, seq] sequences.
+int64_t ownerOf(int64_t n, int64_t seq, int64_t tp) {
+  return (n % seq) / (seq / tp);
+}
+
+} // namespace
+
+// t[N], stats[tp,N,2], tp_index[1] -> loss[]: the mean over this rank's
+// tokens (not ignored) of the whole rows' logsumexp less the target's logit
+SHARDC_KERNEL(vocab_ce) {
+  namespace K = A::vocab_ce;
+  int64_t N = i[K::N], seq = i[K::seq], tp = i[K::tp],
+          ignore = i[K::ignore_index];
+  const int32_t *targets = I32(b[0]);
+  const float *stats = F(b[1]);
+  int64_t rank = I32(b[2])[0];
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (ownerOf(n, seq, tp) != rank || targets[n] == ignore)
+      continue;
+    double lse, target;
+    wholeRow(stats, N, tp, n, lse, target);
+    total += lse - target;
+    ++count;
+  }
+  F(b[3])[0] = count ? float(total / double(count)) : NAN;
+  launched(ctx, stream);
+}
+
+// logits[N,V], t[N], stats[tp,N,2], tp_index[1], dloss[] -> dlogits[N,V]:
+// dloss (softmax - onehot) on this rank's columns over the row's owner's
+// count of targets, zero rows for ignored targets
+SHARDC_KERNEL(vocab_ce_grad) {
+  namespace K = A::vocab_ce_grad;
+  int64_t N = i[K::N], V = i[K::V], seq = i[K::seq], tp = i[K::tp],
+          ignore = i[K::ignore_index];
+  const float *logits = F(b[0]);
+  const int32_t *targets = I32(b[1]);
+  const float *stats = F(b[2]);
+  int64_t first = int64_t(I32(b[3])[0]) * V;
+  float dloss = F(b[4])[0];
+  float *dl = F(b[5]);
+  std::vector<int64_t> count(size_t(tp), 0);
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t t = targets[n];
+    if (t == ignore)
+      continue;
+    if (t < 0 || t >= V * tp)
+      fatal("vocab_ce_grad: a target is outside the vocabulary of %lld",
+            (long long)(V * tp));
+    ++count[size_t(ownerOf(n, seq, tp))];
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    float *out = dl + n * V;
+    if (targets[n] == ignore) {
+      std::memset(out, 0, size_t(V) * sizeof(float));
+      continue;
+    }
+    double lse, target;
+    wholeRow(stats, N, tp, n, lse, target);
+    float scale = dloss / float(count[size_t(ownerOf(n, seq, tp))]);
+    const float *row = logits + n * V;
+    float shift = float(lse);
+    for (int64_t v = 0; v < V; ++v)
+      out[v] = fastExp(row[v] - shift) * scale;
+    int64_t t = int64_t(targets[n]) - first;
+    if (t >= 0 && t < V)
+      out[t] -= scale;
+  }
+  launched(ctx, stream);
+}

@@ -314,6 +314,7 @@ void cuda::Context::checkErrors() {
     if (id == int64_t(abi::KernelId::cross_entropy_with_grad) ||
         id == int64_t(abi::KernelId::cross_entropy) ||
         id == int64_t(abi::KernelId::cross_entropy_grad) ||
+        id == int64_t(abi::KernelId::vocab_ce_grad) ||
         id == int64_t(abi::KernelId::linear_cross_entropy))
       fatal("%s: a target is outside the vocabulary of %lld",
             abi::kKernels[id].name, (long long)host[id]);

@@ -481,6 +481,130 @@ __global__ void rotateKernel(const X *x, const Tab *cosT, const Tab *sinT,
   }
 }
 
+// ids[N], tp_index[1] -> local[N] = id - r rows, mask[N] = 1 where that is
+// in [0, rows), else 0 and 0 (a thread an id)
+__global__ void vocabPartKernel(const int32_t *ids, const int32_t *tpIndex,
+                                int64_t N, int64_t rows, int32_t *local,
+                                float *mask) {
+  int64_t first = int64_t(tpIndex[0]) * rows;
+  FOR_EACH(n, N) {
+    int64_t k = int64_t(ids[n]) - first;
+    bool mine = k >= 0 && k < rows;
+    local[n] = mine ? int32_t(k) : 0;
+    mask[n] = mine ? 1.0f : 0.0f;
+  }
+}
+
+// logits[N,V] (columns [r V, (r + 1) V) of the whole), t[N], tp_index[1] ->
+// stats[N,2] = (logsumexp of the row, the target's logit where the target is
+// one of this rank's columns, else 0); one block a row, as the CPU's sums
+__global__ void vocabStatsRowsKernel(const float *logits,
+                                     const int32_t *targets,
+                                     const int32_t *tpIndex, int64_t V,
+                                     bool vec, float *stats) {
+  int64_t n = blockIdx.x;
+  const float *row = logits + n * V;
+  float mx;
+  double sum;
+  rowMaxExpSum(row, V, vec, mx, sum);
+  if (threadIdx.x == 0) {
+    int64_t t = int64_t(targets[n]) - int64_t(tpIndex[0]) * V;
+    stats[2 * n] = float(log(sum) + mx);
+    stats[2 * n + 1] = t >= 0 && t < V ? row[t] : 0.0f;
+  }
+}
+
+/// The whole row n's logsumexp and target logit from every rank's
+/// stats[tp,N,2], the ranks combined in order (as the CPU's wholeRow).
+__device__ inline void vocabWholeRow(const float *stats, int64_t N, int64_t tp,
+                                     int64_t n, double &lse, double &target) {
+  float top = stats[2 * n];
+  for (int64_t r = 1; r < tp; ++r)
+    top = fmaxf(top, stats[2 * (r * N + n)]);
+  double sum = 0;
+  target = 0;
+  for (int64_t r = 0; r < tp; ++r) {
+    sum += exp(double(stats[2 * (r * N + n)]) - double(top));
+    target += stats[2 * (r * N + n) + 1];
+  }
+  lse = double(top) + log(sum);
+}
+
+/// The tp rank whose tokens hold row n of sequences of seq tokens.
+__device__ inline int64_t vocabOwner(int64_t n, int64_t seq, int64_t tp) {
+  return (n % seq) / (seq / tp);
+}
+
+// t[N], stats[tp,N,2], tp_index[1] -> loss[] = the mean over this rank's
+// tokens not ignored of lse - target logit, NaN if none (one block of
+// kOneBlockThreads; a fixed association)
+__global__ void __launch_bounds__(kOneBlockThreads)
+    vocabLossKernel(const int32_t *targets, const float *stats,
+                    const int32_t *tpIndex, int64_t N, int64_t seq,
+                    int64_t tp, int64_t ignore, float *loss) {
+  int64_t rank = tpIndex[0];
+  double total = 0, count = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    if (vocabOwner(n, seq, tp) != rank || targets[n] == ignore)
+      continue;
+    double lse, target;
+    vocabWholeRow(stats, N, tp, n, lse, target);
+    total += lse - target;
+    count += 1;
+  }
+  total = blockSum(total);
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    loss[0] = count != 0 ? float(total / int64_t(count)) : NAN;
+}
+
+// t[N], dloss[] -> scale[tp] = dloss / (rank r's targets not ignored), 0 if
+// none; a target outside [0, whole) sets *bad to whole (one block of
+// kOneBlockThreads)
+__global__ void __launch_bounds__(kOneBlockThreads)
+    vocabScalesKernel(const int32_t *targets, int64_t N, int64_t seq,
+                      int64_t tp, int64_t ignore, int64_t whole,
+                      const float *dloss, float *scale, int64_t *bad) {
+  for (int64_t r = 0; r < tp; ++r) {
+    double count = 0;
+    for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+      int64_t t = targets[n];
+      if (t != ignore && (t < 0 || t >= whole))
+        *bad = whole;
+      count += t != ignore && vocabOwner(n, seq, tp) == r;
+    }
+    count = blockSum(count);
+    if (threadIdx.x == 0)
+      scale[r] = count != 0 ? dloss[0] / float(int64_t(count)) : 0.0f;
+  }
+}
+
+// logits[N,V], t[N], stats[tp,N,2], tp_index[1], scale[tp] -> dl[N,V] =
+// scale[owner] (exp(logits - lse) - onehot) on this rank's columns, zero for
+// ignored rows (one block a row)
+__global__ void vocabGradRowsKernel(const float *logits, const int32_t *targets,
+                                    const float *stats, const int32_t *tpIndex,
+                                    const float *scale, int64_t N, int64_t V,
+                                    int64_t seq, int64_t tp, int64_t ignore,
+                                    float *dl) {
+  int64_t n = blockIdx.x;
+  const float *row = logits + n * V;
+  float *out = dl + n * V;
+  if (targets[n] == ignore) {
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+      out[v] = 0.0f;
+    return;
+  }
+  double lse, target;
+  vocabWholeRow(stats, N, tp, n, lse, target);
+  float shift = float(lse), s = scale[vocabOwner(n, seq, tp)];
+  int64_t t = int64_t(targets[n]) - int64_t(tpIndex[0]) * V;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    float p = fastExp(row[v] - shift) * s;
+    out[v] = v == t ? p - s : p;
+  }
+}
+
 } // namespace
 
 // x[M,C], w[C], dy[M,C] (dr[M,C]) -> dx[M,C] (+ dr), dw[C], db[C] of
@@ -587,6 +711,62 @@ SHARDC_CUDA_KERNEL(rotary_table) {
   });
 }
 
+// ids[N], tp_index[1] -> local[N], mask[N] (the vocabulary-parallel
+// embedding's rows)
+SHARDC_CUDA_KERNEL(vocab_part) {
+  namespace K = A::vocab_part;
+  int64_t N = i[K::N];
+  if (N == 0)
+    return;
+  SHARDC_LAUNCH(vocabPartKernel, gridFor(N), kThreads, 0,
+                streamOf(ctx, stream), static_cast<const int32_t *>(b[0]),
+                static_cast<const int32_t *>(b[1]), N, i[K::rows],
+                static_cast<int32_t *>(b[2]), F(b[3]));
+}
+
+// logits[N,V], t[N], tp_index[1] -> stats[N,2]
+SHARDC_CUDA_KERNEL(vocab_ce_stats) {
+  namespace K = A::vocab_ce_stats;
+  int64_t N = i[K::N], V = i[K::V];
+  if (N == 0)
+    return;
+  bool vec = V % 4 == 0 && aligned16(b[0]);
+  SHARDC_LAUNCH(vocabStatsRowsKernel, unsigned(N), kThreads, 0,
+                streamOf(ctx, stream), F(b[0]),
+                static_cast<const int32_t *>(b[1]),
+                static_cast<const int32_t *>(b[2]), V, vec, F(b[3]));
+}
+
+// t[N], stats[tp,N,2], tp_index[1] -> loss[] (this rank's tokens' mean)
+SHARDC_CUDA_KERNEL(vocab_ce) {
+  namespace K = A::vocab_ce;
+  SHARDC_LAUNCH(vocabLossKernel, 1, kOneBlockThreads, 0, streamOf(ctx, stream),
+                static_cast<const int32_t *>(b[0]), F(b[1]),
+                static_cast<const int32_t *>(b[2]), i[K::N], i[K::seq],
+                i[K::tp], i[K::ignore_index], F(b[3]));
+}
+
+// logits[N,V], t[N], stats[tp,N,2], tp_index[1], dloss[] -> dlogits[N,V]
+SHARDC_CUDA_KERNEL(vocab_ce_grad) {
+  namespace K = A::vocab_ce_grad;
+  int64_t N = i[K::N], V = i[K::V], seq = i[K::seq], tp = i[K::tp],
+          ignore = i[K::ignore_index];
+  if (N == 0)
+    return;
+  auto &c = *static_cast<cuda::Context *>(ctx);
+  cudaStream_t s = c.stream(stream);
+  const auto *targets = static_cast<const int32_t *>(b[1]);
+  // Scratch: each owner rank's scale dloss / count.
+  auto *scale = static_cast<float *>(c.scratch(size_t(tp) * 4));
+  // A bad target is reported after the run (Context::checkErrors).
+  SHARDC_LAUNCH(vocabScalesKernel, 1, kOneBlockThreads, 0, s, targets, N, seq,
+                tp, ignore, V * tp, F(b[4]), scale,
+                c.errors + int64_t(A::KernelId::vocab_ce_grad));
+  SHARDC_LAUNCH(vocabGradRowsKernel, unsigned(N), kThreads, 0, s, F(b[0]),
+                targets, F(b[2]), static_cast<const int32_t *>(b[3]), scale,
+                N, V, seq, tp, ignore, F(b[5]));
+}
+
 void shardc::runtime::cuda::addTrainKernels(KernelFn *table) {
   table[int64_t(A::KernelId::layer_norm_grad)] = &shardc_cuda_k_layer_norm_grad;
   table[int64_t(A::KernelId::rms_norm_grad)] = &shardc_cuda_k_rms_norm_grad;
@@ -595,4 +775,8 @@ void shardc::runtime::cuda::addTrainKernels(KernelFn *table) {
       &shardc_cuda_k_cross_entropy_grad;
   table[int64_t(A::KernelId::rotary)] = &shardc_cuda_k_rotary;
   table[int64_t(A::KernelId::rotary_table)] = &shardc_cuda_k_rotary_table;
+  table[int64_t(A::KernelId::vocab_part)] = &shardc_cuda_k_vocab_part;
+  table[int64_t(A::KernelId::vocab_ce_stats)] = &shardc_cuda_k_vocab_ce_stats;
+  table[int64_t(A::KernelId::vocab_ce)] = &shardc_cuda_k_vocab_ce;
+  table[int64_t(A::KernelId::vocab_ce_grad)] = &shardc_cuda_k_vocab_ce_grad;
 }

@@ -197,3 +197,27 @@ func.func @cast_shape(%x: tensor<4x8xf32>) {
   %h = nn.cast %x : tensor<4x8xf32> to tensor<8x4xbf16>
   return
 }
+
+// -----
+
+func.func @vocab_part_mask(%ids: tensor<2x8xi32>, %r: tensor<1xi32>) {
+  // expected-error @+1 {{expects mask of shape [2, 8, 1]}}
+  %l, %m = nn.vocab_part %ids, %r {rows = 50 : i64} : (tensor<2x8xi32>, tensor<1xi32>) -> (tensor<2x8xi32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @vocab_loss_stats(%l: tensor<2x8x50xf32>, %y: tensor<2x8xi32>, %s: tensor<3x8x2xf32>, %r: tensor<1xi32>) {
+  // expected-error @+1 {{expects stats of every tp rank [tp * 2, ..., 2]}}
+  %x = nn.vocab_cross_entropy %l, %y, %s, %r : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<3x8x2xf32>, tensor<1xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @vocab_loss_seq(%l: tensor<1x6x50xf32>, %y: tensor<1x6xi32>, %s: tensor<4x6x2xf32>, %r: tensor<1xi32>) {
+  // expected-error @+1 {{the sequence of 6 tokens does not split over 4 tp ranks}}
+  %x = nn.vocab_cross_entropy %l, %y, %s, %r : (tensor<1x6x50xf32>, tensor<1x6xi32>, tensor<4x6x2xf32>, tensor<1xi32>) -> tensor<f32>
+  return
+}

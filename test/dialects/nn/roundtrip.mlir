@@ -88,3 +88,17 @@ func.func @cast(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %f = nn.cast %h {grad_type = bf16} : tensor<4x8xbf16> to tensor<4x8xf32>
   return %f : tensor<4x8xf32>
 }
+
+// The vocabulary-parallel embedding and loss (tp-partition, --tp 4).
+// CHECK-LABEL: func.func @vocab_parallel
+func.func @vocab_parallel(%ids: tensor<2x8xi32>, %r: tensor<1xi32>, %logits: tensor<2x8x50xf32>, %all: tensor<8x8x2xf32>, %g: tensor<f32>) -> (tensor<2x8xi32>, tensor<2x8x1xf32>, tensor<2x8x2xf32>, tensor<f32>, tensor<2x8x50xf32>) {
+  // CHECK: nn.vocab_part %{{.*}}, %{{.*}} {rows = 50 : i64} : (tensor<2x8xi32>, tensor<1xi32>) -> (tensor<2x8xi32>, tensor<2x8x1xf32>)
+  %l, %m = nn.vocab_part %ids, %r {rows = 50 : i64} : (tensor<2x8xi32>, tensor<1xi32>) -> (tensor<2x8xi32>, tensor<2x8x1xf32>)
+  // CHECK: nn.vocab_stats %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<1xi32>) -> tensor<2x8x2xf32>
+  %s = nn.vocab_stats %logits, %ids, %r : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<1xi32>) -> tensor<2x8x2xf32>
+  // CHECK: nn.vocab_cross_entropy %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<8x8x2xf32>, tensor<1xi32>) -> tensor<f32>
+  %loss = nn.vocab_cross_entropy %logits, %ids, %all, %r {ignore_index = 0 : i64} : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<8x8x2xf32>, tensor<1xi32>) -> tensor<f32>
+  // CHECK: nn.vocab_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<8x8x2xf32>, tensor<1xi32>, tensor<f32>) -> tensor<2x8x50xf32>
+  %dl = nn.vocab_cross_entropy_grad %logits, %ids, %all, %r, %g : (tensor<2x8x50xf32>, tensor<2x8xi32>, tensor<8x8x2xf32>, tensor<1xi32>, tensor<f32>) -> tensor<2x8x50xf32>
+  return %l, %m, %s, %loss, %dl : tensor<2x8xi32>, tensor<2x8x1xf32>, tensor<2x8x2xf32>, tensor<f32>, tensor<2x8x50xf32>
+}
