@@ -597,6 +597,51 @@ TEST_F(CudaKernels, CrossEntropy) {
   }
 }
 
+// The vocabulary-parallel loss's kernels (--tp) against their CPU twins:
+// V 250 float by float, 252 as float4 (the statistics), tp 4 ranks owning
+// 2 of each sequence's 8 tokens, rank 2 computing.
+TEST_F(CudaKernels, VocabParallelLoss) {
+  const int64_t N = 40, seq = 8, tp = 4, ignore = -100;
+  std::vector<int32_t> rank = {2};
+  for (int64_t V : {250, 252}) {
+    SCOPED_TRACE("V " + std::to_string(V));
+    std::vector<int32_t> t(N);
+    std::mt19937 gen(36);
+    for (int32_t &v : t)
+      v = int32_t(gen() % (tp * V));
+    t[5] = int32_t(ignore);
+    t[9] = int32_t(2 * V); // this rank's first column
+    auto logits = floats(randomVec(N * V, 37, 3.0f));
+    compare(Id::vocab_ce_stats, shardc_k_vocab_ce_stats,
+            {logits, ints32(t), ints32(rank), out(N * 2)},
+            packInts(Id::vocab_ce_stats,
+                     {{A::vocab_ce_stats::N, N}, {A::vocab_ce_stats::V, V}}));
+    auto all = randomVec(tp * N * 2, 38, 2.0f);
+    for (int64_t k = 0; k < tp * N; ++k)
+      all[2 * k] += 6.0f; // logsumexps above the logits
+    compare(Id::vocab_ce, shardc_k_vocab_ce,
+            {ints32(t), floats(all), ints32(rank), out(1)},
+            packInts(Id::vocab_ce, {{A::vocab_ce::N, N},
+                                    {A::vocab_ce::seq, seq},
+                                    {A::vocab_ce::tp, tp},
+                                    {A::vocab_ce::ignore_index, ignore}}));
+    compare(Id::vocab_ce_grad, shardc_k_vocab_ce_grad,
+            {logits, ints32(t), floats(all), ints32(rank), floats({0.7f}),
+             out(N * V)},
+            packInts(Id::vocab_ce_grad, {{A::vocab_ce_grad::N, N},
+                                         {A::vocab_ce_grad::V, V},
+                                         {A::vocab_ce_grad::seq, seq},
+                                         {A::vocab_ce_grad::tp, tp},
+                                         {A::vocab_ce_grad::ignore_index,
+                                          ignore}}));
+    compare(Id::vocab_part, shardc_k_vocab_part,
+            {ints32(t), ints32(rank), out(N, sizeof(int32_t)), out(N)},
+            packInts(Id::vocab_part,
+                     {{A::vocab_part::N, N}, {A::vocab_part::rows, V}}),
+            {}, 0.0, /*exact=*/true);
+  }
+}
+
 // The LM head and its loss over row chunks: cuBLASLt's three GEMMs a chunk
 // and the loss rows between them against the CPU kernel (itself tested
 // against the unchunked kernels), with chunks that divide the rows, that
@@ -1081,6 +1126,8 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::equal, A::KernelId::unary, A::KernelId::unary_grad,
       A::KernelId::leaky_relu, A::KernelId::leaky_relu_grad, A::KernelId::trilu,
       A::KernelId::batch_matmul, A::KernelId::matmul_bgrad,
+      A::KernelId::vocab_part, A::KernelId::vocab_ce_stats,
+      A::KernelId::vocab_ce, A::KernelId::vocab_ce_grad,
       // attention.cu (CudaAttentionTest.cpp, CudaSdpaTest.cpp)
       A::KernelId::attention, A::KernelId::attention_grad,
       A::KernelId::sdpa, A::KernelId::sdpa_grad,

@@ -171,6 +171,111 @@ TEST(TrainKernels, FusedCrossEntropyEqualsSeparateKernels) {
   EXPECT_EQ(inPlace, g2);
 }
 
+/// The vocabulary-parallel loss (--tp): tp ranks each holding V columns of
+/// [N, tp V] logits, their row statistics gathered, give each rank the loss
+/// the whole-vocabulary kernels give on its tokens, and their gradients'
+/// columns put together are the whole kernels' gradient of every rank's
+/// loss. And vocab_part against its definition.
+TEST(TrainKernels, VocabParallelLossEqualsWholeLoss) {
+  const int64_t tp = 3, V = 7, W = tp * V, seq = 6, N = 2 * seq,
+                ignore = -100;
+  Vec logits = randomVec(N * W, 41, 3.0f);
+  std::vector<int32_t> t(N);
+  std::mt19937 gen(42);
+  for (int32_t &v : t)
+    v = int32_t(gen() % W);
+  t[1] = int32_t(ignore);
+  t[8] = int32_t(W - 1);
+  auto owner = [&](int64_t n) { return (n % seq) / (seq / tp); };
+  // Each rank's columns and statistics, gathered rank by rank.
+  std::vector<Vec> parts(tp, Vec(N * V));
+  Vec all(tp * N * 2);
+  for (int64_t r = 0; r < tp; ++r) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t v = 0; v < V; ++v)
+        parts[r][n * V + v] = logits[n * W + r * V + v];
+    std::vector<int32_t> rank = {int32_t(r)};
+    Vec stats(N * 2);
+    std::vector<void *> b = bufs(parts[r], t, rank, stats);
+    SHARDC_LAUNCH(vocab_ce_stats, nullptr, b,
+                  packInts(Id::vocab_ce_stats,
+                           {{A::vocab_ce_stats::N, N}, {A::vocab_ce_stats::V, V}}),
+                  nullptr, A::kComputeStream);
+    std::copy(stats.begin(), stats.end(), all.begin() + r * N * 2);
+  }
+  Vec dWhole(N * W), dloss = {0.7f};
+  for (int64_t r = 0; r < tp; ++r) {
+    SCOPED_TRACE("tp rank " + std::to_string(r));
+    std::vector<int32_t> rank = {int32_t(r)};
+    // The whole kernels on this rank's rows.
+    Vec mine, ref(1), refGrad;
+    std::vector<int32_t> mineT;
+    for (int64_t n = 0; n < N; ++n)
+      if (owner(n) == r) {
+        mine.insert(mine.end(), logits.begin() + n * W,
+                    logits.begin() + (n + 1) * W);
+        mineT.push_back(t[n]);
+      }
+    int64_t M = int64_t(mineT.size());
+    refGrad.resize(M * W);
+    std::vector<void *> rb = bufs(mine, mineT, ref), gb = bufs(mine, mineT, dloss, refGrad);
+    SHARDC_LAUNCH(cross_entropy, nullptr, rb,
+                  packInts(Id::cross_entropy, {{A::cross_entropy::N, M},
+                                               {A::cross_entropy::V, W},
+                                               {A::cross_entropy::ignore_index, ignore}}),
+                  nullptr, A::kComputeStream);
+    SHARDC_LAUNCH(cross_entropy_grad, nullptr, gb,
+                  packInts(Id::cross_entropy_grad,
+                           {{A::cross_entropy_grad::N, M},
+                            {A::cross_entropy_grad::V, W},
+                            {A::cross_entropy_grad::ignore_index, ignore}}),
+                  nullptr, A::kComputeStream);
+    for (int64_t n = 0, m = 0; n < N; ++n)
+      if (owner(n) == r) {
+        for (int64_t v = 0; v < W; ++v)
+          dWhole[n * W + v] = refGrad[m * W + v];
+        ++m;
+      }
+    namespace K = A::vocab_ce;
+    Vec loss(1);
+    std::vector<void *> lb = bufs(t, all, rank, loss);
+    SHARDC_LAUNCH(vocab_ce, nullptr, lb,
+                  packInts(Id::vocab_ce, {{K::N, N}, {K::seq, seq}, {K::tp, tp},
+                                          {K::ignore_index, ignore}}),
+                  nullptr, A::kComputeStream);
+    expectNear(loss, {double(ref[0])}, 1e-6);
+  }
+  // Every rank's columns of the gradient, each seeded with dloss.
+  for (int64_t r = 0; r < tp; ++r) {
+    SCOPED_TRACE("tp rank " + std::to_string(r));
+    std::vector<int32_t> rank = {int32_t(r)};
+    namespace K = A::vocab_ce_grad;
+    Vec grad(N * V);
+    std::vector<void *> b = bufs(parts[r], t, all, rank, dloss, grad);
+    SHARDC_LAUNCH(vocab_ce_grad, nullptr, b,
+                  packInts(Id::vocab_ce_grad,
+                           {{K::N, N}, {K::V, V}, {K::seq, seq}, {K::tp, tp},
+                            {K::ignore_index, ignore}}),
+                  nullptr, A::kComputeStream);
+    std::vector<double> want;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t v = 0; v < V; ++v)
+        want.push_back(dWhole[n * W + r * V + v]);
+    expectNear(grad, want, 1e-6);
+  }
+  // vocab_part: rank 1 of 25-row parts.
+  std::vector<int32_t> ids = {0, 24, 25, 26, 49, 50, 74, 3}, rank = {1},
+                       local(ids.size());
+  Vec mask(ids.size());
+  std::vector<void *> b = bufs(ids, rank, local, mask);
+  SHARDC_LAUNCH(vocab_part, nullptr, b,
+                packInts(Id::vocab_part, {{A::vocab_part::N, int64_t(ids.size())},
+                                          {A::vocab_part::rows, 25}}),
+                nullptr, A::kComputeStream);
+  EXPECT_EQ(local, (std::vector<int32_t>{0, 0, 0, 1, 24, 0, 0, 0}));
+  EXPECT_EQ(mask, (Vec{0, 0, 1, 1, 1, 0, 0, 0}));
+}
+
 /// The LM head and its loss over row chunks against the four kernels it
 /// replaces (linear, cross_entropy_with_grad, the dh linear and the dw
 /// matmul), with chunks that do not divide the rows and an ignored target.
