@@ -144,6 +144,13 @@ void DriverOptions::bindOptions() {
                 "GPT-2, Llama, Mistral and Qwen2 "
                 "(config.json), f32 or bf16 compute; not with --offload"),
        cl::value_desc("N"));
+  bind(training.tpVocab, "tp-vocab",
+       cl::desc("With --tp: the embedding and LM head 'parallel' (each tp "
+                "rank holds its rows of the vocabulary, the loss on "
+                "vocab-sharded logits; where --tp divides the vocabulary, "
+                "else whole) or 'whole' (every tp rank holds them, on its "
+                "tokens)"),
+       cl::value_desc("parallel|whole"));
   bind(training.wrap, "wrap",
        cl::desc("FSDP wrap policy: a regex whose first capture names a "
                 "parameter's group (default: one group per transformer "
@@ -435,6 +442,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.optimizer = training.optimizer;
   p.mesh = training.mesh;
   p.tp = training.tp;
+  p.tpVocab = training.tpVocab;
   p.wrap = training.wrap;
   p.reshardAfterForward = training.reshardAfterForward;
   p.prefetchForward = training.prefetchForward;

@@ -58,6 +58,9 @@ struct TrainingOptions {
   MeshShape meshShape; ///< parsed from `mesh` and `tp` by validate()
   /// --tp: tensor-parallel ranks (the mesh's innermost axis).
   int64_t tp = 1;
+  /// --tp-vocab: the embedding and LM head "parallel" (by vocabulary rows,
+  /// where tp divides the vocabulary) or "whole" on every tp rank.
+  std::string tpVocab = "parallel";
   std::string wrap;
   std::string reshardAfterForward = "true";
   ReshardPolicy reshard; ///< parsed by validate()

@@ -25,6 +25,7 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
     TPPartitionOptions tp;
     tp.mesh = options.mesh;
     tp.tp = options.tp;
+    tp.vocab = options.tpVocab;
     pm.addPass(createTPPartition(tp));
   }
   if (fsdp) {

@@ -25,6 +25,8 @@ struct PipelineOptions {
   std::string mesh = "1";
   /// --tp: tensor-parallel ranks, the mesh's innermost axis (tp-partition).
   int64_t tp = 1;
+  /// --tp-vocab: "parallel" or "whole" (tp-partition's vocab option).
+  std::string tpVocab = "parallel";
   std::string wrap;
   std::string reshardAfterForward = "true";
   int64_t prefetchForward = 1;

@@ -118,6 +118,9 @@ def TPPartition : Pass<"tp-partition", "mlir::ModuleOp"> {
   let options = [
     Option<"mesh", "mesh", "std::string", "\"1\"", "N or RxS (--mesh)">,
     Option<"tp", "tp", "int64_t", "1", "Tensor-parallel ranks (--tp)">,
+    Option<"vocab", "vocab", "std::string", "\"parallel\"",
+           "The embedding and LM head: 'parallel' (split by vocabulary rows "
+           "where tp divides the vocabulary) or 'whole' (--tp-vocab)">,
   ];
 }
 

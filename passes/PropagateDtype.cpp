@@ -80,9 +80,23 @@ void propagateThroughCollective(OpBuilder &b, Operation *op) {
   if (isa<shard::ReduceScatterOp>(op))
     if (auto sum = op->getAttrOfType<TypeAttr>(attrs::kSumDtype))
       elt = sum.getValue();
-  if (elt != in.getElementType())
-    op->setOperand(0, convert(b, op, op->getOperand(0), elt));
-  op->getResult(0).setType(out.clone(elt));
+  if (elt == in.getElementType()) {
+    op->getResult(0).setType(out.clone(elt));
+    return;
+  }
+  // Summed in the reduce dtype, the activation goes on in its own: a bf16
+  // model's residual stream stays bf16 whether a reduce-scatter starts it
+  // (the vocabulary-parallel embedding's) or adds to it (a row-parallel
+  // projection's, whose add rounds it anyway).
+  op->setOperand(0, convert(b, op, op->getOperand(0), elt));
+  Value sum = op->getResult(0);
+  sum.setType(out.clone(elt));
+  b.setInsertionPointAfter(op);
+  auto back = nn::CastOp::create(b, op->getLoc(), out.clone(in.getElementType()),
+                                 sum, TypeAttr());
+  if (Attribute block = op->getAttr(attrs::kBlock))
+    back->setAttr(attrs::kBlock, block);
+  sum.replaceAllUsesExcept(back, back);
 }
 
 /// Results returned in bf16 where the function says f32 are cast back.

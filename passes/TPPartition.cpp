@@ -146,6 +146,11 @@ struct TPPartitionPass
       return signalPassFailure();
     }
     shape.tp = T = tp;
+    if (vocab != "parallel" && vocab != "whole") {
+      module.emitError("--tp-vocab must be 'parallel' or 'whole', not '")
+          << vocab << "'";
+      return signalPassFailure();
+    }
     if (T == 1)
       return;
     FailureOr<FlatSymbolRefAttr> g = getOrCreateGrid(module, shape);
@@ -201,6 +206,8 @@ struct TPPartitionPass
   /// checkpoints' and the optimizer's shapes).
   void decideVocab(func::FuncOp fwd) {
     vocabParallel = false;
+    if (vocab == "whole")
+      return;
     for (BlockArgument arg : fwd.getBody().front().getArguments()) {
       auto name = fwd.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                    attrs::kParam);

@@ -452,6 +452,46 @@ def tp_loss(h, y, heads, dtype):
     return total / (B * T)
 
 
+def tp_embed(Wr, name, x, tp, dtype):
+    """Each tp rank's [B, T/tp, C] chunk of the token embedding. Where tp
+    divides the vocabulary (tp-partition's vocabulary-parallel embedding),
+    rank r looks up every token in its rows of the table (zero rows for the
+    tokens it does not hold) and the partials are reduce-scattered (summed
+    in f32); otherwise each rank looks up its own tokens in the whole
+    table."""
+    B, T = x.shape
+    n = T // tp
+    V = Wr[0][name].shape[0]
+    if V % tp:
+        return [embedding(Wr[j][name], x[:, j * n:(j + 1) * n], dtype)
+                for j in range(tp)]
+    part = V // tp
+    partials = []
+    for r in range(tp):
+        local = x - r * part
+        mine = (local >= 0) & (local < part)
+        rows = Wr[r][name][r * part:(r + 1) * part]
+        e = embedding(rows, torch.where(mine, local, torch.zeros_like(local)), dtype)
+        partials.append(e * mine.unsqueeze(-1).to(e.dtype))
+    return tp_scatter(partials, tp, dtype)
+
+
+def tp_head_loss(h, y, heads, dtype):
+    """tp_loss, or where tp divides the vocabulary the loss on
+    vocab-sharded logits (loss parallel): rank r's columns of every token's
+    logits, from the all-gathered final hidden states and its rows of the
+    head; the rows' loss from the whole logits (computed in f32)."""
+    tp = len(h)
+    V = heads[0].shape[0]
+    if V % tp:
+        return tp_loss(h, y, heads, dtype)
+    part = V // tp
+    a = tp_gather(h)
+    logits = torch.cat([gemm(a(), heads[r][r * part:(r + 1) * part].t(), None,
+                             dtype).float() for r in range(tp)], dim=-1)
+    return F.cross_entropy(logits.view(-1, V), y.reshape(-1))
+
+
 def llama_loss_tp(c, W, x, y, dtype, tp):
     """llama_loss under mixed precision on tp ranks, as tp-partition
     computes it (torchtitan's plan with sequence parallelism): rank j holds
@@ -488,8 +528,7 @@ def llama_loss_tp(c, W, x, y, dtype, tp):
         return gemm(t, w[:, r * part:(r + 1) * part].t(), None, dtype)
 
     n = T // tp
-    h = [embedding(Wr[j]["model.embed_tokens.weight"], x[:, j * n:(j + 1) * n], dtype)
-         for j in range(tp)]
+    h = tp_embed(Wr, "model.embed_tokens.weight", x, tp, dtype)
     Hr, Gr = H // tp, G // tp
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
@@ -511,9 +550,9 @@ def llama_loss_tp(c, W, x, y, dtype, tp):
             s = silu(col_lin(mr, r, p + "mlp.gate_proj")) * col_lin(mr, r, p + "mlp.up_proj")
             partials.append(row_lin(s, r, p + "mlp.down_proj"))
         h = [hj + sj for hj, sj in zip(h, tp_scatter(partials, tp, dtype))]
-    return tp_loss([norm(h[j], Wr[j]["model.norm.weight"]) for j in range(tp)], y,
-                   [Wr[j].get("lm_head.weight", Wr[j]["model.embed_tokens.weight"])
-                    for j in range(tp)], dtype)
+    return tp_head_loss([norm(h[j], Wr[j]["model.norm.weight"]) for j in range(tp)], y,
+                        [Wr[j].get("lm_head.weight", Wr[j]["model.embed_tokens.weight"])
+                         for j in range(tp)], dtype)
 
 
 def gpt2_loss_tp(c, W, x, y, dtype, tp):
@@ -552,8 +591,8 @@ def gpt2_loss_tp(c, W, x, y, dtype, tp):
         return [hj + (sj + Wr[j][name + ".bias"])
                 for j, (hj, sj) in enumerate(zip(h, tp_scatter(partials, tp, dtype)))]
 
-    h = [embedding(Wr[j]["transformer.wte.weight"], x[:, j * n:(j + 1) * n], dtype)
-         + Wr[j]["transformer.wpe.weight"][j * n:(j + 1) * n] for j in range(tp)]
+    h = [e + Wr[j]["transformer.wpe.weight"][j * n:(j + 1) * n]
+         for j, e in enumerate(tp_embed(Wr, "transformer.wte.weight", x, tp, dtype))]
     for l in range(c["n_layer"]):
         p = f"transformer.h.{l}."
         a = tp_gather([ln(h[j], Wr[j][p + "ln_1.weight"], Wr[j][p + "ln_1.bias"])
@@ -576,10 +615,10 @@ def gpt2_loss_tp(c, W, x, y, dtype, tp):
             w, b = cols(r, p + "mlp.c_fc", 1)
             outs.append(gelu(gemm(m(), w, b, dtype)))
         h = row_proj(h, outs, p + "mlp.c_proj")
-    return tp_loss([ln(h[j], Wr[j]["transformer.ln_f.weight"], Wr[j]["transformer.ln_f.bias"])
-                    for j in range(tp)], y,
-                   [Wr[j].get("lm_head.weight", Wr[j]["transformer.wte.weight"])
-                    for j in range(tp)], dtype)
+    return tp_head_loss([ln(h[j], Wr[j]["transformer.ln_f.weight"],
+                            Wr[j]["transformer.ln_f.bias"]) for j in range(tp)], y,
+                        [Wr[j].get("lm_head.weight", Wr[j]["transformer.wte.weight"])
+                         for j in range(tp)], dtype)
 
 
 def loss(c, W, x, y, dtype=None, tp=1):
