@@ -138,6 +138,33 @@ struct Player {
     return memorySeconds(double(i[Mb::K]) * count * e);
   }
 
+  /// Bytes a kernel that touches only a part of one of its buffers moves,
+  /// or nullopt for the others (costed by their buffers' sizes): a slice
+  /// reads its part of x and writes y, and a concatenation's part reads x
+  /// and writes its part of y (fsdp-bucket-gradients' parts of a bucket of
+  /// a layer's gradients: its whole buffer was charged for each part, nine
+  /// times llama3-8b's layer of f32 gradients).
+  static std::optional<double> partBytes(rt::KernelOp k,
+                                         const abi::KernelInfo *info) {
+    if (!info)
+      return std::nullopt;
+    ArrayRef<int64_t> i = k.getInts();
+    switch (abi::kernelId(*info)) {
+    case abi::KernelId::slice: {
+      namespace S = abi::slice;
+      return 2.0 * double(i[S::outer] * i[S::size] * i[S::inner]) *
+             double(abi::dtypeBytes(i[S::dtype]));
+    }
+    case abi::KernelId::concat_part: {
+      namespace C = abi::concat_part;
+      return 2.0 * double(i[C::outer] * i[C::n_x] * i[C::inner]) *
+             double(abi::dtypeBytes(i[C::dtype]));
+    }
+    default:
+      return std::nullopt;
+    }
+  }
+
   /// Seconds of one kernel launch.
   double kernelSeconds(rt::KernelOp k) const {
     double bytes = 0;
@@ -152,6 +179,8 @@ struct Player {
     std::string gemmDtype = dtype == "f32" && tf32 ? "tf32" : dtype;
     const abi::KernelInfo *info = abi::lookupKernel(k.getName());
     ArrayRef<int64_t> i = k.getInts();
+    if (std::optional<double> part = partBytes(k, info))
+      bytes = *part;
     if (std::optional<GemmShape> g = gemmShape(k)) {
       work = double(g->batch) * m.gemmSeconds(g->m, g->n, g->k, gemmDtype);
       if (info && abi::kernelId(*info) == abi::KernelId::matmul_bgrad)
