@@ -15,6 +15,15 @@
 //   attention_grad(.., dq, dk, dv); transpose; slice_grad; add; add -> dqkv
 //     => dq, dk, dv = views of dqkv at their columns, in rows of W
 //
+// Between a projection and attention may stand a rotary embedding (q and
+// k of Llama), on [B,heads,T,D] between two transposes; it takes layout
+// rows instead, on the projection's [B,T,heads,D] as it is:
+//
+//   transpose(x, xt) {0213}; rotary(xt, q); attention(q, ..)
+//     => rotary(x, q) {rows}; attention(q, ..) read in rows of heads*D
+//   attention_grad(.., dq, ..); rotary(dq, r) {inverse}; transpose(r, z)
+//     => attention_grad(.., dq in rows, ..); rotary(dq, z) {inverse, rows}
+//
 // Each operand may be read or written in place: a transposed operand reads
 // the transpose's source ([B*T, heads*D] rows), a sliced one the slice's
 // source; an output whose only reader is such a transpose is written where
@@ -96,7 +105,37 @@ struct Placement {
   SmallVector<Operation *> dead;
   /// Allocations to move before the kernel (an output's destination).
   SmallVector<Operation *> hoist;
+  /// A rotary embedding between the operand and the projection, to run in
+  /// rows on buffer `rotaryBuffer` at its buffer `rotarySlot` (its input
+  /// for q and k, its output for dq and dk).
+  rt::KernelOp rotary;
+  int rotarySlot = 0;
+  Value rotaryBuffer;
+  /// Further transposes of an output that repeat the first (recomputed):
+  /// their outputs are replaced by `base`.
+  SmallVector<rt::KernelOp> copies;
 };
+
+namespace Ro = abi::rotary;
+static_assert(int64_t(Ro::B) == int64_t(abi::rotary_table::B) &&
+                  int64_t(Ro::dtype) == int64_t(abi::rotary_table::dtype) &&
+                  int64_t(Ro::layout) == int64_t(abi::rotary_table::layout),
+              "rotary kernels share their shape and layout ints");
+
+/// `op` as a rotary embedding of [B,heads,rows,D] (`g`) on that layout, or
+/// null.
+rt::KernelOp rotaryOn(Operation *op, const Geometry &g) {
+  if (!isKernel(op, abi::KernelId::rotary) &&
+      !isKernel(op, abi::KernelId::rotary_table))
+    return nullptr;
+  auto k = cast<rt::KernelOp>(op);
+  ArrayRef<int64_t> i = k.getInts();
+  if (i[Ro::B] != g.B || i[Ro::H] != g.heads || i[Ro::T] != g.rows ||
+      i[Ro::D] != g.D || i[Ro::dtype] != g.dtype ||
+      i[Ro::layout] != abi::kAttentionBHTD)
+    return nullptr;
+  return k;
+}
 
 /// Whether `k` is a transpose of [d0, d1, d2, d3] by [0, 2, 1, 3] on
 /// `dtype`.
@@ -133,6 +172,30 @@ bool usedOnlyBy(Value v, ArrayRef<Operation *> allowed) {
   });
 }
 
+/// An input operand `x` that `rotary` writes from the [B,heads,rows,D]
+/// transpose of a dense [B,rows,heads,D] buffer: the rotary reads that
+/// buffer in rows and writes x in rows.
+std::optional<Placement> rotatedInRows(Value x, const Geometry &g,
+                                       rt::KernelOp rotary) {
+  ValueRange rb = rotary.getBuffers();
+  Value xt = rb[0];
+  if (rb.back() != x || !xt.getDefiningOp<rt::AllocOp>() ||
+      llvm::count(rb, xt) != 1)
+    return std::nullopt;
+  rt::KernelOp t = writerOf(xt, {rotary});
+  if (!t || t.getBuffers()[1] != xt ||
+      !isSwap12(t, {g.B, g.rows, g.heads, g.D}, g.dtype))
+    return std::nullopt;
+  Placement p;
+  p.base = x;
+  p.ld = g.heads * g.D;
+  p.dead = {t, xt.getDefiningOp()};
+  p.rotary = rotary;
+  p.rotarySlot = 0;
+  p.rotaryBuffer = t.getBuffers()[0];
+  return p;
+}
+
 /// An input operand `x` (q, k, v, or dO) of the attention kernels
 /// `readers`, read in rows instead: x must be the [B,heads,rows,D]
 /// transpose of a dense [B,rows,heads,D] buffer, or of a slice of the
@@ -142,6 +205,8 @@ std::optional<Placement> readInRows(Value x, const Geometry &g,
   if (!x.getDefiningOp<rt::AllocOp>())
     return std::nullopt;
   rt::KernelOp t = writerOf(x, readers);
+  if (rt::KernelOp rotary = t ? rotaryOn(t, g) : nullptr)
+    return rotatedInRows(x, g, rotary);
   if (!t || t.getBuffers()[1] != x ||
       !isSwap12(t, {g.B, g.rows, g.heads, g.D}, g.dtype))
     return std::nullopt;
@@ -167,30 +232,77 @@ std::optional<Placement> readInRows(Value x, const Geometry &g,
   return p;
 }
 
+/// An output operand `x` that `rotary` alone reads, into a buffer whose one
+/// other reader transposes it to [B,rows,heads,D]: x is written in rows,
+/// and the rotary reads it so and writes the transpose's output.
+std::optional<Placement> rotateFromRows(Value x, const Geometry &g,
+                                        rt::KernelOp rotary) {
+  ValueRange rb = rotary.getBuffers();
+  Value r = rb.back();
+  if (rb[0] != x || llvm::count(rb, x) != 1 ||
+      !r.getDefiningOp<rt::AllocOp>())
+    return std::nullopt;
+  rt::KernelOp t = writerOf(r, {rotary});
+  if (!t || t.getBuffers()[0] != r ||
+      !isSwap12(t, {g.B, g.heads, g.rows, g.D}, g.dtype))
+    return std::nullopt;
+  Value z = t.getBuffers()[1];
+  if (!z.getDefiningOp<rt::AllocOp>())
+    return std::nullopt;
+  Placement p;
+  p.base = x;
+  p.ld = g.heads * g.D;
+  p.dead = {t, r.getDefiningOp()};
+  p.rotary = rotary;
+  p.rotarySlot = int(rb.size()) - 1;
+  p.rotaryBuffer = z;
+  return p;
+}
+
 /// An output operand `x` (o, dq, dk or dv) of `writer`, written in rows:
 /// its only other readers are `readers` and one transpose to
-/// [B,rows,heads,D], whose output it becomes.
+/// [B,rows,heads,D], whose output it becomes. Where `readers` keep x (o,
+/// which the fused attention's gradient reads) it may be transposed more
+/// than once (--recompute=selective transposes it again for the output
+/// projection's weight gradient): the later transposes' outputs become the
+/// first's, which lives as long as x did.
 std::optional<Placement> writeInRows(Value x, const Geometry &g,
                                      rt::KernelOp writer,
                                      ArrayRef<Operation *> readers) {
   if (!x.getDefiningOp<rt::AllocOp>() ||
       llvm::count(writer.getBuffers(), x) != 1)
     return std::nullopt;
-  SmallVector<Operation *> known(readers.begin(), readers.end());
-  known.push_back(writer);
-  rt::KernelOp t = writerOf(x, known); // here: the one other user
-  if (!t || t.getBuffers()[0] != x ||
-      !isSwap12(t, {g.B, g.heads, g.rows, g.D}, g.dtype))
+  SmallVector<rt::KernelOp> others;
+  for (Operation *user : x.getUsers()) {
+    if (user == writer.getOperation() || llvm::is_contained(readers, user))
+      continue;
+    auto k = dyn_cast<rt::KernelOp>(user);
+    if (!k || k->getBlock() != writer->getBlock() ||
+        llvm::is_contained(others, k))
+      return std::nullopt;
+    others.push_back(k);
+  }
+  if (others.size() == 1)
+    if (rt::KernelOp rotary = rotaryOn(others.front(), g))
+      return rotateFromRows(x, g, rotary);
+  if (others.empty() || (others.size() > 1 && readers.empty()))
     return std::nullopt;
+  llvm::sort(others, [](rt::KernelOp a, rt::KernelOp b) {
+    return a->isBeforeInBlock(b);
+  });
+  for (rt::KernelOp t : others)
+    if (t.getBuffers()[0] != x || t.getBuffers()[1] == x ||
+        !t.getBuffers()[1].getDefiningOp<rt::AllocOp>() ||
+        !isSwap12(t, {g.B, g.heads, g.rows, g.D}, g.dtype))
+      return std::nullopt;
+  rt::KernelOp t = others.front();
   Value z = t.getBuffers()[1];
-  auto zAlloc = z.getDefiningOp<rt::AllocOp>();
-  if (!zAlloc)
-    return std::nullopt;
   Placement p;
   p.base = z;
   p.ld = g.heads * g.D;
   p.dead = {t, x.getDefiningOp()};
-  p.hoist = {zAlloc};
+  p.hoist = {z.getDefiningOp()};
+  p.copies.assign(others.begin() + 1, others.end());
   return p;
 }
 
@@ -437,6 +549,18 @@ struct RtAttentionLayoutPass
     k.setInts(ints);
   }
 
+  /// p's rotary embedding on [B,rows,heads,D] in place of its transposed
+  /// buffer (an output's allocation moved before it).
+  void rotateInRows(Placement &p) {
+    if (auto alloc = p.rotaryBuffer.getDefiningOp<rt::AllocOp>())
+      if (p.rotary->isBeforeInBlock(alloc))
+        alloc->moveBefore(p.rotary);
+    p.rotary.getBuffersMutable()[p.rotarySlot].set(p.rotaryBuffer);
+    SmallVector<int64_t> ints(p.rotary.getInts());
+    ints[Ro::layout] = abi::kAttentionRows;
+    p.rotary.setInts(ints);
+  }
+
   void apply(rt::KernelOp fwd, rt::KernelOp grad, const Slots &gs,
              const Geometry &gq, const Geometry &gkv,
              MutableArrayRef<Placement> ops) {
@@ -457,6 +581,15 @@ struct RtAttentionLayoutPass
       if (gs.o >= 0)
         slots.push_back({gs.o, o});
       relayout(grad, slots, ldq, ldk, ldv, ldo);
+    }
+    for (Placement &p : ops) {
+      if (p.rotary)
+        rotateInRows(p);
+      for (rt::KernelOp copy : p.copies) {
+        Value out = copy.getBuffers()[1];
+        p.dead.append({copy, out.getDefiningOp()});
+        out.replaceAllUsesWith(p.base);
+      }
     }
     // The layout kernels first, then the buffers only they used.
     SmallVector<Operation *> dead;

@@ -537,7 +537,11 @@ def RtAttentionLayout : Pass<"rt-attention-layout", "mlir::func::FuncOp"> {
     gradients are transposed back (and padded into the columns of one
     [B*T, W] gradient and summed), reads and writes those rows in place:
     layout `abi::kAttentionRows` with each operand's row stride. The
-    transposes, slices, pads and adds are gone. Any target; runs after
+    transposes, slices, pads and adds are gone. A rotary embedding
+    (`rotary`, `rotary_table`) between a transpose and the attention (q and
+    k of Llama), or between a gradient and its transpose back, takes the
+    same layout: it reads the projection's rows and writes rows, and the
+    transposes around it are gone too. Any target; runs after
     convert-nn-to-rt and rt-fused-attention, before memory planning.
 
     Example:

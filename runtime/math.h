@@ -383,6 +383,29 @@ SHARDC_HD inline double unaryFnDerivative(int64_t fn, double x, double y) {
   return NAN;
 }
 
+/// The vocabulary-parallel loss (vocab_ce, vocab_ce_grad): the tp rank
+/// whose tokens hold row n of sequences of seq tokens (rank r the r-th
+/// seq/tp of each; the trainer reads a rank's tokens so).
+SHARDC_HD inline int64_t vocabOwner(int64_t n, int64_t seq, int64_t tp) {
+  return (n % seq) / (seq / tp);
+}
+
+/// The whole row n's logsumexp and target logit from every tp rank's
+/// stats[tp,N,2] (vocab_ce_stats), the ranks combined in order.
+SHARDC_HD inline void vocabWholeRow(const float *stats, int64_t N, int64_t tp,
+                                    int64_t n, double &lse, double &target) {
+  float top = stats[2 * n];
+  for (int64_t r = 1; r < tp; ++r)
+    top = fmaxf(top, stats[2 * (r * N + n)]);
+  double sum = 0;
+  target = 0;
+  for (int64_t r = 0; r < tp; ++r) {
+    sum += exp(double(stats[2 * (r * N + n)]) - double(top));
+    target += stats[2 * (r * N + n) + 1];
+  }
+  lse = double(top) + log(sum);
+}
+
 /// The inverse frequency of rotary pair k of a head of D: 1 / theta^(2k/D),
 /// formed in f32 as in Hugging Face's LlamaRotaryEmbedding.
 SHARDC_HD inline float rotaryInvFreq(double theta, int64_t k, int64_t D) {
@@ -392,6 +415,13 @@ SHARDC_HD inline float rotaryInvFreq(double theta, int64_t k, int64_t D) {
 /// The rotary angle of position t, in f32: t * invFreq.
 SHARDC_HD inline float rotaryAngle(int64_t t, float invFreq) {
   return float(t) * invFreq;
+}
+
+/// The position of row r of a rotary kernel's x (rows of D): x[B,H,T,D]
+/// (abi::kAttentionBHTD) or x[B,T,H,D] (abi::kAttentionRows).
+SHARDC_HD inline int64_t rotaryPosition(int64_t r, int64_t T, int64_t H,
+                                        int64_t layout) {
+  return (layout == abi::kAttentionRows ? r / H : r) % T;
 }
 
 /// One rotary pair (a, b) = (x[k], x[k + D/2]) rotated by the angle whose

@@ -108,6 +108,7 @@ LogicalResult lowerRotary(StepBuilder &s, nn::RotaryOp r) {
   Location loc = r.getLoc();
   SmallVector<int64_t> ints(tensorType(r.getInput()).getShape());
   ints.push_back(r.getInverse() ? 1 : 0);
+  ints.push_back(abi::kAttentionBHTD); // layout (the dtype goes before it)
   Value x = s.buf(r.getInput());
   s.kernel(loc, K::rotary, {x, s.define(r.getResult())}, ints,
            {r.getTheta().convertToDouble()});
@@ -118,6 +119,7 @@ LogicalResult lowerRotaryTable(StepBuilder &s, nn::RotaryTableOp r) {
   Location loc = r.getLoc();
   SmallVector<int64_t> ints(tensorType(r.getInput()).getShape());
   ints.push_back(r.getInverse() ? 1 : 0);
+  ints.push_back(abi::kAttentionBHTD); // layout (the dtype goes before it)
   Value x = s.buf(r.getInput()), c = s.buf(r.getCos()), sn = s.buf(r.getSin());
   s.kernel(loc, K::rotary_table, {x, c, sn, s.define(r.getResult())}, ints, {});
   return success();

@@ -439,27 +439,28 @@ SHARDC_KERNEL(silu) {
   launched(ctx, stream);
 }
 
-/// y = x * cat(cos, cos) + rotate_half(x) * cat(sin, sin) over rows
-/// x[BH, T, D] with tables [T, D/2] (sin negated with negateSin).
+/// y = x * cat(cos, cos) + rotate_half(x) * cat(sin, sin) over x[B,H,T,D]
+/// (layout 1: [B,T,H,D]) with tables [T, D/2] (sin negated with negateSin).
 static void rotate(const float *x, float *y, const float *cosT,
-                   const float *sinT, int64_t BH, int64_t T, int64_t D,
-                   bool negateSin) {
+                   const float *sinT, int64_t B, int64_t H, int64_t T,
+                   int64_t D, int64_t layout, bool negateSin) {
   const int64_t half = D / 2;
-  for (int64_t bh = 0; bh < BH; ++bh)
-    for (int64_t t = 0; t < T; ++t) {
-      const float *xr = x + (bh * T + t) * D;
-      float *yr = y + (bh * T + t) * D;
-      for (int64_t k = 0; k < half; ++k) {
-        float c = cosT[t * half + k],
-              s = negateSin ? -sinT[t * half + k] : sinT[t * half + k];
-        shardc::runtime::rotatePair(xr[k], xr[k + half], c, s, yr[k],
-                                    yr[k + half]);
-      }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < B * H * T; ++r) {
+    int64_t t = shardc::runtime::rotaryPosition(r, T, H, layout);
+    const float *xr = x + r * D;
+    float *yr = y + r * D;
+    for (int64_t k = 0; k < half; ++k) {
+      float c = cosT[t * half + k],
+            s = negateSin ? -sinT[t * half + k] : sinT[t * half + k];
+      shardc::runtime::rotatePair(xr[k], xr[k + half], c, s, yr[k],
+                                  yr[k + half]);
     }
+  }
 }
 
-// x[B,H,T,D] -> y[B,H,T,D]: the halves of D rotated by position t (by -t
-// with inverse)
+// x[B,H,T,D] -> y[B,H,T,D] (layout 1: [B,T,H,D]): the halves of D rotated
+// by position t (by -t with inverse)
 static void rotaryF32(void *ctx, void **b, const int64_t *i, const double *f,
                       int64_t stream) {
   int64_t B = i[A::rotary::B], H = i[A::rotary::H], T = i[A::rotary::T],
@@ -479,7 +480,8 @@ static void rotaryF32(void *ctx, void **b, const int64_t *i, const double *f,
       sinT[t * half + k] = inverse ? -std::sin(angle) : std::sin(angle);
     }
   }
-  rotate(x, y, cosT.data(), sinT.data(), B * H, T, D, /*negateSin=*/false);
+  rotate(x, y, cosT.data(), sinT.data(), B, H, T, D, i[A::rotary::layout],
+         /*negateSin=*/false);
 }
 
 // On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).
@@ -494,13 +496,15 @@ SHARDC_KERNEL(rotary) {
   launched(ctx, stream);
 }
 
-// x[B,H,T,D], cos[T,D/2], sin[T,D/2] -> y[B,H,T,D]: the halves of D rotated
-// by the tables' angles (their opposites with inverse)
+// x[B,H,T,D], cos[T,D/2], sin[T,D/2] -> y[B,H,T,D] (layout 1: x and y
+// [B,T,H,D]): the halves of D rotated by the tables' angles (their
+// opposites with inverse)
 static void rotary_tableF32(void *ctx, void **b, const int64_t *i,
                             const double *f, int64_t stream) {
   namespace R = A::rotary_table;
   int64_t B = i[R::B], H = i[R::H], T = i[R::T], D = i[R::D];
-  rotate(F(b[0]), F(b[3]), F(b[1]), F(b[2]), B * H, T, D, i[R::inverse] != 0);
+  rotate(F(b[0]), F(b[3]), F(b[1]), F(b[2]), B, H, T, D, i[R::layout],
+         i[R::inverse] != 0);
 }
 
 // On f32 or bf16 (f32 math, one rounding per output: runtime/cpu/typed.h).

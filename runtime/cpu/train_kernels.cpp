@@ -857,30 +857,8 @@ SHARDC_KERNEL(vocab_ce_stats) {
   launched(ctx, stream);
 }
 
-namespace {
-
-/// The whole row n's logsumexp and target logit from every rank's
-/// stats[tp,N,2], the ranks combined in order.
-void wholeRow(const float *stats, int64_t N, int64_t tp, int64_t n,
-              double &lse, double &target) {
-  float top = stats[2 * n];
-  for (int64_t r = 1; r < tp; ++r)
-    top = std::max(top, stats[2 * (r * N + n)]);
-  double sum = 0;
-  target = 0;
-  for (int64_t r = 0; r < tp; ++r) {
-    sum += std::exp(double(stats[2 * (r * N + n)]) - double(top));
-    target += stats[2 * (r * N + n) + 1];
-  }
-  lse = double(top) + std::log(sum);
-}
-
-/// The tp rank whose tokens hold row n of [N / seq, seq] sequences.
-int64_t ownerOf(int64_t n, int64_t seq, int64_t tp) {
-  return (n % seq) / (seq / tp);
-}
-
-} // namespace
+using shardc::runtime::vocabOwner;
+using shardc::runtime::vocabWholeRow;
 
 // t[N], stats[tp,N,2], tp_index[1] -> loss[]: the mean over this rank's
 // tokens (not ignored) of the whole rows' logsumexp less the target's logit
@@ -894,10 +872,10 @@ SHARDC_KERNEL(vocab_ce) {
   double total = 0;
   int64_t count = 0;
   for (int64_t n = 0; n < N; ++n) {
-    if (ownerOf(n, seq, tp) != rank || targets[n] == ignore)
+    if (vocabOwner(n, seq, tp) != rank || targets[n] == ignore)
       continue;
     double lse, target;
-    wholeRow(stats, N, tp, n, lse, target);
+    vocabWholeRow(stats, N, tp, n, lse, target);
     total += lse - target;
     ++count;
   }
@@ -926,7 +904,7 @@ SHARDC_KERNEL(vocab_ce_grad) {
     if (t < 0 || t >= V * tp)
       fatal("vocab_ce_grad: a target is outside the vocabulary of %lld",
             (long long)(V * tp));
-    ++count[size_t(ownerOf(n, seq, tp))];
+    ++count[size_t(vocabOwner(n, seq, tp))];
   }
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
@@ -936,8 +914,8 @@ SHARDC_KERNEL(vocab_ce_grad) {
       continue;
     }
     double lse, target;
-    wholeRow(stats, N, tp, n, lse, target);
-    float scale = dloss / float(count[size_t(ownerOf(n, seq, tp))]);
+    vocabWholeRow(stats, N, tp, n, lse, target);
+    float scale = dloss / float(count[size_t(vocabOwner(n, seq, tp))]);
     const float *row = logits + n * V;
     float shift = float(lse);
     for (int64_t v = 0; v < V; ++v)

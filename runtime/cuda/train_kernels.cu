@@ -459,16 +459,18 @@ __global__ void rotaryTableKernel(float *cosT, float *sinT, int64_t T,
   }
 }
 
-// x[BH,T,D], cos[T,D/2], sin[T,D/2] -> y[BH,T,D]: each pair (k, k + D/2)
-// rotated (sin negated with negateSin); a thread a pair, consecutive
-// threads consecutive k (coalesced)
+// x[B,H,T,D] (layout 1: [B,T,H,D]), cos[T,D/2], sin[T,D/2] -> y as x:
+// each pair (k, k + D/2) of a row of D rotated by its position's angles
+// (sin negated with negateSin); a thread a pair, consecutive threads
+// consecutive k (coalesced)
 template <typename X, typename Tab>
 __global__ void rotateKernel(const X *x, const Tab *cosT, const Tab *sinT,
-                             X *y, int64_t rows, int64_t T, int64_t D,
-                             bool negateSin) {
+                             X *y, int64_t rows, int64_t T, int64_t H,
+                             int64_t D, int64_t layout, bool negateSin) {
   int64_t half = D / 2;
   FOR_EACH(e, rows * half) {
-    int64_t row = e / half, k = e % half, at = (row % T) * half + k;
+    int64_t row = e / half, k = e % half;
+    int64_t at = rotaryPosition(row, T, H, layout) * half + k;
     float c = toFloat(cosT[at]), s = toFloat(sinT[at]);
     if (negateSin)
       s = -s;
@@ -514,26 +516,6 @@ __global__ void vocabStatsRowsKernel(const float *logits,
   }
 }
 
-/// The whole row n's logsumexp and target logit from every rank's
-/// stats[tp,N,2], the ranks combined in order (as the CPU's wholeRow).
-__device__ inline void vocabWholeRow(const float *stats, int64_t N, int64_t tp,
-                                     int64_t n, double &lse, double &target) {
-  float top = stats[2 * n];
-  for (int64_t r = 1; r < tp; ++r)
-    top = fmaxf(top, stats[2 * (r * N + n)]);
-  double sum = 0;
-  target = 0;
-  for (int64_t r = 0; r < tp; ++r) {
-    sum += exp(double(stats[2 * (r * N + n)]) - double(top));
-    target += stats[2 * (r * N + n) + 1];
-  }
-  lse = double(top) + log(sum);
-}
-
-/// The tp rank whose tokens hold row n of sequences of seq tokens.
-__device__ inline int64_t vocabOwner(int64_t n, int64_t seq, int64_t tp) {
-  return (n % seq) / (seq / tp);
-}
 
 // t[N], stats[tp,N,2], tp_index[1] -> loss[] = the mean over this rank's
 // tokens not ignored of lse - target logit, NaN if none (one block of
@@ -669,8 +651,8 @@ SHARDC_CUDA_KERNEL(cross_entropy_grad) {
                 c.errors + int64_t(A::KernelId::cross_entropy_grad));
 }
 
-// x[B,H,T,D] -> y[B,H,T,D]: the halves of D rotated by position t (by -t
-// with inverse)
+// x[B,H,T,D] -> y[B,H,T,D] (layout 1: [B,T,H,D]): the halves of D rotated
+// by position t (by -t with inverse)
 SHARDC_CUDA_KERNEL(rotary) {
   namespace K = A::rotary;
   int64_t B = i[K::B], H = i[K::H], T = i[K::T], D = i[K::D], half = D / 2;
@@ -689,12 +671,13 @@ SHARDC_CUDA_KERNEL(rotary) {
     auto *kernel = &rotateKernel<X, float>;
     SHARDC_LAUNCH(kernel, gridFor(rows * half), kThreads, 0, s,
                   static_cast<const X *>(b[0]), cosT, sinT,
-                  static_cast<X *>(b[1]), rows, T, D, false);
+                  static_cast<X *>(b[1]), rows, T, H, D, i[K::layout], false);
   });
 }
 
-// x[B,H,T,D], cos[T,D/2], sin[T,D/2] -> y[B,H,T,D]: the halves of D rotated
-// by the tables' angles (their opposites with inverse)
+// x[B,H,T,D], cos[T,D/2], sin[T,D/2] -> y[B,H,T,D] (layout 1: x and y
+// [B,T,H,D]): the halves of D rotated by the tables' angles (their
+// opposites with inverse)
 SHARDC_CUDA_KERNEL(rotary_table) {
   namespace K = A::rotary_table;
   int64_t B = i[K::B], H = i[K::H], T = i[K::T], D = i[K::D];
@@ -707,7 +690,8 @@ SHARDC_CUDA_KERNEL(rotary_table) {
     auto in = [&](int k) { return static_cast<const X *>(b[k]); };
     SHARDC_LAUNCH(kernel, gridFor(rows * (D / 2)), kThreads, 0,
                   streamOf(ctx, stream), in(0), in(1), in(2),
-                  static_cast<X *>(b[3]), rows, T, D, i[K::inverse] != 0);
+                  static_cast<X *>(b[3]), rows, T, H, D, i[K::layout],
+                  i[K::inverse] != 0);
   });
 }
 

@@ -708,23 +708,26 @@ TEST_F(CudaKernels, Rotary) {
   for (int64_t D : {10, 64}) {
     int64_t n = B * H * T * D, half = D / 2;
     auto x = randomVec(n, 35);
-    for (int64_t inverse : {0, 1}) {
-      compare(Id::rotary, shardc_k_rotary, {floats(x), out(n)},
-              packInts(Id::rotary, {{Ro::B, B},
-                                    {Ro::H, H},
-                                    {Ro::T, T},
-                                    {Ro::D, D},
-                                    {Ro::inverse, inverse}}),
-              packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}));
-      compare(Id::rotary_table, shardc_k_rotary_table,
-              {floats(x), floats(randomVec(T * half, 36)),
-               floats(randomVec(T * half, 37)), out(n)},
-              packInts(Id::rotary_table, {{RT::B, B},
-                                          {RT::H, H},
-                                          {RT::T, T},
-                                          {RT::D, D},
-                                          {RT::inverse, inverse}}));
-    }
+    for (int64_t layout : {A::kAttentionBHTD, A::kAttentionRows})
+      for (int64_t inverse : {0, 1}) {
+        compare(Id::rotary, shardc_k_rotary, {floats(x), out(n)},
+                packInts(Id::rotary, {{Ro::B, B},
+                                      {Ro::H, H},
+                                      {Ro::T, T},
+                                      {Ro::D, D},
+                                      {Ro::inverse, inverse},
+                                      {Ro::layout, layout}}),
+                packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}));
+        compare(Id::rotary_table, shardc_k_rotary_table,
+                {floats(x), floats(randomVec(T * half, 36)),
+                 floats(randomVec(T * half, 37)), out(n)},
+                packInts(Id::rotary_table, {{RT::B, B},
+                                            {RT::H, H},
+                                            {RT::T, T},
+                                            {RT::D, D},
+                                            {RT::inverse, inverse},
+                                            {RT::layout, layout}}));
+      }
   }
 }
 

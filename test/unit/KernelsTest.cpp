@@ -270,29 +270,45 @@ TEST(Kernels, Silu) {
   expectNear(y, want);
 }
 
+/// Element (b, h, t, 0) of a rotary operand [B,H,T,D] (layout 0) or
+/// [B,T,H,D] (layout 1).
+int64_t rotaryRow(int64_t layout, int64_t b, int64_t h, int64_t t, int64_t H,
+                  int64_t T, int64_t D) {
+  return (layout ? (b * T + t) * H + h : (b * H + h) * T + t) * D;
+}
+
 TEST(Kernels, Rotary) {
   const int64_t B = 2, H = 3, T = 5, D = 8;
-  Vec x = randomVec(B * H * T * D, 14), y(x.size());
-  std::vector<void *> b = bufs(x, y);
+  Vec x = randomVec(B * H * T * D, 14);
   namespace R = A::rotary;
-  std::vector<int64_t> ints =
-      packInts(Id::rotary,
-               {{R::B, B}, {R::H, H}, {R::T, T}, {R::D, D}, {R::inverse, 0}});
-  std::vector<double> theta = packFloats(Id::rotary, {{R::f::theta, 10000.0}});
-  SHARDC_LAUNCH(rotary, &ctx, b, ints, theta, A::kComputeStream);
-  std::vector<double> want(x.size());
-  for (int64_t bh = 0; bh < B * H; ++bh)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t d = 0; d < D; ++d) {
-        // y = x cos + rotate_half(x) sin, frequencies repeated over halves.
-        int64_t k = d % (D / 2);
-        double angle = t * std::pow(10000.0, -2.0 * k / D);
-        const float *row = &x[(bh * T + t) * D];
-        double rot = d < D / 2 ? -row[d + D / 2] : row[d - D / 2];
-        want[(bh * T + t) * D + d] =
-            row[d] * std::cos(angle) + rot * std::sin(angle);
-      }
-  expectNear(y, want, 1e-5);
+  for (int64_t layout : {A::kAttentionBHTD, A::kAttentionRows}) {
+    Vec y(x.size());
+    std::vector<void *> b = bufs(x, y);
+    std::vector<int64_t> ints = packInts(Id::rotary, {{R::B, B},
+                                                      {R::H, H},
+                                                      {R::T, T},
+                                                      {R::D, D},
+                                                      {R::inverse, 0},
+                                                      {R::layout, layout}});
+    std::vector<double> theta =
+        packFloats(Id::rotary, {{R::f::theta, 10000.0}});
+    SHARDC_LAUNCH(rotary, &ctx, b, ints, theta, A::kComputeStream);
+    std::vector<double> want(x.size());
+    for (int64_t bi = 0; bi < B; ++bi)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d) {
+            // y = x cos + rotate_half(x) sin, frequencies repeated over
+            // halves.
+            int64_t k = d % (D / 2), at = rotaryRow(layout, bi, h, t, H, T, D);
+            double angle = t * std::pow(10000.0, -2.0 * k / D);
+            const float *row = &x[at];
+            double rot = d < D / 2 ? -row[d + D / 2] : row[d - D / 2];
+            want[at + d] = row[d] * std::cos(angle) + rot * std::sin(angle);
+          }
+    SCOPED_TRACE(layout ? "[B,T,H,D]" : "[B,H,T,D]");
+    expectNear(y, want, 1e-5);
+  }
 }
 
 TEST(Kernels, RotaryTable) {
@@ -302,24 +318,32 @@ TEST(Kernels, RotaryTable) {
   Vec x = randomVec(B * H * T * D, 18), c = randomVec(T * half, 19),
       s = randomVec(T * half, 20), y(x.size());
   namespace R = A::rotary_table;
-  for (int inverse = 0; inverse < 2; ++inverse) {
-    std::vector<void *> b = bufs(x, c, s, y);
-    std::vector<int64_t> ints = packInts(
-        Id::rotary_table,
-        {{R::B, B}, {R::H, H}, {R::T, T}, {R::D, D}, {R::inverse, inverse}});
-    SHARDC_LAUNCH(rotary_table, &ctx, b, ints, nullptr, A::kComputeStream);
-    std::vector<double> want(x.size());
-    for (int64_t bh = 0; bh < B * H; ++bh)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t d = 0; d < D; ++d) {
-          const float *row = &x[(bh * T + t) * D];
-          double rot = d < half ? -row[d + half] : row[d - half];
-          double sn = (inverse ? -1.0 : 1.0) * s[t * half + d % half];
-          want[(bh * T + t) * D + d] = row[d] * double(c[t * half + d % half]) + rot * sn;
-        }
-    SCOPED_TRACE(inverse ? "inverse" : "forward");
-    expectNear(y, want, 1e-5);
-  }
+  for (int64_t layout : {A::kAttentionBHTD, A::kAttentionRows})
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      std::vector<void *> b = bufs(x, c, s, y);
+      std::vector<int64_t> ints = packInts(Id::rotary_table,
+                                           {{R::B, B},
+                                            {R::H, H},
+                                            {R::T, T},
+                                            {R::D, D},
+                                            {R::inverse, inverse},
+                                            {R::layout, layout}});
+      SHARDC_LAUNCH(rotary_table, &ctx, b, ints, nullptr, A::kComputeStream);
+      std::vector<double> want(x.size());
+      for (int64_t bi = 0; bi < B; ++bi)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t d = 0; d < D; ++d) {
+              int64_t at = rotaryRow(layout, bi, h, t, H, T, D);
+              const float *row = &x[at];
+              double rot = d < half ? -row[d + half] : row[d - half];
+              double sn = (inverse ? -1.0 : 1.0) * s[t * half + d % half];
+              want[at + d] = row[d] * double(c[t * half + d % half]) + rot * sn;
+            }
+      SCOPED_TRACE(std::string(inverse ? "inverse" : "forward") +
+                   (layout ? " [B,T,H,D]" : " [B,H,T,D]"));
+      expectNear(y, want, 1e-5);
+    }
 }
 
 void checkAttention(int64_t H, int64_t G, bool causal) {
