@@ -211,7 +211,9 @@ void DriverOptions::bindOptions() {
                 "bf16 working copy, are one launch each "
                 "(rt-group-elementwise); bf16 residual adds fuse with the "
                 "norm after them, and the residual gradient's add with the "
-                "norm's gradient, the same bits (rt-fuse-norm-grad-add). "
+                "norm's gradient, the same bits (rt-fuse-norm-grad-add); "
+                "SwiGLU's silu and product are one kernel each way, the "
+                "same bits (rt-fuse-swiglu). "
                 "=false keeps the layout kernels"));
   bind(training.gradSync, "grad-sync",
        cl::desc("With --grad-accum on a mesh: 'every' micro-batch reduces "

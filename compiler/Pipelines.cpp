@@ -84,6 +84,9 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   residual.bf16 = options.fuseLayout;
   pm.addNestedPass<func::FuncOp>(createRtFuseResidualNorm(residual));
   if (options.fuseLayout) {
+    RtFuseSwigluOptions swiglu;
+    swiglu.target = options.target;
+    pm.addNestedPass<func::FuncOp>(createRtFuseSwiglu(swiglu));
     RtFuseNormGradAddOptions gradAdd;
     gradAdd.target = options.target;
     pm.addNestedPass<func::FuncOp>(createRtFuseNormGradAdd(gradAdd));

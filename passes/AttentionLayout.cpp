@@ -172,6 +172,20 @@ bool usedOnlyBy(Value v, ArrayRef<Operation *> allowed) {
   });
 }
 
+/// Operand `x` of geometry `g` in its own buffer in rows, `rotary` to run
+/// in rows with `buffer` at its buffer `slot`; `dead` its old form.
+Placement rotated(Value x, const Geometry &g, SmallVector<Operation *> dead,
+                  rt::KernelOp rotary, int slot, Value buffer) {
+  Placement p;
+  p.base = x;
+  p.ld = g.heads * g.D;
+  p.dead = std::move(dead);
+  p.rotary = rotary;
+  p.rotarySlot = slot;
+  p.rotaryBuffer = buffer;
+  return p;
+}
+
 /// An input operand `x` that `rotary` writes from the [B,heads,rows,D]
 /// transpose of a dense [B,rows,heads,D] buffer: the rotary reads that
 /// buffer in rows and writes x in rows.
@@ -186,14 +200,7 @@ std::optional<Placement> rotatedInRows(Value x, const Geometry &g,
   if (!t || t.getBuffers()[1] != xt ||
       !isSwap12(t, {g.B, g.rows, g.heads, g.D}, g.dtype))
     return std::nullopt;
-  Placement p;
-  p.base = x;
-  p.ld = g.heads * g.D;
-  p.dead = {t, xt.getDefiningOp()};
-  p.rotary = rotary;
-  p.rotarySlot = 0;
-  p.rotaryBuffer = t.getBuffers()[0];
-  return p;
+  return rotated(x, g, {t, xt.getDefiningOp()}, rotary, 0, t.getBuffers()[0]);
 }
 
 /// An input operand `x` (q, k, v, or dO) of the attention kernels
@@ -249,14 +256,7 @@ std::optional<Placement> rotateFromRows(Value x, const Geometry &g,
   Value z = t.getBuffers()[1];
   if (!z.getDefiningOp<rt::AllocOp>())
     return std::nullopt;
-  Placement p;
-  p.base = x;
-  p.ld = g.heads * g.D;
-  p.dead = {t, r.getDefiningOp()};
-  p.rotary = rotary;
-  p.rotarySlot = int(rb.size()) - 1;
-  p.rotaryBuffer = z;
-  return p;
+  return rotated(x, g, {t, r.getDefiningOp()}, rotary, int(rb.size()) - 1, z);
 }
 
 /// An output operand `x` (o, dq, dk or dv) of `writer`, written in rows:

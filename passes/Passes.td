@@ -406,6 +406,34 @@ def RtFuseBiasGrad : Pass<"rt-fuse-bias-grad", "mlir::func::FuncOp"> {
   ];
 }
 
+def RtFuseSwiglu : Pass<"rt-fuse-swiglu", "mlir::func::FuncOp"> {
+  let summary = "SwiGLU's silu and product, and their gradient, one kernel each";
+  let description = [{
+    On a target with the fused kernels (the CPU and CUDA targets), Llama's
+    MLP product silu(g) u becomes one `swiglu` kernel, and its gradient
+    (`mul` of dy and u, `silu_grad`, `mul` of dy and silu(g)) one
+    `swiglu_grad`: a pass over [tokens, intermediate] elements instead of
+    two forward and three backward, and no silu(g) kept for backward. The
+    muls are of two contiguous tensors of one shape, in either order; all
+    on one dtype and stream. On bf16 the fused kernels round where the
+    unfused ones did: the same bits. The silu a recomputed forward writes
+    (--recompute=selective) is matched as the forward's is. Other targets:
+    no change. Runs after convert-nn-to-rt, before memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "silu"(%g, %s) {ints = array<i64: 256, 0>, floats = array<f64>}
+    rt.kernel %ctx, "mul"(%s, %u, %y) {ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>, floats = array<f64>}
+    // becomes
+    rt.kernel %ctx, "swiglu"(%g, %u, %y) {ints = array<i64: 256, 0>, floats = array<f64>}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target whose fused kernels are used">,
+  ];
+}
+
 def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
   let summary = "A residual add fused with the layer or RMS norm after it";
   let description = [{

@@ -207,6 +207,23 @@ SHARDC_HD inline float siluBackward(float dy, float v) {
   return dy * s * (1.0f + v * (1.0f - s));
 }
 
+/// SwiGLU's product y = silu(g) u (the swiglu kernel), with silu(g)
+/// rounded to bf16 on bf16 first, as the unfused silu kernel's output is.
+SHARDC_HD inline float swiglu(float g, float u, bool bf16) {
+  float s = silu(g);
+  return (bf16 ? roundToBf16(s) : s) * u;
+}
+
+/// SwiGLU's gradient (swiglu_grad): dg = silu'(g) (dy u) and du = dy
+/// silu(g), dy u and silu(g) rounded to bf16 on bf16 first, as the unfused
+/// mul and silu kernels' outputs are.
+SHARDC_HD inline void swigluGrad(float g, float u, float dy, bool bf16,
+                                 float &dg, float &du) {
+  float t = dy * u, s = silu(g);
+  dg = siluBackward(bf16 ? roundToBf16(t) : t, g);
+  du = dy * (bf16 ? roundToBf16(s) : s);
+}
+
 /// The per-step scalars of torch.optim.AdamW, computed in double from the
 /// hyper-parameter input (abi::Hyper) and applied in f32.
 struct AdamWScalars {

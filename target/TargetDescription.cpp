@@ -53,6 +53,7 @@ const std::vector<TargetDescription> &targets() {
     cpu.gemmEpilogues = true;
     cpu.groupedKernels = true;
     cpu.fusedResidualNorm = true;
+    cpu.fusedSwiglu = true;
     cpu.chunkedLossHead = true;
     TargetDescription cuda = cpu;
     // The CPU backend's kernel table holds its (MPI) collectives.
@@ -72,6 +73,7 @@ const std::vector<TargetDescription> &targets() {
     cuda.gemmAuxLdMultiple = 8; // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
     cuda.groupedKernels = true;
     cuda.fusedResidualNorm = true;
+    cuda.fusedSwiglu = true;
     cuda.chunkedLossHead = true;
     cuda.fusedAttention = true;
     // Ranks that share a GPU run the CPU backend's MPI collectives on

@@ -55,6 +55,9 @@ struct TargetDescription {
   /// It has a residual add fused with the norm after it (add_layer_norm,
   /// add_rms_norm: rt-fuse-residual-norm).
   bool fusedResidualNorm = false;
+  /// It has SwiGLU's product and gradient as one kernel each (swiglu,
+  /// swiglu_grad: rt-fuse-swiglu).
+  bool fusedSwiglu = false;
   /// It has a fused-attention library for bf16 (sdpa, sdpa_grad: cuDNN's
   /// SDPA; rt-fused-attention).
   bool fusedAttention = false;

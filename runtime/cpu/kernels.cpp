@@ -439,6 +439,42 @@ SHARDC_KERNEL(silu) {
   launched(ctx, stream);
 }
 
+// g[n], u[n] -> y[n] = silu(g) u (f32 or bf16; on bf16 silu(g) rounded
+// first, as the unfused silu's output is: runtime::swiglu)
+SHARDC_KERNEL(swiglu) {
+  namespace K = A::swiglu;
+  int64_t n = i[K::n];
+  AsF32 t(b, 3, i[K::dtype], "swiglu");
+  t.in(0, n).in(1, n).out(2, n);
+  void **tb = t.buffers();
+  const float *g = F(tb[0]), *u = F(tb[1]);
+  float *y = F(tb[2]);
+  bool bf16 = t.bf16();
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = shardc::runtime::swiglu(g[k], u[k], bf16);
+  t.finish();
+  launched(ctx, stream);
+}
+
+// g[n], u[n], dy[n] -> dg[n] = silu'(g) (dy u), du[n] = dy silu(g) (f32 or
+// bf16, rounded as the unfused kernels round: runtime::swigluGrad)
+SHARDC_KERNEL(swiglu_grad) {
+  namespace K = A::swiglu_grad;
+  int64_t n = i[K::n];
+  AsF32 t(b, 5, i[K::dtype], "swiglu_grad");
+  t.in(0, n).in(1, n).in(2, n).out(3, n).out(4, n);
+  void **tb = t.buffers();
+  const float *g = F(tb[0]), *u = F(tb[1]), *dy = F(tb[2]);
+  float *dg = F(tb[3]), *du = F(tb[4]);
+  bool bf16 = t.bf16();
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t k = 0; k < n; ++k)
+    shardc::runtime::swigluGrad(g[k], u[k], dy[k], bf16, dg[k], du[k]);
+  t.finish();
+  launched(ctx, stream);
+}
+
 /// y = x * cat(cos, cos) + rotate_half(x) * cat(sin, sin) over x[B,H,T,D]
 /// (layout 1: [B,T,H,D]) with tables [T, D/2] (sin negated with negateSin).
 static void rotate(const float *x, float *y, const float *cosT,

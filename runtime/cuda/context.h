@@ -222,6 +222,8 @@ inline bool computesBf16(abi::KernelId id) {
   case abi::KernelId::linear_cross_entropy:
   case abi::KernelId::add_layer_norm:
   case abi::KernelId::add_rms_norm:
+  case abi::KernelId::swiglu:
+  case abi::KernelId::swiglu_grad:
   // The collectives move f32 or bf16 (their dtype is what they move).
   case abi::KernelId::all_gather:
   case abi::KernelId::all_gather_group:

@@ -53,6 +53,12 @@ struct SiluGradOp { // (x, dy) -> dx, in the CPU kernel's association
     return siluBackward(dy, x);
   }
 };
+struct SwigluOp { // (g, u) -> silu(g) u, rounded as the unfused kernels
+  bool bf16;
+  __device__ float operator()(float g, float u) const {
+    return swiglu(g, u, bf16);
+  }
+};
 struct AccumulateOp { // (acc, g) -> keep ? acc + scale g : scale g
   const float *ctl;
   __device__ float operator()(float acc, float g) const {
@@ -147,6 +153,39 @@ void launchMap(void *ctx, int64_t stream, int64_t dtype, const char *kernel,
   withDtype(dtype, kernel, [&](auto t) {
     launchMapOf<decltype(t)>(s, op, n, y, x...);
   });
+}
+
+// g[n], u[n], dy[n] -> dg[n], du[n] of SwiGLU (runtime::swigluGrad), in f32
+// on elements of T: grid-stride, 128-bit loads and stores where every
+// pointer is 16-byte aligned (`vec`; the tail by the first threads).
+template <typename T>
+__global__ void swigluGradKernel(const T *g, const T *u, const T *dy, T *dg,
+                                 T *du, int64_t n, bool vec) {
+  constexpr int kN = Pack<T>::kN;
+  constexpr bool bf16 = sizeof(T) == 2;
+  int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  int64_t step = int64_t(gridDim.x) * blockDim.x;
+  int64_t done = 0;
+  if (vec) {
+    int64_t packs = n / kN;
+    for (int64_t k = start; k < packs; k += step) {
+      Pack<T> pg, pu, pdy, pdg, pdu;
+      pg.load(g, k);
+      pu.load(u, k);
+      pdy.load(dy, k);
+      for (int e = 0; e < kN; ++e)
+        swigluGrad(pg.v[e], pu.v[e], pdy.v[e], bf16, pdg.v[e], pdu.v[e]);
+      pdg.store(dg, k);
+      pdu.store(du, k);
+    }
+    done = packs * kN;
+  }
+  for (int64_t k = done + start; k < n; k += step) {
+    float a, c;
+    swigluGrad(toFloat(g[k]), toFloat(u[k]), toFloat(dy[k]), bf16, a, c);
+    dg[k] = fromFloat<T>(a);
+    du[k] = fromFloat<T>(c);
+  }
 }
 
 // y[N,C] = table[ids[N], :] (elements of T: f32 or bf16, copied); an id
@@ -913,6 +952,32 @@ SHARDC_CUDA_KERNEL(silu) {
             b[1], static_cast<const void *>(b[0]));
 }
 
+// g[n], u[n] -> y[n] = silu(g) u (on bf16 silu(g) rounded first)
+SHARDC_CUDA_KERNEL(swiglu) {
+  namespace K = A::swiglu;
+  bool bf16 = i[K::dtype] == A::kBF16;
+  launchMap(ctx, stream, i[K::dtype], "swiglu", SwigluOp{bf16}, i[K::n], b[2],
+            static_cast<const void *>(b[0]), static_cast<const void *>(b[1]));
+}
+
+// g[n], u[n], dy[n] -> dg[n] = silu'(g) (dy u), du[n] = dy silu(g)
+SHARDC_CUDA_KERNEL(swiglu_grad) {
+  namespace K = A::swiglu_grad;
+  int64_t n = i[K::n];
+  if (n == 0)
+    return;
+  cudaStream_t s = streamOf(ctx, stream);
+  withDtype(i[K::dtype], "swiglu_grad", [&](auto t) {
+    using T = decltype(t);
+    auto *kernel = &swigluGradKernel<T>;
+    auto in = [&](int k) { return static_cast<const T *>(b[k]); };
+    auto out = [&](int k) { return static_cast<T *>(b[k]); };
+    SHARDC_LAUNCH(kernel, gridFor(n / Pack<T>::kN + 1), kThreads, 0, s, in(0),
+                  in(1), in(2), out(3), out(4), n,
+                  aligned16(b[0], b[1], b[2], b[3], b[4]));
+  });
+}
+
 // x[n], dy[n] -> dx[n] = dy silu'(x)
 SHARDC_CUDA_KERNEL(silu_grad) {
   launchMap(ctx, stream, i[A::silu_grad::dtype], "silu_grad", SiluGradOp{},
@@ -1351,6 +1416,8 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::rms_norm, &shardc_cuda_k_rms_norm);
     set(A::KernelId::add_layer_norm, &shardc_cuda_k_add_layer_norm);
     set(A::KernelId::add_rms_norm, &shardc_cuda_k_add_rms_norm);
+    set(A::KernelId::swiglu, &shardc_cuda_k_swiglu);
+    set(A::KernelId::swiglu_grad, &shardc_cuda_k_swiglu_grad);
     set(A::KernelId::add, &shardc_cuda_k_add);
     set(A::KernelId::mul, &shardc_cuda_k_mul);
     set(A::KernelId::sub, &shardc_cuda_k_sub);

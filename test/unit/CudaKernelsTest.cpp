@@ -126,6 +126,30 @@ TEST_F(CudaKernels, Norms) {
             packInts(Id::clip_coef, {}));
 }
 
+// SwiGLU's fused kernels against the CPU's, f32 and bf16, n not a multiple
+// of a pack (the tail) and a pack's multiple.
+TEST_F(CudaKernels, Swiglu) {
+  for (int64_t n : {int64_t(1003), int64_t(1024)})
+    for (int64_t dtype : {A::kF32, A::kBF16}) {
+      bool bf16 = dtype == A::kBF16;
+      auto in = [&](unsigned seed, float scale) {
+        auto v = randomVec(n, seed, scale);
+        return bf16 ? bf16s(v) : floats(v);
+      };
+      auto o = [&] { return bf16 ? outBf16(n) : out(n); };
+      double tol = bf16 ? 8e-3 : 1e-5;
+      compare(Id::swiglu, shardc_k_swiglu, {in(64, 4.0f), in(65, 1.0f), o()},
+              packInts(Id::swiglu,
+                       {{A::swiglu::n, n}, {A::swiglu::dtype, dtype}}),
+              {}, tol);
+      compare(Id::swiglu_grad, shardc_k_swiglu_grad,
+              {in(64, 4.0f), in(65, 1.0f), in(66, 1.0f), o(), o()},
+              packInts(Id::swiglu_grad, {{A::swiglu_grad::n, n},
+                                         {A::swiglu_grad::dtype, dtype}}),
+              {}, tol);
+    }
+}
+
 TEST_F(CudaKernels, Embedding) {
   const int64_t N = 50, V = 97, C = 33;
   namespace E = A::embedding;
@@ -1136,6 +1160,7 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::sdpa, A::KernelId::sdpa_grad,
       A::KernelId::squared_norm_group, A::KernelId::adamw_group,
       A::KernelId::add_layer_norm, A::KernelId::add_rms_norm,
+      A::KernelId::swiglu, A::KernelId::swiglu_grad,
       // collectives.cu (one rank)
       A::KernelId::all_gather, A::KernelId::all_gather_group,
       A::KernelId::reduce_scatter, A::KernelId::all_reduce,

@@ -571,6 +571,100 @@ TEST(Kernels, NormGradAddsResidualAsTheAdd) {
     }
 }
 
+/// n elements of `v` in `dtype` (f32, or bf16 bits), and back as floats.
+std::vector<char> typedBuffer(const Vec &v, int64_t dtype) {
+  bool bf16 = dtype == A::kBF16;
+  std::vector<char> out(v.size() * (bf16 ? 2 : 4));
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (bf16) {
+      uint16_t h = shardc::runtime::floatToBf16(v[k]);
+      std::memcpy(out.data() + 2 * k, &h, 2);
+    } else {
+      std::memcpy(out.data() + 4 * k, &v[k], 4);
+    }
+  }
+  return out;
+}
+
+/// SwiGLU forward and backward over n elements in `dtype`: as the fused
+/// kernels (swiglu, swiglu_grad) or as the kernels convert-nn-to-rt emits
+/// (silu, mul; mul, silu_grad, mul); the bytes of y, dg and du.
+std::vector<std::vector<char>> swigluRun(bool fused, int64_t dtype, int64_t n,
+                                         const Vec &g, const Vec &u,
+                                         const Vec &dy) {
+  std::vector<char> tg = typedBuffer(g, dtype), tu = typedBuffer(u, dtype),
+                    tdy = typedBuffer(dy, dtype), y = typedBuffer(Vec(n), dtype),
+                    dg = typedBuffer(Vec(n), dtype),
+                    du = typedBuffer(Vec(n), dtype),
+                    s = typedBuffer(Vec(n), dtype),
+                    t = typedBuffer(Vec(n), dtype);
+  if (fused) {
+    std::vector<void *> f = {tg.data(), tu.data(), y.data()};
+    SHARDC_LAUNCH(swiglu, nullptr, f,
+                  packInts(Id::swiglu, {{A::swiglu::n, n},
+                                        {A::swiglu::dtype, dtype}}),
+                  nullptr, A::kComputeStream);
+    std::vector<void *> bk = {tg.data(), tu.data(), tdy.data(), dg.data(),
+                              du.data()};
+    SHARDC_LAUNCH(swiglu_grad, nullptr, bk,
+                  packInts(Id::swiglu_grad, {{A::swiglu_grad::n, n},
+                                             {A::swiglu_grad::dtype, dtype}}),
+                  nullptr, A::kComputeStream);
+    return {y, dg, du};
+  }
+  std::vector<int64_t> silu =
+      packInts(Id::silu, {{A::silu::n, n}, {A::silu::dtype, dtype}});
+  // A dense mul of [n]: R 1, the dtype, dims and both strides.
+  std::vector<int64_t> mul = {1, dtype, n, 1, 1};
+  auto run = [](std::vector<void *> b, const std::vector<int64_t> &ints,
+                Id id) {
+    if (id == Id::silu)
+      SHARDC_LAUNCH(silu, nullptr, b, ints, nullptr, A::kComputeStream);
+    else if (id == Id::mul)
+      SHARDC_LAUNCH(mul, nullptr, b, ints, nullptr, A::kComputeStream);
+    else
+      SHARDC_LAUNCH(silu_grad, nullptr, b, ints, nullptr, A::kComputeStream);
+  };
+  run({tg.data(), s.data()}, silu, Id::silu);
+  run({s.data(), tu.data(), y.data()}, mul, Id::mul);
+  run({tdy.data(), tu.data(), t.data()}, mul, Id::mul);
+  run({tg.data(), t.data(), dg.data()}, silu, Id::silu_grad);
+  run({tdy.data(), s.data(), du.data()}, mul, Id::mul);
+  return {y, dg, du};
+}
+
+// The fused SwiGLU kernels (rt-fuse-swiglu) write the unfused kernels'
+// bytes, on f32 and bf16 (dy u and silu(g) rounded to bf16 where the mul
+// and silu kernels wrote them); on f32 they are the naive double formulas.
+TEST(TrainKernels, SwigluIsItsUnfusedKernels) {
+  const int64_t n = 1003;
+  Vec g = randomVec(n, 61, 4.0f), u = randomVec(n, 62), dy = randomVec(n, 63);
+  for (int64_t dtype : {A::kF32, A::kBF16}) {
+    SCOPED_TRACE(dtype == A::kBF16 ? "bf16" : "f32");
+    std::vector<std::vector<char>> want = swigluRun(false, dtype, n, g, u, dy),
+                                   got = swigluRun(true, dtype, n, g, u, dy);
+    for (int o = 0; o < 3; ++o)
+      ASSERT_EQ(got[o], want[o]) << "output " << o;
+    if (dtype != A::kF32)
+      continue;
+    std::vector<double> y(n), dg(n), du(n);
+    for (int64_t k = 0; k < n; ++k) {
+      double sig = 1.0 / (1.0 + std::exp(-double(g[k])));
+      y[k] = g[k] * sig * u[k];
+      dg[k] = double(dy[k]) * u[k] * sig * (1.0 + g[k] * (1.0 - sig));
+      du[k] = double(dy[k]) * g[k] * sig;
+    }
+    auto floatsOf = [&](const std::vector<char> &b) {
+      Vec v(n);
+      std::memcpy(v.data(), b.data(), size_t(n) * 4);
+      return v;
+    };
+    expectNear(floatsOf(got[0]), y, 1e-5);
+    expectNear(floatsOf(got[1]), dg, 1e-5);
+    expectNear(floatsOf(got[2]), du, 1e-5);
+  }
+}
+
 TEST(ParallelKernels, LayerNormGradBlocks) {
   // 300 rows: blocks of 32 rows and a partial last one.
   const int64_t M = 300, C = 200;
