@@ -136,7 +136,7 @@ struct RtFuseSwigluPass
   /// `at` (the fused kernel, at `at`, writes it in w's place).
   static bool readAfter(Value out, rt::KernelOp w, Operation *at) {
     return llvm::all_of(out.getUsers(), [&](Operation *user) {
-      return user == w.getOperation() || isa<rt::AllocOp>(user) ||
+      return user == w.getOperation() ||
              (user->getBlock() == at->getBlock() && at->isBeforeInBlock(user));
     });
   }

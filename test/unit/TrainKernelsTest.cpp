@@ -469,6 +469,21 @@ TEST(ParallelKernels, TransposeKeepingRows) {
 
 namespace {
 
+/// The elements of `v` in `dtype`: f32, or bf16 bits.
+std::vector<char> typedBuffer(const Vec &v, int64_t dtype) {
+  bool bf16 = dtype == A::kBF16;
+  std::vector<char> out(v.size() * (bf16 ? 2 : 4));
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (bf16) {
+      uint16_t h = shardc::runtime::floatToBf16(v[k]);
+      std::memcpy(out.data() + 2 * k, &h, 2);
+    } else {
+      std::memcpy(out.data() + 4 * k, &v[k], 4);
+    }
+  }
+  return out;
+}
+
 /// The layer or RMS norm gradient of x, w, dy in `dtype` (f32 or bf16 bits
 /// in a float-sized slot each, for one code path) with the residual
 /// gradient r: fused (add_dr, dr aliasing the output when `inPlace`) or as
@@ -478,19 +493,7 @@ std::vector<float> normGradPlusResidual(bool layer, int64_t dtype, bool fused,
                                         const Vec &x, const Vec &w,
                                         const Vec &dy, const Vec &r) {
   bool bf16 = dtype == A::kBF16;
-  // Buffers in the dtype: bf16 as uint16 bits.
-  auto typed = [&](const Vec &v) {
-    std::vector<char> out(v.size() * (bf16 ? 2 : 4));
-    for (size_t k = 0; k < v.size(); ++k) {
-      if (bf16) {
-        uint16_t h = shardc::runtime::floatToBf16(v[k]);
-        std::memcpy(out.data() + 2 * k, &h, 2);
-      } else {
-        std::memcpy(out.data() + 4 * k, &v[k], 4);
-      }
-    }
-    return out;
-  };
+  auto typed = [&](const Vec &v) { return typedBuffer(v, dtype); };
   auto values = [&](const std::vector<char> &v, int64_t n) {
     std::vector<float> out(n);
     for (int64_t k = 0; k < n; ++k) {
@@ -569,21 +572,6 @@ TEST(Kernels, NormGradAddsResidualAsTheAdd) {
           ASSERT_EQ(got[k], want[k]) << "element " << k;
       }
     }
-}
-
-/// n elements of `v` in `dtype` (f32, or bf16 bits), and back as floats.
-std::vector<char> typedBuffer(const Vec &v, int64_t dtype) {
-  bool bf16 = dtype == A::kBF16;
-  std::vector<char> out(v.size() * (bf16 ? 2 : 4));
-  for (size_t k = 0; k < v.size(); ++k) {
-    if (bf16) {
-      uint16_t h = shardc::runtime::floatToBf16(v[k]);
-      std::memcpy(out.data() + 2 * k, &h, 2);
-    } else {
-      std::memcpy(out.data() + 4 * k, &v[k], 4);
-    }
-  }
-  return out;
 }
 
 /// SwiGLU forward and backward over n elements in `dtype`: as the fused
