@@ -165,13 +165,13 @@ struct Player {
     }
   }
 
-  /// Seconds of one kernel launch.
+  /// Seconds of one kernel launch. Each buffer argument moves its bytes
+  /// once: a buffer passed twice is updated in place (AdamW's parameter and
+  /// moments, accumulate's sum), read and written.
   double kernelSeconds(rt::KernelOp k) const {
     double bytes = 0;
-    llvm::SmallPtrSet<Value, 8> seen;
     for (Value b : k.getBuffers())
-      if (seen.insert(b).second)
-        bytes += double(bufferBytes(b, slots));
+      bytes += double(bufferBytes(b, slots));
     double work = 0;
     // Each kernel at the peak of what it computes in (its typed dtype);
     // under --allow-tf32 an f32 GEMM's is TF32's.
