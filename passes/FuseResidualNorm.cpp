@@ -11,11 +11,19 @@
 //     => add_rms_norm(a, b, w) -> s, y
 //
 // where the add is of two tensors of the norm's shape [M, C] (no
-// broadcast), the norm is the next kernel on the same stream with nothing
-// but allocations, views, event waits and other streams' event records
-// between (the fused kernel waits where the norm did), and s stays written (the residual
-// stream and the norm's gradient read it). Runs after convert-nn-to-rt,
-// before memory planning.
+// broadcast), the norm is the next norm of s on the same stream, and s stays
+// written (the residual stream and the norm's gradient read it). What lies
+// between must not touch a buffer of the pair (by the buffer it views) and
+// the add's stream must run no collective there. The fused kernel goes
+//   - where the norm was, if the add's stream records no event and runs no
+//     kernel between (its waits there hold the norm back, for its weights:
+//     the add can wait with it);
+//   - else where the add was, with the add's stream's waits between hoisted
+//     before it, if each waits on an event recorded before the add (the
+//     events recorded between then also mark the norm done). This fuses the
+//     add that ends an FSDP group with the norm that begins the next, across
+//     the events and the next groups' copy-in casts between them.
+// Runs after convert-nn-to-rt, before memory planning.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -52,26 +60,108 @@ struct RtFuseResidualNormPass
       fuse(add);
   }
 
+  /// What stands between an add and the norm of its sum.
+  struct Between {
+    rt::KernelOp norm;
+    /// The add's stream's event waits: they hold the norm back (for its
+    /// weights).
+    SmallVector<rt::EventWaitOp> waits;
+    /// Whether the add's stream records an event or runs work between: the
+    /// add is then known done there, and the fused kernel takes the add's
+    /// place (with the waits hoisted before it), not the norm's.
+    bool ordered = false;
+    /// Kernels (and other streams' collectives) between.
+    SmallVector<Operation *> work;
+  };
+
+  /// The norm kernel after `add` on its stream that reads the sum s, and
+  /// what lies between; no norm where something between touches a buffer
+  /// of the pair (by the buffer it views), or the add's stream runs a
+  /// collective.
+  static std::optional<Between> findNorm(rt::KernelOp add) {
+    Value s = add.getBuffers()[2];
+    int64_t stream = add.getStream();
+    Between between;
+    for (Operation *op = add->getNextNode(); op; op = op->getNextNode()) {
+      if (isa<rt::AllocOp, rt::ViewOp>(op))
+        continue;
+      if (auto wait = dyn_cast<rt::EventWaitOp>(op)) {
+        if (int64_t(wait.getStream()) == stream)
+          between.waits.push_back(wait);
+        continue;
+      }
+      if (auto record = dyn_cast<rt::EventRecordOp>(op)) {
+        between.ordered |= int64_t(record.getStream()) == stream;
+        continue;
+      }
+      auto k = dyn_cast<rt::KernelOp>(op);
+      bool norm = k && (isKernel(k, abi::KernelId::layer_norm) ||
+                        isKernel(k, abi::KernelId::rms_norm));
+      if (norm && int64_t(k.getStream()) == stream && k.getBuffers()[0] == s) {
+        between.norm = k;
+        break;
+      }
+      if (!k && streamOf(op) < 0)
+        return std::nullopt; // control flow, a return
+      if (streamOf(op) == stream && !k)
+        return std::nullopt; // a collective on the add's stream
+      between.ordered |= streamOf(op) == stream;
+      between.work.push_back(op);
+    }
+    if (!between.norm)
+      return std::nullopt;
+    llvm::SmallPtrSet<Value, 8> roots;
+    for (Value b : add.getBuffers())
+      roots.insert(viewRoot(b));
+    for (Value b : between.norm.getBuffers())
+      roots.insert(viewRoot(b));
+    for (Operation *op : between.work)
+      for (Value b : op->getOperands())
+        if (isa<rt::BufferType>(b.getType()) && roots.contains(viewRoot(b)))
+          return std::nullopt;
+    return between;
+  }
+
+  /// Whether the event `wait` waits on is last recorded before `add`.
+  static bool recordedBefore(rt::EventWaitOp wait, Operation *add) {
+    bool pastAdd = false;
+    for (Operation *op = wait->getPrevNode(); op; op = op->getPrevNode()) {
+      pastAdd |= op == add;
+      auto record = dyn_cast<rt::EventRecordOp>(op);
+      if (record && record.getEvent() == wait.getEvent())
+        return pastAdd;
+    }
+    return false;
+  }
+
+  /// Where the fused kernel goes: the norm's place, or (Between::ordered)
+  /// the add's, its waits hoisted before it; null if a wait there waits on
+  /// an event recorded after the add.
+  static Operation *placeFused(rt::KernelOp add, Between &between) {
+    if (!between.ordered)
+      return between.norm;
+    for (rt::EventWaitOp wait : between.waits)
+      if (!recordedBefore(wait, add))
+        return nullptr;
+    for (Value b : between.norm.getBuffers())
+      if (!hoistable(b, add))
+        return nullptr;
+    for (rt::EventWaitOp wait : between.waits)
+      wait->moveBefore(add);
+    for (Value b : between.norm.getBuffers())
+      hoistBefore(b, add);
+    return add;
+  }
+
   void fuse(rt::KernelOp add) {
     auto [M, C] = plainAdd(add);
     if (M < 0)
       return;
-    Operation *next = add->getNextNode();
-    // Waits between only hold the norm back (for its weights): the add can
-    // wait with it; so can another stream's event records (not the add's
-    // own stream's: a record there marks the add as done).
-    auto inert = [&](Operation *op) {
-      if (isa<rt::AllocOp, rt::ViewOp, rt::EventWaitOp>(op))
-        return true;
-      auto record = dyn_cast<rt::EventRecordOp>(op);
-      return record && int64_t(record.getStream()) != int64_t(add.getStream());
-    };
-    while (next && inert(next))
-      next = next->getNextNode();
-    bool layer = isKernel(next, abi::KernelId::layer_norm);
-    if (!layer && !isKernel(next, abi::KernelId::rms_norm))
+    std::optional<Between> between = findNorm(add);
+    if (!between)
       return;
-    auto norm = cast<rt::KernelOp>(next);
+    rt::KernelOp norm = between->norm;
+    bool layer = isKernel(norm, abi::KernelId::layer_norm);
     Type type = add.getComputeType();
     if (norm.getComputeType() != type ||
         !(type.isF32() || (bf16 && type.isBF16())))
@@ -80,8 +170,10 @@ struct RtFuseResidualNormPass
     ArrayRef<int64_t> ni = norm.getInts();
     int64_t nM = layer ? ni[abi::layer_norm::M] : ni[abi::rms_norm::M];
     int64_t nC = layer ? ni[abi::layer_norm::C] : ni[abi::rms_norm::C];
-    if (norm.getBuffers()[0] != s || nM != M || nC != C ||
-        norm.getStream() != add.getStream())
+    if (nM != M || nC != C)
+      return;
+    Operation *at = placeFused(add, *between);
+    if (!at)
       return;
     SmallVector<Value> nb(norm.getBuffers().begin(), norm.getBuffers().end());
     SmallVector<Value> bufs = {add.getBuffers()[0], add.getBuffers()[1]};
@@ -92,7 +184,7 @@ struct RtFuseResidualNormPass
     if (layer)
       ints.push_back(ni[abi::layer_norm::has_bias]);
     ints.push_back(layer ? ni[abi::layer_norm::dtype] : ni[abi::rms_norm::dtype]);
-    OpBuilder b(norm);
+    OpBuilder b(at);
     rt::KernelOp::create(
         b, norm.getLoc(), add.getCtx(),
         abi::kernelInfo(layer ? abi::KernelId::add_layer_norm

@@ -445,6 +445,12 @@ def RtFuseResidualNorm : Pass<"rt-fuse-residual-norm", "mlir::func::FuncOp"> {
     the sum (the residual stream, which the next block and the norm's
     gradient read) and the normalized rows; on bf16 the norm reads the sum
     rounded, as the add wrote it.
+    The norm is the next norm of the sum on the add's stream; what lies
+    between must not touch the pair's buffers. Where the add's stream
+    records events or runs kernels between (the add that ends an FSDP group
+    and the norm that begins the next), the fused kernel takes the add's
+    place and the norm's waits move before it, if each waits on an event
+    recorded before the add.
     Other targets: no change. Runs after convert-nn-to-rt, before memory
     planning.
 

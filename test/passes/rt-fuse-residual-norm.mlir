@@ -73,3 +73,72 @@ func.func @bf16(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %w: !rt.buffe
   rt.kernel %ctx, "layer_norm"(%t, %w, %bias, %z) {floats = array<f64: 1.0e-05>, ints = array<i64: 8, 32, 1, 0>}
   return
 }
+
+// -----
+
+// The add that ends an FSDP group and the norm that begins the next: the
+// add's stream records events between (the group is done) and casts the
+// next group's shard for its all-gather; the norm waits for its weights,
+// gathered on stream 1 before the add. The fused kernel takes the add's
+// place, the norm's wait and weight views hoisted before it; the records
+// and the cast follow it.
+// CHECK-LABEL: func.func @across_groups
+// CHECK: rt.event_record %{{.*}} {event = 0 : i64, stream = 1 : i64}
+// CHECK-NEXT: %[[S:.*]] = rt.alloc 1024
+// CHECK-NEXT: rt.event_wait %{{.*}} {event = 0 : i64, stream = 0 : i64}
+// CHECK-NEXT: %[[W:.*]] = rt.view %{{.*}}[4096]
+// CHECK-NEXT: %[[Y:.*]] = rt.alloc 1024
+// CHECK-NEXT: rt.kernel %{{.*}}, "add_rms_norm"(%{{.*}}, %{{.*}}, %[[W]], %[[S]], %[[Y]])
+// CHECK-NEXT: rt.event_record %{{.*}} {event = 1 : i64, stream = 0 : i64}
+// CHECK-NEXT: rt.event_wait %{{.*}} {event = 1 : i64, stream = 1 : i64}
+// CHECK: rt.kernel %{{.*}}, "cast"
+// CHECK-NOT: rms_norm
+// CHECK: return
+func.func @across_groups(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %p: !rt.buffer, %shard: !rt.buffer) {
+  rt.event_record %ctx {event = 0 : i64, stream = 1 : i64}
+  %s = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "add"(%a, %b, %s) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
+  rt.event_record %ctx {event = 1 : i64, stream = 0 : i64}
+  rt.event_wait %ctx {event = 1 : i64, stream = 1 : i64}
+  %c = rt.alloc 64 : !rt.buffer
+  rt.kernel %ctx, "cast"(%shard, %c) {floats = array<f64>, ints = array<i64: 16, 0, 1>}
+  %w = rt.view %p[4096] : !rt.buffer
+  rt.event_wait %ctx {event = 0 : i64, stream = 0 : i64}
+  %y = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "rms_norm"(%s, %w, %y) {floats = array<f64: 1.0e-06>, ints = array<i64: 8, 32, 0>}
+  return
+}
+
+// -----
+
+// Not fused: the norm waits on an event recorded after the add (stream 1
+// gathers its weights only once the add's group is done), so it cannot
+// move up to the add; a kernel between on the add's stream writes the
+// buffer the norm's weights view.
+// CHECK-LABEL: func.func @waits_after
+// CHECK-NOT: add_rms_norm
+// CHECK-LABEL: func.func @touches
+// CHECK-NOT: add_rms_norm
+// CHECK: return
+func.func @waits_after(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %w: !rt.buffer) {
+  %s = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "add"(%a, %b, %s) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
+  rt.event_record %ctx {event = 1 : i64, stream = 0 : i64}
+  rt.event_wait %ctx {event = 1 : i64, stream = 1 : i64}
+  rt.event_record %ctx {event = 2 : i64, stream = 1 : i64}
+  rt.event_wait %ctx {event = 2 : i64, stream = 0 : i64}
+  %y = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "rms_norm"(%s, %w, %y) {floats = array<f64: 1.0e-06>, ints = array<i64: 8, 32, 0>}
+  return
+}
+func.func @touches(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %p: !rt.buffer, %shard: !rt.buffer) {
+  %s = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "add"(%a, %b, %s) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
+  rt.event_record %ctx {event = 1 : i64, stream = 0 : i64}
+  %c = rt.view %p[4096] : !rt.buffer
+  rt.kernel %ctx, "cast"(%shard, %c) {floats = array<f64>, ints = array<i64: 32, 0, 1>}
+  %w = rt.view %p[4096] : !rt.buffer
+  %y = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "rms_norm"(%s, %w, %y) {floats = array<f64: 1.0e-06>, ints = array<i64: 8, 32, 0>}
+  return
+}
