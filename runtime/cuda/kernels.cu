@@ -59,6 +59,10 @@ struct SwigluOp { // (g, u) -> silu(g) u, rounded as the unfused kernels
     return swiglu(g, u, bf16);
   }
 };
+struct ScaleOp { // g -> ctl[1] g: AccumulateOp where ctl[0] is 0
+  const float *ctl;
+  __device__ float operator()(float g) const { return ctl[1] * g; }
+};
 struct AccumulateOp { // (acc, g) -> keep ? acc + scale g : scale g
   const float *ctl;
   __device__ float operator()(float acc, float g) const {
@@ -112,6 +116,19 @@ template <typename Op, typename T>
 __global__ void map2Kernel(Op op, const T *x, const T *z, T *y, int64_t n,
                            bool vec) {
   mapElements(op, y, n, vec, x, z);
+}
+
+// acc[n], g[n], ctl[2] -> out[n] (out may be acc) = AccumulateOp's ctl[0] ?
+// acc + ctl[1] g : ctl[1] g, the branch taken once a thread (ctl is the
+// same for all): where ctl[0] is 0 (a step's first micro-batch, every one
+// under --grad-accum 1) acc is not read, a third of the kernel's traffic.
+__global__ void accumulateKernel(const float *acc, const float *g,
+                                 const float *ctl, float *out, int64_t n,
+                                 bool vec) {
+  if (ctl[0] != 0.0f)
+    mapElements(AccumulateOp{ctl}, out, n, vec, acc, g);
+  else
+    mapElements(ScaleOp{ctl}, out, n, vec, g);
 }
 
 /// Launches map<sizeof...(x)>Kernel of `op` over n elements of the typed
@@ -250,29 +267,57 @@ struct TensorGroup {
   bool is1D[kMaxGroup];
 };
 
-// x_j[n_j] (blockIdx.y = j) -> part[j * gridDim.x + blockIdx.x]: each
-// block's double sum of x_j^2 over its grid-stride share
-__global__ void squaredNormGroupPartialKernel(TensorGroup t, double *part) {
-  int j = blockIdx.y;
+/// squared_norm_group's work: chunks of kNormChunk elements (a block a
+/// chunk: 16 float4 loads a thread), so that a large tensor (GPT-2's token
+/// embedding, 38.6M elements) takes its share of the blocks, not those of
+/// the group's largest count shared by all (a 32-block cap left it to 32
+/// SMs: 0.7 ms a step on an H100, 4x a single squared_norm of all the
+/// gradients).
+constexpr int64_t kNormChunk = int64_t(kThreads) * 4 * 16;
+
+/// The chunks of a pass's tensors: tensor j's are [first[j], first[j + 1]).
+struct NormChunks {
+  int64_t first[kMaxGroup + 1];
+};
+
+// x_j[n_j] (j of the pass's TensorGroup) -> part[c] for each chunk c of the
+// pass (a block a chunk): the double sum of x^2 over the chunk, float4
+// loads where x is 16-byte aligned, the chunk's n % 4 tail by its first
+// threads
+__global__ void squaredNormChunksKernel(TensorGroup t, NormChunks chunks,
+                                        double *part) {
+  int64_t c = blockIdx.x;
+  int j = 0;
+  while (j + 1 < t.k && chunks.first[j + 1] <= c)
+    ++j;
   const float *x = t.g[j];
-  int64_t n = t.n[j];
+  int64_t k0 = (c - chunks.first[j]) * kNormChunk;
+  int64_t k1 = t.n[j] < k0 + kNormChunk ? t.n[j] : k0 + kNormChunk;
+  bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  int64_t body = vec ? k0 + (k1 - k0) / 4 * 4 : k0;
   double s = 0;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t k = k0 + 4 * int64_t(threadIdx.x); k < body;
+       k += 4 * int64_t(blockDim.x)) {
+    float4 v = *reinterpret_cast<const float4 *>(x + k);
+    s += double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z +
+         double(v.w) * v.w;
+  }
+  for (int64_t k = body + threadIdx.x; k < k1; k += blockDim.x)
     s += double(x[k]) * x[k];
   s = blockSum(s);
   if (threadIdx.x == 0)
-    part[j * gridDim.x + blockIdx.x] = s;
+    part[c] = s;
 }
 
-// part[k * blocks] -> sq[k]: tensor blockIdx.x's partials summed (a block
-// a tensor, in parallel; one block over all k took a blockSum each in turn)
-__global__ void squaredNormTensorSumsKernel(const double *part, int blocks,
-                                            double *sq) {
+// part[chunks of the pass] -> sq[j] for the pass's tensor j = blockIdx.x:
+// its chunks' sums in order (a block a tensor)
+__global__ void squaredNormTensorSumsKernel(const double *part,
+                                            NormChunks chunks, double *sq) {
   int j = blockIdx.x;
   double s = 0;
-  for (int b = threadIdx.x; b < blocks; b += blockDim.x)
-    s += part[int64_t(j) * blocks + b];
+  for (int64_t c = chunks.first[j] + threadIdx.x; c < chunks.first[j + 1];
+       c += blockDim.x)
+    s += part[c];
   s = blockSum(s);
   if (threadIdx.x == 0)
     sq[j] = s;
@@ -507,18 +552,40 @@ __device__ inline void zeroPadding(T *out, int64_t V, int64_t ld) {
     out[v] = fromFloat<T>(0.0f);
 }
 
+/// The online softmax's running max and sum of one thread: x seen, the sum
+/// rescaled when the max grows.
+struct OnlineSoftmax {
+  float max = -INFINITY;
+  double sum = 0;
+  /// Values whose max is `top` (a pack's, or x itself).
+  __device__ void grow(float top) {
+    if (top > max) {
+      sum *= fastExp(max - top);
+      max = top;
+    }
+  }
+  __device__ void see(float x) { sum += fastExp(x - max); }
+};
+
 // logits[N,V] (row stride ld, elements of T: f32, or a bf16 head's output),
 // t[N] -> dl[N,ld] (the same stride and type) = scale (softmax - onehot(t))
-// (zero for ignored rows and the padding columns [V, ld)), rowLoss[N] = logsumexp - logit[t]; one block a
-// row: the max and the double sum of exps in one pass, then each gradient
-// element from its exp recomputed (two reads of the row and one write), computed in f32 and rounded once; a target
-// outside [0, V) sets *bad to V. dl may be logits: the gradient in place.
+// (zero for ignored rows and the padding columns [V, ld)), rowLoss[N] =
+// logsumexp - logit[t]; one block a row: the max and the double sum of exps
+// in one pass, then each gradient element from its exp recomputed (two
+// reads of the row and one write), computed in f32 and rounded once; a
+// target outside [0, V) sets *bad to V. dl may be logits: the gradient in
+// place (each thread rewrites only the elements it reads). With `vec` (the
+// rows 16-byte aligned: host-decided) the row's first V / kN * kN elements
+// are 128-bit packs (kN = 8 bf16 or 4 f32), a thread a pack in turn, the
+// rest one element a thread.
 template <typename T>
 __global__ void crossEntropyRowsKernel(const T *logits,
                                        const int32_t *targets, int64_t V,
                                        int64_t ld, int64_t ignore,
                                        const float *scalePtr, T *dl,
-                                       double *rowLoss, int64_t *bad) {
+                                       double *rowLoss, int64_t *bad,
+                                       bool vec) {
+  constexpr int kN = Pack<T>::kN;
   int64_t n = blockIdx.x;
   float scale = *scalePtr;
   const T *row = logits + n * ld;
@@ -535,31 +602,43 @@ __global__ void crossEntropyRowsKernel(const T *logits,
   }
   // The target's logit, read before any thread writes.
   float target = threadIdx.x == 0 ? toFloat(row[t]) : 0.0f;
+  int64_t packs = vec ? V / kN : 0, rest = packs * kN;
   // The max and the sum of exps in one read (online softmax, as llm.c's
-  // classifier): each thread's sum is rescaled when its max grows, then
-  // to the row's max.
-  float mine = -INFINITY;
-  double sum = 0;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-    float x = toFloat(row[v]);
-    if (x > mine) {
-      sum = sum * fastExp(mine - x) + 1.0;
-      mine = x;
-    } else {
-      sum += fastExp(x - mine);
-    }
+  // classifier), then the thread's sum to the row's max.
+  OnlineSoftmax mine;
+#pragma unroll 4
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    Pack<T> x;
+    x.load(row, p);
+    float top = x.v[0];
+    for (int j = 1; j < kN; ++j)
+      top = fmaxf(top, x.v[j]);
+    mine.grow(top);
+    for (int j = 0; j < kN; ++j)
+      mine.see(x.v[j]);
   }
-  float mx = blockMax(mine);
-  if (sum != 0)
-    sum *= fastExp(mine - mx);
+  for (int64_t v = rest + threadIdx.x; v < V; v += blockDim.x) {
+    float x = toFloat(row[v]);
+    mine.grow(x);
+    mine.see(x);
+  }
+  float mx = blockMax(mine.max);
+  double sum = mine.sum != 0 ? mine.sum * fastExp(mine.max - mx) : 0.0;
   __shared__ double total;
   sum = blockSum(sum);
   if (threadIdx.x == 0)
     total = sum;
   __syncthreads();
   float factor = float(scale / total);
-  // Each thread rewrites only the elements it reads.
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+#pragma unroll 4
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    Pack<T> x;
+    x.load(row, p);
+    for (int j = 0; j < kN; ++j)
+      x.v[j] = fastExp(x.v[j] - mx) * factor - (p * kN + j == t ? scale : 0.0f);
+    x.store(out, p);
+  }
+  for (int64_t v = rest + threadIdx.x; v < V; v += blockDim.x) {
     float g = fastExp(toFloat(row[v]) - mx) * factor;
     if (v == t)
       g -= scale;
@@ -988,9 +1067,11 @@ SHARDC_CUDA_KERNEL(silu_grad) {
 // acc[n], g[n], ctl[2] -> out[n] = ctl[0] ? acc + ctl[1] g : ctl[1] g
 SHARDC_CUDA_KERNEL(accumulate) {
   int64_t n = i[A::accumulate::n];
-  launchMap(ctx, stream, A::kF32, "accumulate", AccumulateOp{F(b[2])}, n,
-            b[3], static_cast<const void *>(b[0]),
-            static_cast<const void *>(b[1]));
+  const float *acc = F(b[0]), *g = F(b[1]);
+  float *out = F(b[3]);
+  SHARDC_LAUNCH(accumulateKernel, gridFor(n / Pack<float>::kN + 1), kThreads,
+                0, streamOf(ctx, stream), acc, g, F(b[2]), out, n,
+                aligned16(acc, g, out));
 }
 
 SHARDC_CUDA_KERNEL(embedding) {
@@ -1034,35 +1115,46 @@ unsigned groupBlocks(const int64_t *n, int64_t k, unsigned cap) {
 }
 
 // x_1..x_k -> y[]: the squared norms of k tensors summed as the chain of
-// squared_norm and add kernels sums them; partials per (tensor, block),
-// kMaxGroup tensors a pass (into the context's scratch), then a block a
-// tensor over its partials and one thread over the tensors in order
-// (deterministic)
+// squared_norm and add kernels sums them; kMaxGroup tensors a pass: a sum
+// per chunk of kNormChunk elements (into the context's scratch), then a
+// block a tensor over its chunks in order; then one thread over the
+// tensors in order (deterministic: no atomics, the same sums whatever the
+// scheduling)
 SHARDC_CUDA_KERNEL(squared_norm_group) {
   auto &c = *static_cast<cuda::Context *>(ctx);
   int64_t k = i[A::squared_norm_group::k];
   const int64_t *n = i + A::squared_norm_group::kNumInts;
   if (k < 1 || k > (int64_t(1) << 20))
     fatal("squared_norm_group: %lld tensors (1 to 2^20)", (long long)k);
-  unsigned blocks =
-      groupBlocks(n, k, unsigned(cuda::Context::kNormBlocks / kMaxGroup));
-  auto *part = static_cast<double *>(
-      c.scratch(size_t(k) * (blocks + 1) * sizeof(double)));
-  double *sq = part + k * blocks; // [k]: each tensor's squared norm
+  int64_t most = 0; // the chunks of the largest pass
+  for (int64_t j0 = 0; j0 < k; j0 += kMaxGroup) {
+    int64_t total = 0;
+    for (int64_t j = j0; j < std::min<int64_t>(k, j0 + kMaxGroup); ++j)
+      total += (n[j] + kNormChunk - 1) / kNormChunk;
+    most = std::max(most, total);
+  }
+  auto *sq = static_cast<double *>(
+      c.scratch(size_t(k + std::max<int64_t>(most, 1)) * sizeof(double)));
+  double *part = sq + k; // [most]: a pass's chunk sums
+  cudaStream_t s = c.stream(stream);
   for (int64_t j0 = 0; j0 < k; j0 += kMaxGroup) {
     TensorGroup t;
+    NormChunks chunks;
     t.k = int(std::min<int64_t>(kMaxGroup, k - j0));
+    chunks.first[0] = 0;
     for (int j = 0; j < t.k; ++j) {
       t.g[j] = F(b[j0 + j]);
       t.n[j] = n[j0 + j];
+      chunks.first[j + 1] =
+          chunks.first[j] + (t.n[j] + kNormChunk - 1) / kNormChunk;
     }
-    SHARDC_LAUNCH(squaredNormGroupPartialKernel, dim3(blocks, unsigned(t.k)),
-                  kThreads, 0, c.stream(stream), t, part + j0 * blocks);
+    if (chunks.first[t.k] > 0)
+      SHARDC_LAUNCH(squaredNormChunksKernel, unsigned(chunks.first[t.k]),
+                    kThreads, 0, s, t, chunks, part);
+    SHARDC_LAUNCH(squaredNormTensorSumsKernel, unsigned(t.k), kThreads, 0, s,
+                  part, chunks, sq + j0);
   }
-  SHARDC_LAUNCH(squaredNormTensorSumsKernel, unsigned(k), kThreads, 0,
-                c.stream(stream), part, int(blocks), sq);
-  SHARDC_LAUNCH(squaredNormChainKernel, 1, 1, 0, c.stream(stream), sq, int(k),
-                F(b[k]));
+  SHARDC_LAUNCH(squaredNormChainKernel, 1, 1, 0, s, sq, int(k), F(b[k]));
 }
 
 // hyper, c, then per tensor p g m v p' m' v': AdamW of k tensors in one
@@ -1205,9 +1297,10 @@ SHARDC_CUDA_KERNEL(cross_entropy_with_grad) {
                 static_cast<const float *>(nullptr), scale);
   // A bad target is reported after the run (Context::checkErrors).
   auto *rowsKernel = &crossEntropyRowsKernel<float>;
+  bool vec = packedRows<float>(V, F(b[0]), F(b[3]));
   SHARDC_LAUNCH(rowsKernel, unsigned(N), kThreads, 0, s,
                 F(b[0]), targets, V, V, ignore, scale, F(b[3]), rowLoss,
-                c.errors + int64_t(A::KernelId::cross_entropy_with_grad));
+                c.errors + int64_t(A::KernelId::cross_entropy_with_grad), vec);
   SHARDC_LAUNCH(meanLossKernel, 1, 1, 0, s, rowLoss, targets, N, ignore, F(b[2]));
 }
 
@@ -1279,9 +1372,11 @@ SHARDC_CUDA_KERNEL(linear_cross_entropy) {
     withDtype(i[L::dtype], "linear_cross_entropy", [&](auto e) {
       using T = decltype(e);
       auto *rowsKernel = &crossEntropyRowsKernel<T>;
+      bool vec = packedRows<T>(Vp, static_cast<const T *>(logits));
       SHARDC_LAUNCH(rowsKernel, unsigned(rows), kThreads, 0, s,
                     static_cast<const T *>(logits), targets + r0, V, Vp,
-                    ignore, scale, static_cast<T *>(logits), rowLoss + r0, bad);
+                    ignore, scale, static_cast<T *>(logits), rowLoss + r0, bad,
+                    vec);
     });
     // dh[r0:, C] = dlogits[rows,Vp] wp[Vp,C]
     RowGemm dx{rows, C, Vp, false, false, logits, wp, dh + r0 * C * elem};

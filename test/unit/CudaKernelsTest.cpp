@@ -272,15 +272,22 @@ TEST_F(CudaKernels, SoftmaxAndLoss) {
   compare(A::KernelId::softmax_grad, shardc_k_softmax_grad,
           {floats(x), floats(dy), out(outer * n * inner)},
           {outer, n, inner, A::kF32});
-  const int64_t N = 41, V = 1003;
-  std::vector<int32_t> t(N);
-  std::mt19937 gen(18);
-  for (int32_t &v : t)
-    v = int32_t(gen() % V);
-  t[3] = -100; // ignored
-  compare(A::KernelId::cross_entropy_with_grad, shardc_k_cross_entropy_with_grad,
-          {floats(randomVec(N * V, 19, 3.0f)), ints32(t), out(1), out(N * V)},
-          {N, V, -100});
+  // V = 1003: one element a thread; 1004: float4 packs (the target of row
+  // 12 the last column).
+  const int64_t N = 41;
+  for (int64_t V : {1003, 1004}) {
+    std::vector<int32_t> t(N);
+    std::mt19937 gen(18);
+    for (int32_t &v : t)
+      v = int32_t(gen() % V);
+    t[3] = -100; // ignored
+    t[12] = int32_t(V - 1);
+    compare(A::KernelId::cross_entropy_with_grad,
+            shardc_k_cross_entropy_with_grad,
+            {floats(randomVec(N * V, 19, 3.0f)), ints32(t), out(1),
+             out(N * V)},
+            {N, V, -100});
+  }
 }
 
 TEST_F(CudaKernels, EmbeddingGradAndSgd) {
@@ -453,6 +460,30 @@ void compareAt(cuda::Context &ctx, A::KernelId id, KernelFn cpu,
                 tol * (1.0 + std::fabs(want[e])))
           << A::kernelInfo(id).name << " buffer " << j << " (offset "
           << offsets[j] << ") element " << e;
+  }
+}
+
+// squared_norm_group's chunks against the CPU's chain of squared_norm and
+// add: 40 tensors (two passes of 32), one of several chunks with a tail
+// (300,007 elements), an empty one, and views 4 bytes past an allocation
+// (not 16-byte aligned: the scalar loads). Relative 1e-6: the sums are in
+// double on both sides, in different orders, then rounded to f32.
+TEST_F(CudaKernels, SquaredNormGroupChunks) {
+  for (size_t misaligned : {size_t(0), size_t(4)}) {
+    SCOPED_TRACE("offset " + std::to_string(misaligned));
+    std::vector<Buffer> bufs;
+    std::vector<size_t> offsets;
+    std::vector<int64_t> ints = {40};
+    for (int j = 0; j < 40; ++j) {
+      int64_t n = j == 3 ? 300007 : j == 8 ? 0 : 1000 + 611 * j;
+      bufs.push_back(floats(randomVec(n, 200 + j)));
+      offsets.push_back(j % 2 ? misaligned : 0);
+      ints.push_back(n);
+    }
+    bufs.push_back(out(1));
+    offsets.push_back(0);
+    compareAt(ctx, Id::squared_norm_group, shardc_k_squared_norm_group, bufs,
+              offsets, ints, 1e-6);
   }
 }
 
