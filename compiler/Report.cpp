@@ -64,19 +64,16 @@ int64_t shardc::plannedPeakBytes(ModuleOp module) {
          intOf(manifest, "io_bytes") + arena;
 }
 
-/// The ranks that share the tokens of an input `shape` [batch, seq]: under
-/// sequence parallelism a rank trains on its 1/tp of each sequence, also
-/// where its token input holds the whole sequences (the vocabulary-parallel
-/// embedding and loss read them all).
-static double wholeSequenceRanks(DictionaryAttr manifest, ArrayAttr shape) {
+/// The ranks that share the tokens of the token input: under sequence
+/// parallelism a rank trains on its 1/tp of each sequence, also where its
+/// token input holds the whole sequences (abi::kManifestTpWholeTokens: the
+/// vocabulary-parallel embedding and loss read them all).
+static double wholeSequenceRanks(DictionaryAttr manifest) {
   auto sizes = manifest.getAs<DenseI64ArrayAttr>("mesh");
-  auto model = manifest.getAs<DictionaryAttr>("model");
-  auto seq = model ? model.getAs<IntegerAttr>("seq_len") : IntegerAttr();
-  if (!sizes || !seq || shape.size() != 2)
+  auto whole = manifest.getAs<BoolAttr>(shardc::abi::kManifestTpWholeTokens);
+  if (!sizes || !whole || !whole.getValue())
     return 1.0;
-  int64_t tp = shardc::abi::MeshGrid::of(sizes.asArrayRef()).tp;
-  bool whole = cast<IntegerAttr>(shape[1]).getInt() == seq.getInt();
-  return tp > 1 && whole ? double(tp) : 1.0;
+  return double(shardc::abi::MeshGrid::of(sizes.asArrayRef()).tp);
 }
 
 std::optional<shardc::Prediction> shardc::readPrediction(ModuleOp module,
@@ -139,7 +136,7 @@ std::optional<shardc::Prediction> shardc::readPrediction(ModuleOp module,
           double n = 1;
           for (Attribute d : shape)
             n *= double(cast<IntegerAttr>(d).getInt());
-          p.tokens = n * double(gradAccum) / wholeSequenceRanks(manifest, shape);
+          p.tokens = n * double(gradAccum) / wholeSequenceRanks(manifest);
         }
     }
   return p;

@@ -165,13 +165,6 @@ rt::KernelOp writerOf(Value v, ArrayRef<Operation *> except) {
   return found;
 }
 
-/// Whether every user of `v` is in `allowed`.
-bool usedOnlyBy(Value v, ArrayRef<Operation *> allowed) {
-  return llvm::all_of(v.getUsers(), [&](Operation *user) {
-    return llvm::is_contained(allowed, user);
-  });
-}
-
 /// Operand `x` of geometry `g` in its own buffer in rows, `rotary` to run
 /// in rows with `buffer` at its buffer `slot`; `dead` its old form.
 Placement rotated(Value x, const Geometry &g, SmallVector<Operation *> dead,

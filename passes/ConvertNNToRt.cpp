@@ -155,6 +155,8 @@ struct ConvertNNToRtPass
       manifest.set(abi::kManifestAllowTf32, b.getBoolAttr(true));
     manifest.set(abi::kManifestComputeDtype,
                  b.getStringAttr(programComputeDtype(module, allowTf32)));
+    if (module->hasAttr(attrs::kTpWholeTokens))
+      manifest.set(abi::kManifestTpWholeTokens, b.getBoolAttr(true));
     module->setAttr(attrs::kManifest, manifest.getDictionary(&getContext()));
   }
 

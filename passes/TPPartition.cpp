@@ -174,6 +174,10 @@ struct TPPartitionPass
     SmallVector<Type> argTypes(fwd.getBody().front().getArgumentTypes());
     fwd.setFunctionType(FunctionType::get(&getContext(), argTypes,
                                           fwd.getFunctionType().getResults()));
+    // partitionArguments left the tokens whole exactly when the embedding
+    // and loss split by vocabulary.
+    if (vocabParallel)
+      module->setAttr(attrs::kTpWholeTokens, UnitAttr::get(&getContext()));
   }
 
   /// The families the plan's names fit; heads cannot be padded without

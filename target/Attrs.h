@@ -53,6 +53,9 @@ constexpr llvm::StringLiteral kTpBlocks = "tp.blocks";
 /// (fsdp-shard-parameters). A reduce-scatter's input is cast to it; an
 /// all-gather's adjoint reduce-scatters its gradient in it.
 constexpr llvm::StringLiteral kSumDtype = "tp.sum_dtype";
+/// On the module (tp-partition): every tp rank's token input holds the
+/// whole sequences (abi::kManifestTpWholeTokens).
+constexpr llvm::StringLiteral kTpWholeTokens = "tp.whole_tokens";
 /// The name of the device grid.
 constexpr llvm::StringLiteral kGridName = "mesh";
 /// On the model module: a dictionary describing the model (for the manifest).

@@ -509,6 +509,12 @@ inline constexpr const char *kManifestAllowTf32 = "allow_tf32";
 /// (any kernel computes in bf16), "tf32" (f32 under --allow-tf32) or
 /// "f32"; the trainer's mfu is against that peak.
 inline constexpr const char *kManifestComputeDtype = "compute_dtype";
+/// The manifest's key, true where every tp rank's token input holds the
+/// whole sequences (tp-partition's vocabulary-parallel embedding and loss
+/// read every token); absent (or tp 1): a tp rank's tokens are its 1/tp of
+/// each sequence (sequence parallelism). The trainer feeds the tokens by
+/// it, and `--report` counts a step's tokens by it.
+inline constexpr const char *kManifestTpWholeTokens = "tp_whole_tokens";
 constexpr bool hostRegionUnderOffload(int64_t region) {
   return region == kRegionParams || region == kRegionState ||
          region == kRegionIo;

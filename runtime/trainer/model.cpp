@@ -76,6 +76,7 @@ Manifest Manifest::parse(const char *text) {
     m.allowTf32 = j.value(shardc::abi::kManifestAllowTf32, false);
     m.computeDtype =
         j.value(shardc::abi::kManifestComputeDtype, std::string("f32"));
+    m.tpWholeTokens = j.value(shardc::abi::kManifestTpWholeTokens, false);
     if (m.offload != shardc::abi::kOffloadNone &&
         m.offload != shardc::abi::kOffloadCpu)
       throw std::runtime_error("the manifest's offload '" + m.offload +

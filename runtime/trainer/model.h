@@ -87,6 +87,9 @@ struct Manifest {
   /// What the GEMMs compute in (abi::kManifestComputeDtype): "f32", "tf32"
   /// or "bf16".
   std::string computeDtype = "f32";
+  /// Every tp rank's token input holds the whole sequences
+  /// (abi::kManifestTpWholeTokens); else its 1/tp of each.
+  bool tpWholeTokens = false;
   bool runsOnHost(const std::string &entry) const;
   /// Per entry point, the FLOPs of one run of it (its GEMMs and attention,
   /// counted by the compiler; per rank).

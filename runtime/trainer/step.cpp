@@ -77,7 +77,7 @@ void Trainer::readBatch(const TokenData &data, int64_t firstRow, int64_t k) {
   }
   // Every tp rank reads the whole sequences where the program takes them
   // whole (a vocabulary-parallel embedding and loss read every token).
-  if (mesh_.tp == 1 || tokens_->bytes == B_ * T_ * int64_t(sizeof(int32_t))) {
+  if (mesh_.tp == 1 || m_.tpWholeTokens) {
     data.batch(/*step=*/0, G_, row, B_, T_, tokens, targets);
     return;
   }

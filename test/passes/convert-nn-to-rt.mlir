@@ -157,6 +157,18 @@ func.func @b(%acc: tensor<4xf32> {nn.state = "acc"}) -> tensor<f32> {
 
 // -----
 
+// tp-partition's whole tokens (tp.whole_tokens on the module) are the
+// manifest's tp_whole_tokens, which the trainer and --report read.
+// CHECK: rt.manifest = {{{.*}}tp_whole_tokens = true
+module attributes {tp.whole_tokens} {
+  func.func @b(%acc: tensor<4xf32> {nn.state = "acc"}) -> tensor<f32> {
+    %s = nn.squared_norm %acc : (tensor<4xf32>) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
 // An in-place update must be the last reader of what it overwrites.
 func.func @c(%acc: tensor<4xf32> {nn.state = "acc"}, %ctl: tensor<2xf32> {nn.input = "ctl"}) -> (tensor<4xf32> {nn.updates = 0 : i64}, tensor<f32>) {
   %r = nn.accumulate %acc, %acc, %ctl : tensor<4xf32>, tensor<2xf32>

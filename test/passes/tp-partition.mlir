@@ -60,7 +60,9 @@
 // lookup takes this rank's rows (zero elsewhere), reduce-scattered over the
 // sequence; the head is column-parallel by vocabulary on the gathered
 // sequence; the loss all-gathers each rank's row statistics (loss
-// parallel).
+// parallel). The module says the tokens are whole (tp.whole_tokens, the
+// manifest's tp_whole_tokens: the trainer gives each tp rank them all).
+// VOCAB: module attributes {{{.*}}tp.whole_tokens
 // VOCAB: %[[TOK:[^:]*]]: tensor<2x4xi32> {nn.input = "tokens"}
 // VOCAB-SAME: %[[TGT:[^:]*]]: tensor<2x4xi32> {nn.input = "targets"}
 // VOCAB-SAME: %[[EMB:[^:]*]]: tensor<5x8xf32> {nn.param = "model.embed_tokens.weight", tp.dim = 0 : i64}
@@ -97,8 +99,10 @@
 // VFSDP: fsdp.sync_grad %{{.*}} on @mesh grid_axes = [1] {fsdp.group = 0 : i64} : tensor<4xf32>
 // VFSDP-NOT: fsdp.sync_grad {{.*}} tensor<3x8xf32>
 
-// The grid: shard axis 0 (size 1), tp axis 1.
+// The grid: shard axis 0 (size 1), tp axis 1; the tokens split by
+// sequence (no tp.whole_tokens).
 // CHECK: module attributes {fsdp.mesh = array<i64: 1, 1, 2>
+// CHECK-NOT: tp.whole_tokens
 // CHECK: shard.grid @mesh(shape = 1x2)
 // Tokens and targets: this rank's half of the sequence. Column-parallel
 // weights split on dim 0 (q/k/v by heads, up by features), row-parallel
