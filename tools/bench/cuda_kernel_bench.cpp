@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -272,6 +273,39 @@ void benchOptimizer(Bench &b, int64_t n) {
         {}, 28.0 * double(n));
 }
 
+/// squared_norm_group over GPT-2 124M's 148 gradient tensors (the token
+/// embedding's 38.6M elements with 147 small ones, the step's one
+/// launch), each divided by `scale`: against benchOptimizer's one
+/// squared_norm of as many elements.
+void benchSquaredNormGroup(Bench &b, int64_t C, int64_t V, int64_t layers,
+                           int64_t scale) {
+  std::vector<int64_t> sizes = {V * C, 1024 * C};
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t n : {C, C, C * 3 * C, 3 * C, C * C, C, C, C, C * 4 * C,
+                      4 * C, 4 * C * C, C})
+      sizes.push_back(n);
+  sizes.push_back(C);
+  sizes.push_back(C);
+  std::vector<std::unique_ptr<DeviceBuffer>> owned;
+  std::vector<DeviceBuffer *> bufs;
+  std::vector<int64_t> ints = {int64_t(sizes.size())};
+  double total = 0;
+  for (int64_t &n : sizes) {
+    n = std::max<int64_t>(1, n / scale);
+    owned.push_back(std::make_unique<DeviceBuffer>(
+        size_t(n) * 4, randomBytes(n, false, unsigned(12 + owned.size()))));
+    bufs.push_back(owned.back().get());
+    ints.push_back(n);
+    total += double(n);
+  }
+  DeviceBuffer sq(4);
+  bufs.push_back(&sq);
+  b.run(("squared_norm_group f32, " + std::to_string(sizes.size()) +
+         " tensors n " + std::to_string(int64_t(total)))
+            .c_str(),
+        A::KernelId::squared_norm_group, bufs, ints, {}, 4.0 * total);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -300,5 +334,6 @@ int main(int argc, char **argv) {
   benchWeightGrads(b, M, C);
   benchEmbeddingGrad(b, M, V, C);
   benchOptimizer(b, params);
+  benchSquaredNormGroup(b, C, V, 12, scale);
   return 0;
 }
