@@ -192,19 +192,26 @@ struct Player {
         int64_t N = i[L::N], C = i[L::C], V = i[L::V];
         int64_t R = std::max<int64_t>(1, std::min(i[L::R], N));
         double chunks = double(N) / double(R);
-        // Per chunk: logits, dh and dw GEMMs. Each logit (of the dtype) is
-        // written by its GEMM, read twice by the loss (the max and the sum
-        // of exps in one pass, then the gradient) and its gradient written
-        // in place. dw is summed over
-        // the chunks in f32 (on bf16 in the runtime's scratch): from the
-        // second chunk on, each dw GEMM reads and writes all of it.
+        // Per chunk: logits, dh and dw GEMMs (the first two over the
+        // vocabulary padded to Vp, as the runtime runs them). Each logit
+        // (of the dtype) is written by its GEMM, read twice by the loss
+        // (the max and the sum of exps in one pass, then the gradient) and
+        // its gradient written in place. dw is summed over the chunks in
+        // f32 (on bf16 in the runtime's scratch): from the second chunk on,
+        // each dw GEMM reads and writes all of it, and on bf16 it is
+        // rounded once at the end (f32 read, bf16 written). Where V is not
+        // a multiple of 64 the runtime copies w into zero-padded rows each
+        // call ([V, C] read and written, [Vp - V, C] zeroed).
         double e = k.getComputeType().isBF16() ? 2.0 : 4.0;
-        double dwBytes = 4.0 * double(V) * double(C);
-        work = chunks * (m.gemmSeconds(R, V, C, gemmDtype) +
-                         m.gemmSeconds(R, C, V, gemmDtype) +
+        double v = double(V), c = double(C), vp = double(abi::lossHeadRowStride(V));
+        double dwBytes = 4.0 * v * c;
+        double tail = (e == 2.0 && N > R ? 6.0 * v * c : 0.0) +
+                      (vp != v ? e * (2.0 * v + (vp - v)) * c : 0.0);
+        work = chunks * (m.gemmSeconds(R, int64_t(vp), C, gemmDtype) +
+                         m.gemmSeconds(R, C, int64_t(vp), gemmDtype) +
                          m.gemmSeconds(V, C, R, gemmDtype)) +
-               memorySeconds(4.0 * e * double(N) * double(V) +
-                             (2.0 * std::ceil(chunks) - 1.0) * dwBytes);
+               memorySeconds(4.0 * e * double(N) * v +
+                             (2.0 * std::ceil(chunks) - 1.0) * dwBytes + tail);
         break;
       }
       case abi::KernelId::attention:
