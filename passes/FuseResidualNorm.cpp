@@ -74,13 +74,25 @@ struct RtFuseResidualNormPass
     SmallVector<Operation *> work;
   };
 
+  /// Whether `op` has a buffer operand viewing one of `roots`.
+  static bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &roots) {
+    return llvm::any_of(op->getOperands(), [&](Value b) {
+      return isa<rt::BufferType>(b.getType()) && roots.contains(viewRoot(b));
+    });
+  }
+
   /// The norm kernel after `add` on its stream that reads the sum s, and
   /// what lies between; no norm where something between touches a buffer
   /// of the pair (by the buffer it views), or the add's stream runs a
-  /// collective.
+  /// collective. The search ends at the first other op that touches the
+  /// add's buffers (the next reader of s), so a norm of s much later (a
+  /// recomputation in backward) is never moved up to the add.
   static std::optional<Between> findNorm(rt::KernelOp add) {
     Value s = add.getBuffers()[2];
     int64_t stream = add.getStream();
+    llvm::SmallPtrSet<Value, 8> roots;
+    for (Value b : add.getBuffers())
+      roots.insert(viewRoot(b));
     Between between;
     for (Operation *op = add->getNextNode(); op; op = op->getNextNode()) {
       if (isa<rt::AllocOp, rt::ViewOp>(op))
@@ -105,20 +117,19 @@ struct RtFuseResidualNormPass
         return std::nullopt; // control flow, a return
       if (streamOf(op) == stream && !k)
         return std::nullopt; // a collective on the add's stream
+      if (touches(op, roots))
+        return std::nullopt;
       between.ordered |= streamOf(op) == stream;
       between.work.push_back(op);
     }
     if (!between.norm)
       return std::nullopt;
-    llvm::SmallPtrSet<Value, 8> roots;
-    for (Value b : add.getBuffers())
-      roots.insert(viewRoot(b));
+    roots.clear();
     for (Value b : between.norm.getBuffers())
       roots.insert(viewRoot(b));
-    for (Operation *op : between.work)
-      for (Value b : op->getOperands())
-        if (isa<rt::BufferType>(b.getType()) && roots.contains(viewRoot(b)))
-          return std::nullopt;
+    auto touchesNorm = [&](Operation *op) { return touches(op, roots); };
+    if (llvm::any_of(between.work, touchesNorm))
+      return std::nullopt;
     return between;
   }
 
