@@ -57,10 +57,8 @@ bool touchedBetween(Operation *from, Operation *to, ArrayRef<Value> roots,
         return true;
     if (isa<rt::ViewOp>(op))
       continue;
-    for (Value v : op->getOperands())
-      if (isa<rt::BufferType>(v.getType()) &&
-          llvm::is_contained(roots, viewRoot(v)))
-        return true;
+    if (touchesRoots(op, roots))
+      return true;
   }
   return false;
 }

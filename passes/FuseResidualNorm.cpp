@@ -74,13 +74,6 @@ struct RtFuseResidualNormPass
     SmallVector<Operation *> work;
   };
 
-  /// Whether `op` has a buffer operand viewing one of `roots`.
-  static bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &roots) {
-    return llvm::any_of(op->getOperands(), [&](Value b) {
-      return isa<rt::BufferType>(b.getType()) && roots.contains(viewRoot(b));
-    });
-  }
-
   /// The norm kernel after `add` on its stream that reads the sum s, and
   /// what lies between; no norm where something between touches a buffer
   /// of the pair (by the buffer it views), or the add's stream runs a
@@ -90,9 +83,9 @@ struct RtFuseResidualNormPass
   static std::optional<Between> findNorm(rt::KernelOp add) {
     Value s = add.getBuffers()[2];
     int64_t stream = add.getStream();
-    llvm::SmallPtrSet<Value, 8> roots;
+    SmallVector<Value> roots;
     for (Value b : add.getBuffers())
-      roots.insert(viewRoot(b));
+      roots.push_back(viewRoot(b));
     Between between;
     for (Operation *op = add->getNextNode(); op; op = op->getNextNode()) {
       if (isa<rt::AllocOp, rt::ViewOp>(op))
@@ -117,7 +110,7 @@ struct RtFuseResidualNormPass
         return std::nullopt; // control flow, a return
       if (streamOf(op) == stream && !k)
         return std::nullopt; // a collective on the add's stream
-      if (touches(op, roots))
+      if (touchesRoots(op, roots))
         return std::nullopt;
       between.ordered |= streamOf(op) == stream;
       between.work.push_back(op);
@@ -126,8 +119,8 @@ struct RtFuseResidualNormPass
       return std::nullopt;
     roots.clear();
     for (Value b : between.norm.getBuffers())
-      roots.insert(viewRoot(b));
-    auto touchesNorm = [&](Operation *op) { return touches(op, roots); };
+      roots.push_back(viewRoot(b));
+    auto touchesNorm = [&](Operation *op) { return touchesRoots(op, roots); };
     if (llvm::any_of(between.work, touchesNorm))
       return std::nullopt;
     return between;

@@ -57,6 +57,14 @@ inline mlir::Value viewRoot(mlir::Value v) {
   return v;
 }
 
+/// Whether `op` has a buffer operand viewing one of `roots` (by viewRoot).
+inline bool touchesRoots(mlir::Operation *op, llvm::ArrayRef<mlir::Value> roots) {
+  return llvm::any_of(op->getOperands(), [&](mlir::Value v) {
+    return llvm::isa<rt::BufferType>(v.getType()) &&
+           llvm::is_contained(roots, viewRoot(v));
+  });
+}
+
 /// Whether buffer `y` is defined before `op` (in its block), or can be: an
 /// allocation, or a view of a value defined before it (rt-fuse-casts,
 /// rt-fuse-norm-grad-add make a later kernel's output an earlier one's).

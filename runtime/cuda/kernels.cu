@@ -59,14 +59,14 @@ struct SwigluOp { // (g, u) -> silu(g) u, rounded as the unfused kernels
     return swiglu(g, u, bf16);
   }
 };
-struct ScaleOp { // g -> ctl[1] g: AccumulateOp where ctl[0] is 0
+struct ScaleOp { // g -> ctl[1] g: accumulate where ctl[0] is 0
   const float *ctl;
   __device__ float operator()(float g) const { return ctl[1] * g; }
 };
-struct AccumulateOp { // (acc, g) -> keep ? acc + scale g : scale g
+struct AddScaledOp { // (acc, g) -> acc + ctl[1] g: accumulate where ctl[0] is not 0
   const float *ctl;
   __device__ float operator()(float acc, float g) const {
-    return ctl[0] != 0.0f ? acc + ctl[1] * g : ctl[1] * g;
+    return acc + ctl[1] * g;
   }
 };
 
@@ -118,15 +118,15 @@ __global__ void map2Kernel(Op op, const T *x, const T *z, T *y, int64_t n,
   mapElements(op, y, n, vec, x, z);
 }
 
-// acc[n], g[n], ctl[2] -> out[n] (out may be acc) = AccumulateOp's ctl[0] ?
-// acc + ctl[1] g : ctl[1] g, the branch taken once a thread (ctl is the
-// same for all): where ctl[0] is 0 (a step's first micro-batch, every one
-// under --grad-accum 1) acc is not read, a third of the kernel's traffic.
+// acc[n], g[n], ctl[2] -> out[n] (out may be acc) = ctl[0] ? acc + ctl[1] g
+// : ctl[1] g, the branch taken once a thread (ctl is the same for all):
+// where ctl[0] is 0 (a step's first micro-batch, every one under
+// --grad-accum 1) acc is not read, a third of the kernel's traffic.
 __global__ void accumulateKernel(const float *acc, const float *g,
                                  const float *ctl, float *out, int64_t n,
                                  bool vec) {
   if (ctl[0] != 0.0f)
-    mapElements(AccumulateOp{ctl}, out, n, vec, acc, g);
+    mapElements(AddScaledOp{ctl}, out, n, vec, acc, g);
   else
     mapElements(ScaleOp{ctl}, out, n, vec, g);
 }
@@ -222,6 +222,12 @@ __global__ void embeddingKernel(const int32_t *ids, const T *table, T *y,
   }
 }
 
+/// The double sum of the squares of a float4's elements, in order.
+__device__ inline double squares(float4 v) {
+  return double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z +
+         double(v.w) * v.w;
+}
+
 // x[n] -> part[gridDim.x]: each block's sum of x^2 over its grid-stride
 // share, in double; 128-bit loads (x is 16-byte aligned: every buffer is
 // kBufferAlignment-aligned), the n % 4 tail by block 0
@@ -232,9 +238,7 @@ __global__ void squaredNormPartialKernel(const float *x, int64_t n,
   int64_t n4 = n / 4;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n4;
        k += int64_t(gridDim.x) * blockDim.x) {
-    float4 v = x4[k];
-    s += double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z +
-         double(v.w) * v.w;
+    s += squares(x4[k]);
   }
   if (blockIdx.x == 0 && threadIdx.x < n - n4 * 4) {
     float v = x[n4 * 4 + threadIdx.x];
@@ -298,9 +302,7 @@ __global__ void squaredNormChunksKernel(TensorGroup t, NormChunks chunks,
   double s = 0;
   for (int64_t k = k0 + 4 * int64_t(threadIdx.x); k < body;
        k += 4 * int64_t(blockDim.x)) {
-    float4 v = *reinterpret_cast<const float4 *>(x + k);
-    s += double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z +
-         double(v.w) * v.w;
+    s += squares(*reinterpret_cast<const float4 *>(x + k));
   }
   for (int64_t k = body + threadIdx.x; k < k1; k += blockDim.x)
     s += double(x[k]) * x[k];
@@ -1126,20 +1128,11 @@ SHARDC_CUDA_KERNEL(squared_norm_group) {
   const int64_t *n = i + A::squared_norm_group::kNumInts;
   if (k < 1 || k > (int64_t(1) << 20))
     fatal("squared_norm_group: %lld tensors (1 to 2^20)", (long long)k);
-  int64_t most = 0; // the chunks of the largest pass
+  // Per pass of kMaxGroup tensors, its tensors and their chunks.
+  std::vector<std::pair<TensorGroup, NormChunks>> passes;
+  int64_t most = 1; // the chunks of the largest pass
   for (int64_t j0 = 0; j0 < k; j0 += kMaxGroup) {
-    int64_t total = 0;
-    for (int64_t j = j0; j < std::min<int64_t>(k, j0 + kMaxGroup); ++j)
-      total += (n[j] + kNormChunk - 1) / kNormChunk;
-    most = std::max(most, total);
-  }
-  auto *sq = static_cast<double *>(
-      c.scratch(size_t(k + std::max<int64_t>(most, 1)) * sizeof(double)));
-  double *part = sq + k; // [most]: a pass's chunk sums
-  cudaStream_t s = c.stream(stream);
-  for (int64_t j0 = 0; j0 < k; j0 += kMaxGroup) {
-    TensorGroup t;
-    NormChunks chunks;
+    auto &[t, chunks] = passes.emplace_back();
     t.k = int(std::min<int64_t>(kMaxGroup, k - j0));
     chunks.first[0] = 0;
     for (int j = 0; j < t.k; ++j) {
@@ -1148,11 +1141,19 @@ SHARDC_CUDA_KERNEL(squared_norm_group) {
       chunks.first[j + 1] =
           chunks.first[j] + (t.n[j] + kNormChunk - 1) / kNormChunk;
     }
+    most = std::max(most, chunks.first[t.k]);
+  }
+  auto *sq = static_cast<double *>(
+      c.scratch(size_t(k + most) * sizeof(double)));
+  double *part = sq + k; // [most]: a pass's chunk sums
+  cudaStream_t s = c.stream(stream);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    const auto &[t, chunks] = passes[pass];
     if (chunks.first[t.k] > 0)
       SHARDC_LAUNCH(squaredNormChunksKernel, unsigned(chunks.first[t.k]),
                     kThreads, 0, s, t, chunks, part);
     SHARDC_LAUNCH(squaredNormTensorSumsKernel, unsigned(t.k), kThreads, 0, s,
-                  part, chunks, sq + j0);
+                  part, chunks, sq + int64_t(pass) * kMaxGroup);
   }
   SHARDC_LAUNCH(squaredNormChainKernel, 1, 1, 0, s, sq, int(k), F(b[k]));
 }
