@@ -3,8 +3,8 @@
 
 #include "dialects/rt/RtDialect.h"
 #include "passes/Passes.h"
-#include "passes/RtFlops.h"
-#include "passes/RtMatch.h"
+#include "passes/rt/RtFlops.h"
+#include "passes/rt/RtMatch.h"
 
 #include "llvm/Support/Format.h"
 

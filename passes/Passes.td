@@ -176,7 +176,7 @@ def NNPropagateDtype : Pass<"nn-propagate-dtype", "mlir::ModuleOp"> {
     (MixedPrecisionPolicy(param_dtype=bf16)), the model function computes
     in bf16, as a module of bf16 parameters does in PyTorch: every op with
     a bf16 operand whose lowering has typed kernels on the target (the
-    GEMMs, norms, activations, attention, layout ops; passes/lower/) gets
+    GEMMs, norms, activations, attention, layout ops; passes/conversion/NNToRt/) gets
     bf16 results, its other float operands cast to bf16 (f32 constants
     become bf16 constants); an op that has only f32 kernels (the loss, the
     generic ops of imported models) gets its bf16 operands cast to f32, so

@@ -338,7 +338,7 @@ TEST_F(CudaSdpa, HeadDims) {
 TEST_F(CudaSdpa, KeysNotQueries) { check({1, 4, 2, 19, 45, 64, false}); }
 
 #ifndef SHARDC_CUDA_EMULATION
-/// TFLOP/s of forward and backward at `s` (the FLOPs of passes/RtFlops.h:
+/// TFLOP/s of forward and backward at `s` (the FLOPs of passes/rt/RtFlops.h:
 /// 4 and 10 per kept pair and head dimension), median of 10 after 3 warm.
 void rate(cuda::Context &ctx, SdpaShape s, const char *name) {
   s.scale = float(1.0 / std::sqrt(double(s.D)));

@@ -81,7 +81,7 @@ double gemmRate(int64_t m, int64_t n, int64_t k) {
 }
 
 /// FLOP/s of attention (grad false) or its gradient at B 4, H 12, T 256,
-/// D 64, causal: the counts of passes/RtFlops.h (4 and 10 per kept pair).
+/// D 64, causal: the counts of passes/rt/RtFlops.h (4 and 10 per kept pair).
 double attentionRate(bool grad) {
   const int64_t B = 4, H = 12, T = 256, D = 64;
   size_t n = size_t(B * H * T * D);
