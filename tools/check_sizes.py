@@ -130,7 +130,9 @@ def name_of(head):
   h = re.split(r"\)\s*:\s*(?=\w)", h)[0]  # drop a constructor's init list
   m = None
   for m in re.finditer(r"([~\w:]+(?:<[^()]*>)?|operator\s*\S+)\s*\(", h):
-    if m.group(1) not in ("if", "for", "while", "switch", "return", "sizeof", "decltype", "alignof", "noexcept"):
+    if m.group(1) not in ("if", "for", "while", "switch", "return", "sizeof", "decltype",
+                          "alignof", "alignas", "noexcept", "__launch_bounds__",
+                          "__attribute__"):
       break
   return m.group(1) if m else h[:60]
 
@@ -155,7 +157,8 @@ def functions(path):
         head = text[head_start:i]
         kind = classify(head)
         stack.append((kind, line, head))
-        head_start = i + 1
+        if kind != "other":  # an initializer's braces stay in the head
+          head_start = i + 1
       else:
         stack.append(("inner", line, ""))
     elif c == "}":
@@ -164,9 +167,6 @@ def functions(path):
         yield name_of(head), first, line - first + 1
       if stack[-1][0] == "container" and kind != "other":
         head_start = i + 1
-      elif stack[-1][0] == "container" and kind == "other":
-        # an initializer's braces end at ; (or continue an init list)
-        pass
 
 
 def sources(paths, exclude):

@@ -1,4 +1,4 @@
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard --fsdp-prefetch --convert-nn-to-rt | shardc-opt --pass-pipeline='builtin.module(func.func(rt-coalesce-collectives))' | FileCheck %s
+// RUN: shardc-opt %S/../../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard --fsdp-prefetch --convert-nn-to-rt | shardc-opt --pass-pipeline='builtin.module(func.func(rt-coalesce-collectives))' | FileCheck %s
 // RUN: shardc-opt %s --pass-pipeline='builtin.module(func.func(rt-coalesce-collectives))' | FileCheck %s --check-prefix=HAND
 
 // The root group's two parameters (table 3x6, norm 2) are gathered by one

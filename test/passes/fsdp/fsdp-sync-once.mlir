@@ -1,4 +1,4 @@
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4' --nn-autodiff --fsdp-sync-once | FileCheck %s
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4' --nn-autodiff --fsdp-sync-once | FileCheck %s
 
 // The last micro-batch: the unsharded gradient is added to its full-size
 // accumulator, reduce-scattered once, and overwrites the sharded gradient.

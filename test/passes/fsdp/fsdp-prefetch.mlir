@@ -1,8 +1,8 @@
 // The order of all-gathers for each prefetch depth.
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=1 prefetch-backward=1' | FileCheck %s --check-prefix=ONE
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=0 prefetch-backward=0' | FileCheck %s --check-prefix=ZERO
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=2 prefetch-backward=2' | FileCheck %s --check-prefix=TWO
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\. param-dtype=bf16' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=1 prefetch-backward=1' | FileCheck %s --check-prefix=BF16
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=1 prefetch-backward=1' | FileCheck %s --check-prefix=ONE
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=0 prefetch-backward=0' | FileCheck %s --check-prefix=ZERO
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=2 prefetch-backward=2' | FileCheck %s --check-prefix=TWO
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\. param-dtype=bf16' --nn-autodiff --fsdp-reshard '--fsdp-prefetch=prefetch-forward=1 prefetch-backward=1' | FileCheck %s --check-prefix=BF16
 
 // bf16 compute (the CPU target): each bf16 weight gradient is padded, cast
 // to the f32 reduce dtype and reduce-scattered right where it is final, not

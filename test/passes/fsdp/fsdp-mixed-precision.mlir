@@ -1,7 +1,7 @@
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 param-dtype=bf16 reduce-dtype=bf16' --nn-autodiff | FileCheck %s --check-prefix=BF16
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 param-dtype=bf16' --nn-autodiff | FileCheck %s --check-prefix=CPU
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 param-dtype=bf16 target=cuda' --nn-autodiff | FileCheck %s --check-prefix=CPU
-// RUN: not shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 param-dtype=f8' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 param-dtype=bf16 reduce-dtype=bf16' --nn-autodiff | FileCheck %s --check-prefix=BF16
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 param-dtype=bf16' --nn-autodiff | FileCheck %s --check-prefix=CPU
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 param-dtype=bf16 target=cuda' --nn-autodiff | FileCheck %s --check-prefix=CPU
+// RUN: not shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 param-dtype=f8' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // bf16 reduction: the bf16 gradient is reduce-scattered as it is, and the
 // shard widened.

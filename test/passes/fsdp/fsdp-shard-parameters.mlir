@@ -1,7 +1,7 @@
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' | FileCheck %s --check-prefix=FSDP
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4 wrap=^(h\.[0-9]+)\.' | FileCheck %s --check-prefix=HSDP
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2 wrap=^(h\.[0-9]+)\.' | FileCheck %s --check-prefix=EVEN
-// RUN: not shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x0' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' | FileCheck %s --check-prefix=FSDP
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4 wrap=^(h\.[0-9]+)\.' | FileCheck %s --check-prefix=HSDP
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2 wrap=^(h\.[0-9]+)\.' | FileCheck %s --check-prefix=EVEN
+// RUN: not shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x0' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Grouping: h.0 and h.1 by the wrap policy, the rest the root group (-1).
 // Sharding on dim 0, padded: 10 rows over 4 ranks are 3 rows each.

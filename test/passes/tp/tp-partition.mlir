@@ -1,17 +1,17 @@
-// RUN: shardc-opt %S/Inputs/tp-block-odd-vocab.mlir '--tp-partition=tp=2' | FileCheck %s
-// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=VOCAB
-// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=2' '--nn-autodiff' | FileCheck %s --check-prefix=VOCABGRAD
-// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=VFSDP
-// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2x2 tp=2' | FileCheck %s --check-prefix=HSDP
-// RUN: not shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=4' 2>&1 | FileCheck %s --check-prefix=HEADS
-// RUN: not shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=0' 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=tp=1' | FileCheck %s --check-prefix=NONE
-// RUN: shardc-opt %S/Inputs/tp-block-odd-vocab.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=FSDP
-// RUN: shardc-opt %S/Inputs/tp-gpt2-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=GPT2
-// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2 param-dtype=bf16' | FileCheck %s --check-prefix=BF16
-// RUN: shardc-opt %S/Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2 param-dtype=bf16 reduce-dtype=bf16' | FileCheck %s --check-prefix=BF16R
-// RUN: shardc-opt %S/Inputs/tp-marked-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=BLOCK
-// RUN: shardc-opt %S/Inputs/tp-marked-block.mlir '--tp-partition=tp=2' '--nn-autodiff=recompute=selective' | FileCheck %s --check-prefix=REGATHER
+// RUN: shardc-opt %S/../Inputs/tp-block-odd-vocab.mlir '--tp-partition=tp=2' | FileCheck %s
+// RUN: shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=VOCAB
+// RUN: shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=tp=2' '--nn-autodiff' | FileCheck %s --check-prefix=VOCABGRAD
+// RUN: shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=VFSDP
+// RUN: shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=mesh=2x2 tp=2' | FileCheck %s --check-prefix=HSDP
+// RUN: not shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=tp=4' 2>&1 | FileCheck %s --check-prefix=HEADS
+// RUN: not shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=tp=0' 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=tp=1' | FileCheck %s --check-prefix=NONE
+// RUN: shardc-opt %S/../Inputs/tp-block-odd-vocab.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2' | FileCheck %s --check-prefix=FSDP
+// RUN: shardc-opt %S/../Inputs/tp-gpt2-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=GPT2
+// RUN: shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2 param-dtype=bf16' | FileCheck %s --check-prefix=BF16
+// RUN: shardc-opt %S/../Inputs/tp-block.mlir '--tp-partition=mesh=2 tp=2' '--fsdp-shard-parameters=mesh=2 tp=2 param-dtype=bf16 reduce-dtype=bf16' | FileCheck %s --check-prefix=BF16R
+// RUN: shardc-opt %S/../Inputs/tp-marked-block.mlir '--tp-partition=tp=2' | FileCheck %s --check-prefix=BLOCK
+// RUN: shardc-opt %S/../Inputs/tp-marked-block.mlir '--tp-partition=tp=2' '--nn-autodiff=recompute=selective' | FileCheck %s --check-prefix=REGATHER
 
 // The collectives (and the moves of the tokens to dim 0 around them) join
 // the layer block of the value they gather or scatter; ops outside blocks

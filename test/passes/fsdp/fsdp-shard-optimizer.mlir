@@ -1,4 +1,4 @@
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4' --nn-autodiff --nn-build-optimizer --fsdp-shard-optimizer | FileCheck %s
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4' --nn-autodiff --nn-build-optimizer --fsdp-shard-optimizer | FileCheck %s
 
 // Clipping uses the global norm: local squared norms summed over the shard
 // axis (replicas hold the same shards).

@@ -1,5 +1,5 @@
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4' --nn-autodiff --convert-nn-to-rt | FileCheck %s
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x1' --nn-autodiff --convert-nn-to-rt | FileCheck --check-prefix=ONE %s
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4' --nn-autodiff --convert-nn-to-rt | FileCheck %s
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x1' --nn-autodiff --convert-nn-to-rt | FileCheck --check-prefix=ONE %s
 
 // Collectives run on stream 1, after an event from the compute stream, and
 // compute waits for their result.

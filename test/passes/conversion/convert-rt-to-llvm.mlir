@@ -31,7 +31,7 @@ func.func @shardc_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !
 
 // -----
 
-// Each entry's FLOPs (passes/RtFlops.h), counted by hand: linear 8x4 by
+// Each entry's FLOPs (passes/rt/RtFlops.h), counted by hand: linear 8x4 by
 // 4x16, 2*8*4*16 = 1024; matmul 4x8 by 8x2, 128; batch_matmul 5 of 2x3 by
 // 3x4, 2*5*2*3*4 = 240; causal attention, 1 sequence, 2 heads of 8, 4
 // positions: 4+3+2+1 = 10 pairs, 4*2*8*10 = 640 forward, 10*2*8*10 = 1600

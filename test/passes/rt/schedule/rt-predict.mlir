@@ -1,9 +1,9 @@
 // RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(rt-predict{machine=h100-sxm})' | FileCheck %s
-// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(rt-predict{machine=%S/Inputs/calibration-round.json})' | FileCheck %s --check-prefix=INORDER
+// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(rt-predict{machine=%S/../../Inputs/calibration-round.json})' | FileCheck %s --check-prefix=INORDER
 // RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(rt-predict{machine=h100-sxm gpus-per-node=4})' | FileCheck %s --check-prefix=NODES
 // RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=h100-pcie})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=%S/Inputs/calibration-v2.json})' 2>&1 | FileCheck %s --check-prefix=VERSION
-// RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=%S/Inputs/calibration-threads.json})' 2>&1 | FileCheck %s --check-prefix=THREADS
+// RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=%S/../../Inputs/calibration-v2.json})' 2>&1 | FileCheck %s --check-prefix=VERSION
+// RUN: not shardc-opt %s --pass-pipeline='builtin.module(rt-predict{machine=%S/../../Inputs/calibration-threads.json})' 2>&1 | FileCheck %s --check-prefix=THREADS
 
 // A GEMM on the compute stream beside an all-gather on the communication
 // stream of 8 ranks (the shard axis), then a wait for the gather and a fill.

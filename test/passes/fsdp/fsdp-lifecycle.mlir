@@ -1,7 +1,7 @@
 // The parameter lifecycle in the micro-step, for each reshard setting.
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard=reshard-after-forward=true | FileCheck %s --check-prefix=TRUE
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard=reshard-after-forward=false | FileCheck %s --check-prefix=FALSE
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4 wrap=^(h\.[0-9]+)\.' --nn-autodiff | FileCheck %s --check-prefix=HSDP
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard=reshard-after-forward=true | FileCheck %s --check-prefix=TRUE
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard=reshard-after-forward=false | FileCheck %s --check-prefix=FALSE
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=2x4 wrap=^(h\.[0-9]+)\.' --nn-autodiff | FileCheck %s --check-prefix=HSDP
 
 // reshard-after-forward=true: block groups are gathered again in backward,
 // the root group (embedding, final norm) stays gathered as in FSDP2;
@@ -38,8 +38,8 @@
 
 // reshard-after-forward=2: each rank keeps its half of a block's gathered
 // parameter after forward and gathers it back within its pair of ranks.
-// RUN: shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard=reshard-after-forward=2 | FileCheck %s --check-prefix=TWO
-// RUN: not shardc-opt %S/Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4' --nn-autodiff --fsdp-reshard=reshard-after-forward=3 2>&1 | FileCheck %s --check-prefix=BADN
+// RUN: shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4 wrap=^(h\.[0-9]+)\.' --nn-autodiff --fsdp-reshard=reshard-after-forward=2 | FileCheck %s --check-prefix=TWO
+// RUN: not shardc-opt %S/../Inputs/three-groups.mlir '--fsdp-shard-parameters=mesh=4' --nn-autodiff --fsdp-reshard=reshard-after-forward=3 2>&1 | FileCheck %s --check-prefix=BADN
 // TWO-LABEL: func.func @micro_step
 // TWO: %[[G:.*]] = shard.all_gather %{{.*}} {fsdp.group = 0 : i64} : tensor<2x6xf32> -> tensor<8x6xf32>
 // TWO: %[[K:.*]] = fsdp.reshard %[[G]] on @mesh grid_axes = [0] group_size = 2 {fsdp.group = 0 : i64} : tensor<8x6xf32> -> tensor<4x6xf32>

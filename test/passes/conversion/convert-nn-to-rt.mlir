@@ -1,5 +1,5 @@
 // RUN: shardc-opt %s --split-input-file --convert-nn-to-rt --verify-diagnostics | FileCheck %s
-// RUN: not shardc-opt %S/Inputs/silu-f32.mlir --convert-nn-to-rt=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not shardc-opt %S/../Inputs/silu-f32.mlir --convert-nn-to-rt=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
 // TARGET: error: unknown target 'tpu' (this shardc has: cpu{{(, cuda)?}})
 
 // Parameters, states and inputs become views of their regions at aligned
