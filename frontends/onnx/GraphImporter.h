@@ -39,6 +39,10 @@ constexpr int64_t kMinOpset = 1, kMaxOpset = 21;
 
 llvm::Error fail(const llvm::Twine &message);
 
+/// What an ONNX file (a model, a --bind tensor) may hold: protobuf's limit
+/// (TensorProto.cpp).
+extern const char kProtobufLimit[];
+
 /// The name of an ONNX element type ("FLOAT"), or "type N".
 std::string typeName(int32_t t);
 /// The runtime dtype code (abi::kF64, kF16, kBF16) of an ONNX float type a
@@ -83,6 +87,8 @@ public:
         baseDir(std::move(baseDir)), opts(opts), loc(b.getUnknownLoc()) {}
 
   llvm::Expected<ImportedModel> run(llvm::StringRef path);
+  /// The serialized model --export-onnx writes weights into (Importer.cpp).
+  std::string graphTemplate() const;
 
   // Op handlers, reached through the op registry (OpRegistry.h), which has
   // checked the node's opset and its input and output counts.

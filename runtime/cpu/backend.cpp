@@ -2,7 +2,7 @@
 #include "runtime/backend.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/kernels.h"
-#include "runtime/trainer/program.h"
+#include "runtime/program/program.h"
 #include "runtime/runtime.h"
 
 #include <cstdlib>

@@ -32,7 +32,7 @@
 #endif
 #include "runtime/mesh.h"
 #include "runtime/runtime.h"
-#include "runtime/trainer/trace.h"
+#include "runtime/program/trace.h"
 #include "runtime/trainer/watchdog.h"
 
 #include <unistd.h>

@@ -17,7 +17,7 @@
 #include "runtime/abi/abi.h"
 #include "runtime/cuda/kernel_util.cuh"
 #include "runtime/mesh.h"
-#include "runtime/trainer/trace.h"
+#include "runtime/program/trace.h"
 #include "runtime/trainer/watchdog.h"
 
 namespace A = shardc::abi;

@@ -4,7 +4,7 @@
 
 #include "runtime/abi/abi.h"
 #include "runtime/cuda/check.h"
-#include "runtime/trainer/program.h"
+#include "runtime/program/program.h"
 
 #include <map>
 #include <mutex>

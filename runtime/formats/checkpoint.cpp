@@ -9,7 +9,7 @@
 #include "runtime/formats/checkpoint_format.h"
 #include "runtime/formats/files.h"
 #include "runtime/runtime.h"
-#include "runtime/trainer/program.h"
+#include "runtime/program/program.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -30,9 +30,9 @@
 #define SHARDC_RUNTIME_FORMATS_CHECKPOINT_H
 
 #include "runtime/backend.h"
-#include "runtime/trainer/flags.h"
 #include "runtime/mesh.h"
-#include "runtime/trainer/model.h"
+#include "runtime/program/model.h"
+#include "runtime/program/options.h"
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 //===- data.cpp - token files and batches ---------------------------------===//
 #include "runtime/formats/data.h"
-#include "runtime/trainer/model.h"
+#include "runtime/program/model.h"
 
 #include <dirent.h>
 #include <glob.h>

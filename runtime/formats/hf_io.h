@@ -9,7 +9,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/mesh.h"
-#include "runtime/trainer/model.h"
+#include "runtime/program/model.h"
 #include "runtime/formats/hf_checkpoint.h"
 #include "runtime/formats/safetensors.h"
 

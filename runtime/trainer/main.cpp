@@ -11,7 +11,7 @@
 #include "runtime/runtime.h"
 #include "runtime/text.h"
 #include "runtime/trainer/flags.h"
-#include "runtime/trainer/model.h"
+#include "runtime/program/model.h"
 #include "runtime/trainer/trainer.h"
 
 #include <cstdio>

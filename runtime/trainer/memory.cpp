@@ -1,7 +1,7 @@
 //===- memory.cpp - a compiled program's memory on its backend ------------===//
 #include "runtime/trainer/memory.h"
 #include "runtime/runtime.h"
-#include "runtime/trainer/program.h"
+#include "runtime/program/program.h"
 
 #include <cstdio>
 #include <cstdlib>

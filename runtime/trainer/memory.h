@@ -5,8 +5,8 @@
 #include "runtime/abi/abi.h"
 #include "runtime/backend.h"
 #include "runtime/mesh.h"
-#include "runtime/trainer/model.h"
-#include "runtime/trainer/trace.h"
+#include "runtime/program/model.h"
+#include "runtime/program/trace.h"
 
 #include <cstdint>
 #include <memory>

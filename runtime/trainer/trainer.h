@@ -30,10 +30,10 @@
 #include "runtime/mesh.h"
 #include "runtime/trainer/flags.h"
 #include "runtime/trainer/memory.h"
-#include "runtime/trainer/model.h"
+#include "runtime/program/model.h"
 #include "runtime/trainer/peaks.h"
 #include "runtime/trainer/step_log.h"
-#include "runtime/trainer/trace.h"
+#include "runtime/program/trace.h"
 
 #include <cstdint>
 #include <memory>

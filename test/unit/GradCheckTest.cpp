@@ -10,7 +10,7 @@
 #include "compiler/Registration.h"
 #include "compiler/Target.h"
 #include "runtime/backend.h"
-#include "runtime/trainer/model.h"
+#include "runtime/program/model.h"
 #include "runtime/runtime.h"
 
 #include "mlir/IR/BuiltinOps.h"

@@ -4,7 +4,7 @@
 #include "runtime/formats/files.h"
 #include "runtime/text.h"
 #include "runtime/formats/hf_io.h"
-#include "runtime/trainer/model.h"
+#include "runtime/program/model.h"
 #include "runtime/trainer/peaks.h"
 #include "runtime/formats/safetensors.h"
 

@@ -1,5 +1,5 @@
 //===- trace.cpp - a timeline of kernels and collectives ------------------===//
-#include "runtime/trainer/trace.h"
+#include "runtime/program/trace.h"
 #include "runtime/abi/abi.h"
 #include "runtime/formats/files.h"
 

@@ -1,5 +1,5 @@
 //===- program.cpp - walking a compiled launch table ----------------------===//
-#include "runtime/trainer/program.h"
+#include "runtime/program/program.h"
 #include "runtime/runtime.h"
 
 #include <string>

@@ -4,8 +4,8 @@
 // regions are and where every parameter, input and output lives in them.
 //
 //===----------------------------------------------------------------------===//
-#ifndef SHARDC_RUNTIME_TRAINER_MODEL_H
-#define SHARDC_RUNTIME_TRAINER_MODEL_H
+#ifndef SHARDC_RUNTIME_PROGRAM_MODEL_H
+#define SHARDC_RUNTIME_PROGRAM_MODEL_H
 
 #include "runtime/abi/abi.h"
 
@@ -161,4 +161,4 @@ uint64_t streamKey(uint64_t seed, const std::string &name);
 
 } // namespace shardc::runtime
 
-#endif // SHARDC_RUNTIME_TRAINER_MODEL_H
+#endif // SHARDC_RUNTIME_PROGRAM_MODEL_H

@@ -1,5 +1,5 @@
 //===- model.cpp - manifest parsing and parameter initialization ----------===//
-#include "runtime/trainer/model.h"
+#include "runtime/program/model.h"
 #include "runtime/abi/abi.h"
 #include "runtime/math.h"
 

@@ -6,11 +6,11 @@
 // backend walks it with its own kernel table.
 //
 //===----------------------------------------------------------------------===//
-#ifndef SHARDC_RUNTIME_TRAINER_PROGRAM_H
-#define SHARDC_RUNTIME_TRAINER_PROGRAM_H
+#ifndef SHARDC_RUNTIME_PROGRAM_PROGRAM_H
+#define SHARDC_RUNTIME_PROGRAM_PROGRAM_H
 
 #include "runtime/abi/abi.h"
-#include "runtime/trainer/trace.h"
+#include "runtime/program/trace.h"
 
 #include <cstdint>
 
@@ -53,4 +53,4 @@ std::string validateProgram(const int64_t *program,
 
 } // namespace shardc::runtime
 
-#endif // SHARDC_RUNTIME_TRAINER_PROGRAM_H
+#endif // SHARDC_RUNTIME_PROGRAM_PROGRAM_H

@@ -13,8 +13,8 @@
 // keep host time).
 //
 //===----------------------------------------------------------------------===//
-#ifndef SHARDC_RUNTIME_TRAINER_TRACE_H
-#define SHARDC_RUNTIME_TRAINER_TRACE_H
+#ifndef SHARDC_RUNTIME_PROGRAM_TRACE_H
+#define SHARDC_RUNTIME_PROGRAM_TRACE_H
 
 #include <chrono>
 #include <cstdint>
@@ -73,4 +73,4 @@ private:
 
 } // namespace shardc::runtime
 
-#endif // SHARDC_RUNTIME_TRAINER_TRACE_H
+#endif // SHARDC_RUNTIME_PROGRAM_TRACE_H
