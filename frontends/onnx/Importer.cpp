@@ -46,8 +46,6 @@ using llvm::createStringError;
 using llvm::Error;
 using llvm::Expected;
 
-using shardc::runtime::bf16ToFloat;
-using shardc::runtime::halfToFloat;
 using shardc::runtime::printable;
 
 /// Every importer error goes through here: the names it quotes come from

@@ -36,13 +36,9 @@
 using namespace mlir;
 using namespace shardc;
 using namespace shardc::onnx_import;
-using llvm::createStringError;
 using llvm::Error;
 using llvm::Expected;
 
-using shardc::runtime::bf16ToFloat;
-using shardc::runtime::halfToFloat;
-using shardc::runtime::printable;
 
 //===----------------------------------------------------------------------===//
 // Graph inputs and initializers
