@@ -118,10 +118,11 @@ checkpoints (the whole training state; format in the README):
                         stays the total (a run resumed at step 10 with --steps
                         20 runs 10 more); the mesh may differ from the one
                         that wrote it (each rank reads the rows it needs)
-  --resume=DIR          continue from the checkpoint in DIR (a checkpoint
-                        directory, or one of its step-NNNNNNNN)
-  --resume=auto         as --resume if --checkpoint-dir holds a checkpoint,
-                        otherwise start fresh
+  --resume DIR          continue from the checkpoint in DIR (a checkpoint
+                        directory, or one of its step-NNNNNNNN); also
+                        --resume=DIR
+  --resume auto         as --resume if --checkpoint-dir holds a checkpoint,
+                        otherwise start fresh; also --resume=auto
 
 optimizer (compiled: %s; semantics of torch.optim.AdamW / SGD):
   --skip-nonfinite N    a step whose loss is not finite skips its update;
@@ -326,7 +327,14 @@ bool parseCheckpointFlag(FlagReader &f, Options &o) {
   else if (flag == "--keep")
     o.keep = parseInt(flag, f.next());
   else if (flag == "--resume") {
-    o.resume = f.inlineValue ? f.arg.substr(f.eq + 1) : "latest";
+    // --resume=DIR, --resume DIR (a next argument that is not a flag), or
+    // --resume alone: the latest of --checkpoint-dir.
+    if (f.inlineValue)
+      o.resume = f.arg.substr(f.eq + 1);
+    else if (f.k + 1 < f.argc && f.argv[f.k + 1][0] != '-')
+      o.resume = f.argv[++f.k];
+    else
+      o.resume = "latest";
     if (o.resume.empty())
       throw std::runtime_error("--resume= expects a directory or auto");
   } else

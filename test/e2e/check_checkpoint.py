@@ -340,8 +340,19 @@ def errors(s, args):
         sys.exit("--resume=auto with no checkpoint did not start fresh:\n" + out)
     print("resume=auto, no checkpoint: " + next(
         line for line in out.splitlines() if "starting fresh" in line))
+    # The value as its own argument, as argparse-style CLIs take it (in a
+    # directory of its own: the run above saved its step in `empty`).
+    empty2 = os.path.join(d, "empty2")
+    os.makedirs(empty2)
+    out = run([exe, "--steps", "1", "--checkpoint-dir", empty2, "--resume", "auto"])
+    if "starting fresh" not in out:
+        sys.exit("--resume auto with no checkpoint did not start fresh:\n" + out)
+    print("resume auto, no checkpoint: " + next(
+        line for line in out.splitlines() if "starting fresh" in line))
     expect_error([exe, "--steps", "1", "--resume=" + ck], "past --steps",
                  "checkpoint past --steps")
+    expect_error([exe, "--steps", "1", "--resume", ck], "past --steps",
+                 "checkpoint past --steps, --resume DIR")
     print("PASS")
 
 
