@@ -6,32 +6,19 @@
 // --seq-len) or --bind tensors.
 //
 //===----------------------------------------------------------------------===//
-#include "target/Attrs.h"
-#include "runtime/abi/abi.h"
-#include "frontends/onnx/Importer.h"
 #include "frontends/onnx/GraphImporter.h"
-#include "frontends/onnx/Parameters.h"
 #include "frontends/onnx/HostTensor.h"
-#include "frontends/onnx/OpRegistry.h"
-#include "runtime/math.h"
+#include "frontends/onnx/Parameters.h"
+#include "runtime/abi/abi.h"
 #include "runtime/formats/files.h"
-#include "runtime/text.h"
+#include "target/Attrs.h"
 
-#include "dialects/nn/NNDialect.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/Verifier.h"
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 
 #include <onnx/onnx_pb.h>
 
-#include <cstring>
 
 using namespace mlir;
 using namespace shardc;
