@@ -42,6 +42,10 @@ if subprocess.run([config.python_executable, "-c", "import safetensors, numpy"],
 if subprocess.run([config.python_executable, "-c", "import tokenizers, numpy"],
                   capture_output=True).returncode == 0:
     config.available_features.add("tokenizers")
+# Debian's matplotlib (tools/setup.sh installs it): tools/plot.py's test.
+if subprocess.run([config.python_executable, "-c", "import matplotlib"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("matplotlib")
 config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e")))
 
 tool_dirs = [config.shardc_tools_dir, config.llvm_tools_dir]

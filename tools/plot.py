@@ -4,11 +4,11 @@
 usage: tools/plot.py LOG.jsonl [LOG.jsonl ...] -o FILE.png [--title TEXT]
 
 Each --log file is JSON lines, one per step (runtime/trainer/step_log.cpp:
-step, loss, lr, grad_norm, ms, tok_per_s, tflops, mfu, val_loss where
-evaluated; a last {step, val_loss} line after the run). The figure has a
-panel per quantity: the loss (val_loss dashed, same colour), tokens a second,
-the gradient norm and the learning rate; and memory where a log has it
-(`mem_mib`). One line per log, labelled by its file name. A line that is
+step, loss, lr, grad_norm, ms, tok_per_s, tflops, mfu, mem_mib,
+planned_mib, val_loss where evaluated; a last {step, val_loss} line after the
+run). The figure has a panel per quantity: the loss (val_loss dashed, same
+colour), tokens a second, the gradient norm and the learning rate; and memory
+where a log has it (`mem_mib` measured, `planned_mib` dashed). One line per log, labelled by its file name. A line that is
 not JSON, or a log with no step, is an error naming the file and line.
 """
 import argparse
@@ -57,7 +57,7 @@ PANELS = [  # (key, title, extra key drawn dashed in the same panel)
     ("tok_per_s", "tokens / s", None),
     ("grad_norm", "gradient norm", None),
     ("lr", "learning rate", None),
-    ("mem_mib", "memory (MiB)", None),
+    ("mem_mib", "memory, MiB (planned dashed)", "planned_mib"),
 ]
 
 

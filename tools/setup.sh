@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  cmake ninja-build ccache g++ python3 python3-numpy python3-torch
+  cmake ninja-build ccache g++ python3 python3-numpy python3-torch python3-matplotlib
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx libonnx-testdata
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libgtest-dev

@@ -54,6 +54,9 @@ struct Options {
   /// after the last step.
   std::string valData;
   int64_t evalEvery = 0, evalSteps = 10;
+  /// Print the step line of steps 0, N, 2N, ..., the last and the evaluated
+  /// ones (--print-every; the --log has every step).
+  int64_t printEvery = 1;
 };
 
 } // namespace shardc::runtime

@@ -41,10 +41,29 @@ void Trainer::finish() {
   }
   if (profiling_ && leader_)
     backend_->printProfile();
-  // The planned peak against the resident memory the run added (rank 0).
+  printMemory();
+}
+
+// The planned peak against the resident memory the run added (rank 0),
+// split where the regions are host memory: the pages of the regions the
+// plan counts, and the rest, the runtime's own (its libraries' code paged
+// in, oneDNN's JIT kernels, thread stacks, the heap), which no plan of the
+// program's tensors holds.
+void Trainer::printMemory() {
   int64_t peakRss = procStatusBytes("VmHWM");
-  if (leader_ && baselineRss_ >= 0 && peakRss >= 0)
-    std::printf("memory: planned peak %lld bytes, measured peak %lld bytes "
-                "(resident set growth of rank 0)\n",
-                (long long)totalBytes_, (long long)(peakRss - baselineRss_));
+  if (!leader_ || baselineRss_ < 0 || peakRss < 0)
+    return;
+  int64_t grown = peakRss - baselineRss_;
+  std::printf("memory: planned peak %lld bytes, measured peak %lld bytes "
+              "(resident set growth of rank 0)",
+              (long long)totalBytes_, (long long)grown);
+  int64_t regions = mem_->plannedRegionsResident();
+  if (regions >= 0 && totalBytes_ > 0)
+    std::printf(": the planned regions %lld bytes (%+.1f%% of the plan), the "
+                "runtime's own %lld bytes (libraries' code, JIT kernels, "
+                "threads, heap)",
+                (long long)regions,
+                100.0 * double(regions - totalBytes_) / double(totalBytes_),
+                (long long)(grown - regions));
+  std::printf("\n");
 }

@@ -51,6 +51,9 @@ data and run:
                         counted in the step's ms, tok/s and tflops
   --eval-every N        evaluate every N steps too (default 0: after the
                         last step only)
+  --print-every N       print the step line of steps 0, N, 2N, ..., of the
+                        last step and of evaluated ones (default 1: every
+                        step; --log writes every step)
   --eval-steps K        global batches per evaluation (default 10)
   --run-steps N         stop after N steps of this invocation (and write a
                         checkpoint with --checkpoint-dir), for allocations
@@ -85,7 +88,9 @@ data and run:
                         micro-batches and before clipping (safetensors)
   --log FILE            JSON lines, one per step: step, loss, lr, grad_norm,
                         ms, tok_per_s, tflops, mfu (null where the device's
-                        peak is unknown), val_loss where evaluated; after
+                        peak is unknown), mem_mib (rank 0's resident set
+                        growth so far, its peak) and planned_mib (the
+                        planned peak), val_loss where evaluated; after
                         the last step, with --val-data, {step, val_loss} (a
                         resumed run keeps the lines before its checkpoint's
                         step and appends)
@@ -237,6 +242,8 @@ bool parseRunFlag(FlagReader &f, Options &o, Given &given) {
     o.valData = f.next();
   else if (flag == "--eval-every")
     o.evalEvery = parseInt(flag, f.next());
+  else if (flag == "--print-every")
+    o.printEvery = parseInt(flag, f.next());
   else if (flag == "--eval-steps") {
     o.evalSteps = parseInt(flag, f.next());
     given.evalSteps = true;
@@ -391,6 +398,8 @@ void checkCombinations(Options &o, const Manifest &m, const Given &given) {
   if (o.evalEvery < 0)
     throw std::runtime_error("--eval-every must be 0 (after the last step "
                              "only) or positive");
+  if (o.printEvery < 1)
+    throw std::runtime_error("--print-every must be at least 1");
   if (o.evalSteps < 1)
     throw std::runtime_error("--eval-steps must be at least 1");
   if (o.valData.empty() && (o.evalEvery > 0 || given.evalSteps))

@@ -3,11 +3,15 @@
 #include "runtime/runtime.h"
 #include "runtime/program/program.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <utility>
 
 using namespace shardc;
 using namespace shardc::runtime;
@@ -24,6 +28,51 @@ int64_t shardc::runtime::procStatusBytes(const char *key) {
       kib = std::atoll(line + n + 1);
   std::fclose(f);
   return kib < 0 ? -1 : kib * 1024;
+}
+
+int64_t shardc::runtime::residentBytes(const void *p, int64_t n) {
+  if (n <= 0)
+    return 0;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = uintptr_t(p) & ~(page - 1);
+  uintptr_t end = (uintptr_t(p) + uintptr_t(n) + page - 1) & ~(page - 1);
+  std::vector<unsigned char> pages((end - begin) / page);
+  if (mincore(reinterpret_cast<void *>(begin), end - begin, pages.data()))
+    return -1;
+  int64_t resident = 0;
+  for (unsigned char v : pages)
+    resident += v & 1;
+  return resident * int64_t(page);
+}
+
+int64_t Memory::plannedRegionsResident() const {
+  // [begin, end) of each region, merged where they share pages, so that a
+  // page two regions share counts once.
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  auto add = [&](const void *p, int64_t n) {
+    if (p && n > 0)
+      ranges.push_back({uintptr_t(p) & ~(page - 1),
+                        (uintptr_t(p) + uintptr_t(n) + page - 1) & ~(page - 1)});
+  };
+  for (abi::Region r : {abi::kRegionParams, abi::kRegionState, abi::kRegionIo,
+                        abi::kRegionArena})
+    add(base[r], bytes[r]);
+  if (hostBackend)
+    add(hostBase[abi::kRegionArena], hostBytes[abi::kRegionArena]);
+  std::sort(ranges.begin(), ranges.end());
+  int64_t total = 0;
+  for (size_t i = 0; i < ranges.size();) {
+    uintptr_t begin = ranges[i].first, end = ranges[i].second;
+    for (++i; i < ranges.size() && ranges[i].first <= end; ++i)
+      end = std::max(end, ranges[i].second);
+    int64_t resident = residentBytes(reinterpret_cast<void *>(begin),
+                                     int64_t(end - begin));
+    if (resident < 0)
+      return -1;
+    total += resident;
+  }
+  return total;
 }
 
 Memory::Memory(Backend &backend, const Manifest &m, bool touchArena,

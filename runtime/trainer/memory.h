@@ -18,6 +18,10 @@ namespace shardc::runtime {
 /// A line of /proc/self/status in bytes (VmRSS, VmHWM), or -1.
 int64_t procStatusBytes(const char *key);
 
+/// Bytes of the host pages of [p, p + n) now resident (mincore), or -1
+/// where the range is not host memory (a GPU's).
+int64_t residentBytes(const void *p, int64_t n);
+
 /// Bytes in MiB, as the trainer prints them.
 inline double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
@@ -38,6 +42,10 @@ struct Memory {
   void put(const TensorSlot &slot);
   /// Backend io slot -> host.
   void get(const TensorSlot &slot);
+  /// Bytes resident of the regions the plan counts (parameters, state, io,
+  /// the arena and the host optimizer's arena), or -1 where they are not
+  /// host memory: the measured counterpart of the planned peak.
+  int64_t plannedRegionsResident() const;
   /// Runs compiled entry `program` (checked against the ABI first).
   void run(const int64_t *program, const char *name);
 

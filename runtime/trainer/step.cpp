@@ -62,6 +62,10 @@ StepRecord Trainer::runStep(int64_t step) {
   r.tokPerS = double(G_ * T_) / (r.ms / 1000.0);
   // This rank's GEMM and attention work over the step's time.
   r.tflops = double(mem_->flops) / (r.ms / 1000.0) / 1e12;
+  int64_t peakRss = procStatusBytes("VmHWM");
+  if (baselineRss_ >= 0 && peakRss >= 0)
+    r.memMib = mib(peakRss - baselineRss_);
+  r.plannedMib = mib(totalBytes_);
   stepSeconds_ += r.ms * 1e-3;
   r.mfu = peak_ ? r.tflops * 1e12 / peak_->of(m_.computeDtype) : std::nan("");
   return r;
@@ -154,7 +158,8 @@ double Trainer::update(int64_t step) {
 
 void Trainer::report(int64_t step, const StepRecord &r, bool evaluated,
                      double valLoss) {
-  if (leader_) {
+  bool printed = step % o_.printEvery == 0 || step + 1 == endStep_ || evaluated;
+  if (leader_ && printed) {
     std::printf("step %4lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.2f ms "
                 "| %10.0f tok/s | mem %.1f MiB | tflops %.3f",
                 (long long)step, (long long)o_.steps, r.loss, r.lr, r.gradNorm,

@@ -64,10 +64,13 @@ void StepLog::step(int64_t step, const StepRecord &r, bool evaluated,
   check(std::fprintf(file_,
                      "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
                      "\"grad_norm\": %s, \"ms\": %.3f, \"tok_per_s\": %.1f, "
-                     "\"tflops\": %.6g, \"mfu\": %s%s}\n",
+                     "\"tflops\": %.6g, \"mfu\": %s, \"mem_mib\": %s, "
+                     "\"planned_mib\": %.3f%s}\n",
                      (long long)step, jsonNumber(r.loss).c_str(), r.lr,
                      jsonNumber(r.gradNorm).c_str(), r.ms, r.tokPerS,
-                     r.tflops, jsonNumber(r.mfu).c_str(), val.c_str()));
+                     r.tflops, jsonNumber(r.mfu).c_str(),
+                     r.memMib < 0 ? "null" : jsonNumber(r.memMib).c_str(),
+                     r.plannedMib, val.c_str()));
 }
 
 void StepLog::finalValidation(int64_t steps, double valLoss) {

@@ -16,6 +16,9 @@ std::string jsonNumber(double v);
 struct StepRecord {
   double loss = 0, lr = 0, gradNorm = 0;
   double ms = 0, tokPerS = 0, tflops = 0, mfu = 0;
+  /// Rank 0's resident set growth so far (its peak, VmHWM, over the run's
+  /// start) and the planned peak, in MiB; measured < 0: not known.
+  double memMib = -1, plannedMib = 0;
 };
 
 /// The --log file (rank 0): JSON lines, one per step. Every write is

@@ -88,6 +88,7 @@ public:
   /// The last checkpoint and evaluation, the log's close, the
   /// communication, trace, profile and memory summaries.
   void finish();
+  void printMemory();
   /// --save-weights, --export-hf, --export-onnx.
   void exportModel();
 
