@@ -426,8 +426,6 @@ Error DriverOptions::checkTpSupported() const {
   };
   if (training.offload != abi::kOffloadNone)
     return refuse("--offload=" + training.offload);
-  if (model.isOnnx())
-    return refuse("an ONNX model");
   if (model.infer)
     return refuse("--infer");
   return Error::success();

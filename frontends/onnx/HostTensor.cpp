@@ -180,6 +180,62 @@ HostTensor shardc::onnx_import::evalTranspose(const HostTensor &x,
   return r;
 }
 
+/// a [..., M, K] and b [..., K, N] with 1-D operands promoted (a to
+/// [1, K], b to [K, 1]), and their broadcast batch dims, or nullopt.
+static std::optional<std::vector<int64_t>>
+promotedBatch(std::vector<int64_t> &as, std::vector<int64_t> &bs) {
+  if (as.empty() || bs.empty())
+    return std::nullopt;
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  if (bs[bs.size() - 2] != as.back())
+    return std::nullopt;
+  return broadcast(std::vector<int64_t>(as.begin(), as.end() - 2),
+                   std::vector<int64_t>(bs.begin(), bs.end() - 2));
+}
+
+std::optional<std::vector<int64_t>>
+shardc::onnx_import::matMulShape(const std::vector<int64_t> &a,
+                                 const std::vector<int64_t> &b) {
+  std::vector<int64_t> as = a, bs = b;
+  auto out = promotedBatch(as, bs);
+  if (!out)
+    return std::nullopt;
+  // The promoted dims dropped again, as NumPy does.
+  if (a.size() > 1)
+    out->push_back(as[as.size() - 2]);
+  if (b.size() > 1)
+    out->push_back(bs.back());
+  return out;
+}
+
+std::optional<HostTensor> shardc::onnx_import::evalMatMul(const HostTensor &a,
+                                                          const HostTensor &b) {
+  std::vector<int64_t> as = a.shape, bs = b.shape;
+  auto batch = promotedBatch(as, bs);
+  auto out = matMulShape(a.shape, b.shape);
+  if (a.kind != Kind::Float || b.kind != Kind::Float || !batch || !out)
+    return std::nullopt;
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  HostTensor r = like(a, *out);
+  int64_t batches = product(*batch);
+  for (int64_t t = 0; t < batches; ++t) {
+    int64_t ao = sourceIndex(ab, *batch, t) * M * K;
+    int64_t bo = sourceIndex(bb, *batch, t) * K * N;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        float sum = 0; // in f32, k in order
+        for (int64_t k = 0; k < K; ++k)
+          sum += float(a.f[ao + m * K + k]) * float(b.f[bo + k * N + n]);
+        r.f.push_back(roundToType(a.onnxType, sum));
+      }
+  }
+  return r;
+}
+
 HostTensor shardc::onnx_import::evalGather(const HostTensor &data,
                                            const HostTensor &indices, int64_t axis) {
   std::vector<int64_t> shape(data.shape.begin(), data.shape.begin() + axis);

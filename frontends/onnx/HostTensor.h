@@ -63,6 +63,13 @@ std::optional<HostTensor> evalBinary(const std::string &op, const HostTensor &a,
 std::optional<HostTensor> evalUnary(const std::string &op, const HostTensor &a);
 HostTensor evalWhere(const HostTensor &c, const HostTensor &x, const HostTensor &y);
 HostTensor evalTranspose(const HostTensor &x, const std::vector<int64_t> &perm);
+/// The shape of NumPy's matmul of shapes a and b, or nullopt.
+std::optional<std::vector<int64_t>> matMulShape(const std::vector<int64_t> &a,
+                                                const std::vector<int64_t> &b);
+/// NumPy's matmul of two float tensors (1-D operands promoted, batch dims
+/// broadcast), each sum over K in f32 order rounded to a's type, or nullopt
+/// where the shapes do not multiply.
+std::optional<HostTensor> evalMatMul(const HostTensor &a, const HostTensor &b);
 /// Gathers along `axis` (indices already normalized to be non-negative).
 HostTensor evalGather(const HostTensor &data, const HostTensor &indices, int64_t axis);
 HostTensor evalConcat(const std::vector<const HostTensor *> &inputs, int64_t axis);

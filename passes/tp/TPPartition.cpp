@@ -68,6 +68,13 @@ Plan shardc::tp_partition::planOf(StringRef name) {
   return {};
 }
 
+Plan TPPartitioner::planOfParameter(Value param, StringRef name) const {
+  if (!byStructure)
+    return planOf(name);
+  auto it = structural.find(param);
+  return it == structural.end() ? Plan{} : it->second;
+}
+
 /// The embedding table and LM head of the families the plan knows.
 bool shardc::tp_partition::isVocabName(StringRef name) {
   return name.ends_with("embed_tokens.weight") || name.ends_with("wte.weight") ||
@@ -81,6 +88,8 @@ LogicalResult TPPartitioner::checkHeads(ModuleOp module) {
   if (!model)
     return success();
   auto family = model.getAs<StringAttr>("family");
+  if (family && family.getValue() == "onnx")
+    return success(); // planned by structure; attention checks its heads
   if (family && !llvm::is_contained({"llama", "mistral", "qwen2", "gpt2"},
                                     family.getValue()))
     return module.emitError("--tp: the ")
@@ -109,7 +118,7 @@ void TPPartitioner::decideVocab(func::FuncOp fwd) {
   for (BlockArgument arg : fwd.getBody().front().getArguments()) {
     auto name = fwd.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                  attrs::kParam);
-    if (!name || !isVocabName(name.getValue()))
+    if (!name || !isVocabParameter(arg, name.getValue()))
       continue;
     if (tensorType(arg).getRank() != 2 || tensorType(arg).getDimSize(0) % T) {
       vocabParallel = false;
@@ -152,6 +161,9 @@ LogicalResult TPPartitioner::partitionArguments(func::FuncOp fwd) {
 FailureOr<int64_t> TPPartitioner::splitDim(func::FuncOp fwd, Value param, StringRef name,
                                            Role role) {
   for (Operation *user : param.getUsers()) {
+    // A bias the exporter adds after the projection (MatMul, then Add).
+    if (isa<nn::AddOp>(user) && tensorType(param).getRank() == 1)
+      return FailureOr<int64_t>(0);
     auto lin = dyn_cast<nn::LinearOp>(user);
     if (!lin)
       continue;
@@ -168,28 +180,36 @@ FailureOr<int64_t> TPPartitioner::splitDim(func::FuncOp fwd, Value param, String
          << name << "' is planned as a projection but no nn.linear uses it";
 }
 
-/// A vocabulary-parallel parameter splits its rows: an embedding's table,
-/// or an LM head stored [V, C].
+/// A vocabulary-parallel parameter splits its vocabulary: an embedding's
+/// table's rows, an LM head's stored [V, C] rows or (an ONNX export's
+/// MatMul weight) [C, V] columns.
 FailureOr<int64_t> TPPartitioner::vocabDim(func::FuncOp fwd, Value param, StringRef name) {
+  int64_t dim = 0;
   for (Operation *user : param.getUsers()) {
     if (auto emb = dyn_cast<nn::EmbeddingOp>(user);
         emb && emb.getTable() == param)
       continue;
     if (auto lin = dyn_cast<nn::LinearOp>(user);
-        lin && lin.getWeight() == param && !lin.getWeightInOut())
+        lin && lin.getWeight() == param) {
+      if (lin.getWeightInOut() && !byStructure)
+        return fwd.emitError("--tp: parameter '")
+               << name << "' is an LM head stored [hidden, vocab]";
+      dim = lin.getWeightInOut() ? 1 : 0;
       continue;
+    }
     return fwd.emitError("--tp: parameter '")
            << name << "' is planned vocabulary-parallel, but '"
            << user->getName() << "' reads it as neither an embedding table "
-           << "nor an LM head stored [vocab, hidden]";
+           << "nor an LM head";
   }
-  return FailureOr<int64_t>(0);
+  return FailureOr<int64_t>(dim);
 }
 
 LogicalResult TPPartitioner::partitionParameter(func::FuncOp fwd, BlockArgument arg,
                                                 StringRef name) {
-  Plan plan = vocabParallel && isVocabName(name) ? Plan{Role::Vocab, 1}
-                                                 : planOf(name);
+  Plan plan = vocabParallel && isVocabParameter(arg, name)
+                  ? Plan{Role::Vocab, 1}
+                  : planOfParameter(arg, name);
   Role role = plan.role;
   roles[arg] = role;
   OpBuilder b(fwd);
@@ -253,6 +273,11 @@ struct TPPartitionPass
       return signalPassFailure();
     }
     p.forward = fwd;
+    auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel);
+    auto family = model ? model.getAs<StringAttr>("family") : StringAttr();
+    p.byStructure = family && family.getValue() == "onnx";
+    if (p.byStructure)
+      p.planByStructure(fwd);
     p.decideVocab(fwd);
     if (failed(p.checkHeads(module)) || failed(p.partitionArguments(fwd)))
       return signalPassFailure();

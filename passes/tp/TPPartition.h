@@ -14,6 +14,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace shardc::tp_partition {
 
@@ -76,6 +77,11 @@ public:
   Value tpIndex;
   /// Whether the embedding and LM head split by vocabulary (decideVocab).
   bool vocabParallel = false;
+  /// A model with no Hugging Face names (ONNX): the plan read off its ops
+  /// (planByStructure), and its embedding tables and LM head weights.
+  bool byStructure = false;
+  DenseMap<Value, Plan> structural;
+  llvm::SetVector<Value> vocabParams;
 
   Layout layoutOf(Value v) const {
     auto it = layouts.find(v);
@@ -89,6 +95,17 @@ public:
     oldTypes.try_emplace(v, tensorType(v));
     v.setType(withShape(tensorType(v), shape));
     layouts[v] = layout;
+  }
+
+  /// The plan of a model without Hugging Face names, read off its ops
+  /// (TPStructure.cpp): `structural` and `vocabParams`.
+  void planByStructure(func::FuncOp fwd);
+  void columnBiases(nn::LinearOp lin, int64_t blocks);
+
+  /// A parameter's place in the plan, by its name or (byStructure) its use.
+  Plan planOfParameter(Value param, StringRef name) const;
+  bool isVocabParameter(Value param, StringRef name) const {
+    return byStructure ? vocabParams.contains(param) : isVocabName(name);
   }
 
   /// The families the plan's names fit; heads cannot be padded without

@@ -15,9 +15,10 @@ void Trainer::initialWeights() {
     loadParameters(m_, o_.initFrom, *backend_, params, mesh_.shardIndex(),
                    o_.allowNonfiniteInit, mesh_.tpIndex());
   } else if (!m_.initFile.empty()) {
-    // An ONNX model's initializers, written beside the executable.
+    // An ONNX model's initializers, written beside the executable: this
+    // rank's part of each tp-split one.
     loadParameters(m_, besideExecutable(m_.initFile), *backend_, params,
-                   mesh_.shardIndex(), o_.allowNonfiniteInit);
+                   mesh_.shardIndex(), o_.allowNonfiniteInit, mesh_.tpIndex());
   } else if (backend_->hostMemory()) {
     initParameters(m_, o_.seed, params, mesh_.shardIndex(), mesh_.tpIndex());
   } else {

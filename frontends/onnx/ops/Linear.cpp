@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/GraphImporter.h"
 #include "frontends/onnx/OpRegistry.h"
+#include "runtime/abi/abi.h"
 
 using namespace mlir;
 using namespace shardc;
@@ -14,6 +15,20 @@ using llvm::Error;
 using llvm::Expected;
 
 Error GraphImporter::matmul(const onnx::NodeProto &n) {
+  // Of two tensors known at compile time (a rope table's inverse
+  // frequencies times the positions): evaluated here.
+  if (isConst(n.input(0)) && isConst(n.input(1))) {
+    const HostTensor &x = constant(n.input(0)), &y = constant(n.input(1));
+    auto shape = matMulShape(x.shape, y.shape);
+    if (x.kind == Kind::Float && y.kind == Kind::Float && shape) {
+      if (Error e = reserveFold(n, abi::checkedSize(*shape, 1)))
+        return e;
+      if (std::optional<HostTensor> r = evalMatMul(x, y)) {
+        setConst(n.output(0), *r);
+        return Error::success();
+      }
+    }
+  }
   Expected<Value> a = floatValue(n, 0);
   if (!a)
     return a.takeError();
