@@ -100,6 +100,7 @@ struct NNFusePatternsPass
     : public shardc::impl::NNFusePatternsBase<NNFusePatternsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
+    nn_fusion::populateReshapePatterns(patterns);
     nn_fusion::populateActivationPatterns(patterns);
     nn_fusion::populateNormPatterns(patterns);
     nn_fusion::populateRotaryPatterns(patterns);

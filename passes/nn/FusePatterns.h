@@ -25,6 +25,8 @@ void populateActivationPatterns(mlir::RewritePatternSet &patterns);
 void populateNormPatterns(mlir::RewritePatternSet &patterns);
 void populateRotaryPatterns(mlir::RewritePatternSet &patterns);
 void populateAttentionPatterns(mlir::RewritePatternSet &patterns);
+/// The token reshapes around row-wise ops (FuseReshapes.cpp), added first.
+void populateReshapePatterns(mlir::RewritePatternSet &patterns);
 
 mlir::RankedTensorType typeOf(mlir::Value v);
 

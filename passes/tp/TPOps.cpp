@@ -46,11 +46,21 @@ LogicalResult TPPartitioner::partitionOp(Operation *op) {
   }
   if (auto att = dyn_cast<nn::AttentionOp>(op)) {
     // Attention over this rank's tokens only would be another model.
-    for (Value v : {att.getQuery(), att.getKey(), att.getValue()})
-      if (layoutOf(v) != Layout::Split)
-        return op->emitOpError("--tp: attention's q, k and v must come from "
-                               "column-parallel projections (split by "
-                               "heads); this model's are not in the plan");
+    const char *names[] = {"query", "key", "value"};
+    Value qkv[] = {att.getQuery(), att.getKey(), att.getValue()};
+    for (int i = 0; i < 3; ++i) {
+      if (layoutOf(qkv[i]) == Layout::Split)
+        continue;
+      InFlightDiagnostic diag =
+          op->emitOpError("--tp: attention's ")
+          << names[i] << " must come from a column-parallel projection "
+          << "(split by heads) through reshapes, transposes, slices and "
+          << "rotary embeddings; this model's is not in the plan";
+      if (Operation *def = qkv[i].getDefiningOp())
+        diag << " (the " << names[i] << " is made by '" << def->getName()
+             << "' at " << def->getLoc() << ")";
+      return diag;
+    }
     retype(att.getResult(), tensorType(att.getQuery()).getShape(),
            layoutOf(att.getQuery()));
     return success();

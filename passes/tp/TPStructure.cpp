@@ -5,7 +5,8 @@
 // read off the forward's ops instead, the same plan torchtitan's names give:
 //
 //   column-parallel: a projection whose result reaches attention's q, k or v
-//     through reshapes, transposes, slices, rotary embeddings and scalings
+//     through its bias, reshapes, transposes, slices, rotary embeddings and
+//     scalings
 //     (its blocks: the slices of its features on the way, GPT-2's fused
 //     c_attn by thirds); a projection whose result feeds a row-parallel one
 //     through element-wise ops only (the MLP's up and gate), and the bias
@@ -61,8 +62,14 @@ bool reachesAttention(Value v, int64_t &slices, int depth = 0) {
           !other.getDefiningOp<nn::FillOp>())
         continue;
     }
-    if (!isOnTheWayToAttention(user) || user->getNumResults() != 1)
+    // A bias the exporter adds after the projection (MatMul, then Add).
+    if (auto add = dyn_cast<nn::AddOp>(user)) {
+      Value other = add.getLhs() == v ? add.getRhs() : add.getLhs();
+      if (!isa<BlockArgument>(other) || tensorType(other).getRank() != 1)
+        continue;
+    } else if (!isOnTheWayToAttention(user) || user->getNumResults() != 1) {
       continue;
+    }
     int64_t inner = 0;
     if (reachesAttention(user->getResult(0), inner, depth + 1)) {
       reached = true;
@@ -92,7 +99,7 @@ int64_t attentionBlocks(Value v) {
           slices.insert(user);
         continue;
       }
-      if (isa<nn::ReshapeOp>(user))
+      if (isa<nn::ReshapeOp, nn::AddOp>(user))
         work.push_back(user->getResult(0));
     }
   }

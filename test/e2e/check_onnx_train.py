@@ -148,6 +148,8 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--meshes", default="1,2x2")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--tp", type=int, default=1,
+                    help="tensor parallelism: each mesh's ranks times this many")
     ap.add_argument("--model", choices=sorted(MODELS), default="encoder")
     ap.add_argument("--fuse", default="true",
                     help="--fuse-patterns settings to train with: true, false or both")
@@ -213,19 +215,21 @@ def main():
     ok = True
     fuse_settings = ["true", "false"] if args.fuse == "both" else [args.fuse]
     for mesh, fuse in itertools.product(args.meshes.split(","), fuse_settings):
-        ranks = int(np.prod([int(d) for d in mesh.split("x")]))
+        data_ranks = int(np.prod([int(d) for d in mesh.split("x")]))
+        ranks = data_ranks * args.tp
         exe = os.path.join(args.workdir, f"train_{mesh}" + ("" if fuse == "true" else "_unfused"))
         harness.run([args.shardc, onnx_path, "--micro-batch", str(B), "--mesh", mesh,
-                     f"--fuse-patterns={fuse}", "-o", exe])
+                     "--tp", str(args.tp), f"--fuse-patterns={fuse}", "-o", exe])
         log = exe + ".log"
         cmd = [exe, "--data", tok_path, "--steps", str(args.steps), "--lr", str(lr), "--log", log]
         if mesh == "1" and fuse == "true":
             cmd += ["--export-onnx", os.path.join(args.workdir, "trained.onnx")]
         harness.run(harness.MPIRUN + ["-np", str(ranks)] + cmd if ranks > 1 else cmd)
         got = [r["loss"] for r in harness.read_log(log)]
-        ref, _ = reference(B * ranks, args.steps)
+        ref, _ = reference(B * data_ranks, args.steps)
         worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-        print(f"mesh {mesh:>4}{'' if fuse == 'true' else ' (unfused)'}: {args.steps} steps, "
+        print(f"mesh {mesh:>4}{'' if fuse == 'true' else ' (unfused)'}"
+              f"{f' --tp {args.tp}' if args.tp > 1 else ''}: {args.steps} steps, "
               f"loss {got[0]:.5f} -> {got[-1]:.5f} "
               f"(PyTorch {ref[0]:.5f} -> {ref[-1]:.5f}), worst relative difference {worst:.2e}")
         ok &= worst < 1e-4 and len(got) == args.steps
@@ -237,7 +241,8 @@ def main():
     onnx.checker.check_model(trained)
     exe = os.path.join(args.workdir, "train_1")
     log = exe + ".more.log"
-    harness.run([exe, "--data", tok_path, "--steps", str(args.steps + 1), "--lr", str(lr),
+    # train_1 runs on the tp ranks of mesh 1.
+    harness.run((harness.MPIRUN + ["-np", str(args.tp)] if args.tp > 1 else []) + [exe, "--data", tok_path, "--steps", str(args.steps + 1), "--lr", str(lr),
                  "--log", log])
     shardc_loss = harness.read_log(log)[args.steps]["loss"]
     reloaded = Model()
@@ -260,7 +265,7 @@ def main():
     # over 2 GB are written): checked by path, its tensors equal the inline
     # file's, and shardc imports it again.
     ext_path = os.path.join(args.workdir, "trained_ext.onnx")
-    harness.run([exe, "--data", tok_path, "--steps", str(args.steps), "--lr", str(lr),
+    harness.run((harness.MPIRUN + ["-np", str(args.tp)] if args.tp > 1 else []) + [exe, "--data", tok_path, "--steps", str(args.steps), "--lr", str(lr),
                  "--export-onnx", ext_path, "--export-external-data"])
     onnx.checker.check_model(ext_path)
     raw = onnx.load(ext_path, load_external_data=False)

@@ -138,3 +138,27 @@ typed = helper.make_graph(
      helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [2, 3])])
 save(helper.make_model(typed, opset_imports=[helper.make_opsetid("", 17)]),
      os.path.join(out, "typed.onnx"))
+
+# A rope table as transformers' Llama exports it with TorchScript: the
+# inverse frequencies [1, D, 1] times the positions [1, 1, T] (a MatMul of
+# two compile-time tensors), transposed, then Cos; added to the input.
+inv = (1.0 / (10000.0 ** (np.arange(C, dtype=np.float32) / C))).reshape(1, C, 1)
+rope_nodes = [
+    helper.make_node("Constant", [], ["inv"], value=numpy_helper.from_array(inv, "inv")),
+    helper.make_node("Constant", [], ["start"], value=numpy_helper.from_array(np.array(0, np.int64))),
+    helper.make_node("Constant", [], ["limit"], value=numpy_helper.from_array(np.array(T, np.int64))),
+    helper.make_node("Constant", [], ["delta"], value=numpy_helper.from_array(np.array(1, np.int64))),
+    helper.make_node("Constant", [], ["ax01"], value=numpy_helper.from_array(np.array([0, 1], np.int64))),
+    helper.make_node("Range", ["start", "limit", "delta"], ["positions"]),
+    helper.make_node("Cast", ["positions"], ["positionsf"], to=TensorProto.FLOAT),
+    helper.make_node("Unsqueeze", ["positionsf", "ax01"], ["p3"]),
+    helper.make_node("MatMul", ["inv", "p3"], ["freqs"], name="rope_matmul"),
+    helper.make_node("Transpose", ["freqs"], ["freqs_t"], perm=[0, 2, 1]),
+    helper.make_node("Cos", ["freqs_t"], ["cos"]),
+    helper.make_node("Add", ["xr", "cos"], ["yr"]),
+]
+xr = helper.make_tensor_value_info("xr", TensorProto.FLOAT, [1, T, C])
+yr = helper.make_tensor_value_info("yr", TensorProto.FLOAT, [1, T, C])
+save(helper.make_model(helper.make_graph(rope_nodes, "rope", [xr], [yr]),
+                       opset_imports=[helper.make_opsetid("", 17)]),
+     os.path.join(out, "rope_matmul.onnx"))
