@@ -141,8 +141,11 @@ void DriverOptions::bindOptions() {
                 "1/N of the sequence, the embedding and LM head "
                 "vocabulary-parallel with the loss on vocab-sharded logits "
                 "where N divides the vocabulary (else whole on each rank); "
-                "GPT-2, Llama, Mistral and Qwen2 "
-                "(config.json), f32 or bf16 compute; not with --offload"),
+                "GPT-2, Llama, Mistral and Qwen2 config.json models by their "
+                "parameter names, ONNX models by their ops (projections into "
+                "and out of attention and the MLP; an error names the node "
+                "where the pattern is not found); f32 or bf16 compute; not "
+                "with --offload"),
        cl::value_desc("N"));
   bind(training.tpVocab, "tp-vocab",
        cl::desc("With --tp: the embedding and LM head 'parallel' (each tp "
