@@ -16,7 +16,7 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 /// What every bundled GPU shares: the efficiencies the model assumes (not
-/// published figures; the README's anchor table says how they land).
+/// published figures; docs/predictions.md's anchor table says how they land).
 /// - A large bf16 GEMM through cuBLASLt attains 70% of the dense peak.
 /// - The CUDA target's own attention kernels (FlashAttention-2's tiling,
 ///   f32 math on CUDA cores whatever the dtype), forward and backward,

@@ -31,8 +31,8 @@ using llvm::Expected;
 // Graph inputs and initializers
 //===----------------------------------------------------------------------===//
 
-/// Which initializers are trained (README, "Which initializers are
-/// trained"):
+/// Which initializers are trained (docs/onnx.md, "The trained parameters
+/// are"):
 ///  - with --train REGEX, the floating-point ones whose names it matches;
 ///  - where the exporter marked the module's state (torch's dynamo
 ///    exporter), its parameters, and what its optimizer folded from one

@@ -1,7 +1,7 @@
 //===- checkpoint.h - training checkpoints: sharded save, resume -*- C++ -*-===//
 //
 // A checkpoint is the whole training state: parameters, optimizer state,
-// the step, the data position, the schedule and the seed. On disk (README,
+// the step, the data position, the schedule and the seed. On disk (docs/checkpoints-and-hf.md,
 // "Checkpoints"):
 //
 //   DIR/latest                          "step-00000010", the newest published

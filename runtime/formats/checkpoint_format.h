@@ -1,7 +1,7 @@
 //===- checkpoint_format.h - a checkpoint's names and layout -*- C++ -*-===//
 //
 // What checkpoint.cpp, checkpoint_save.cpp and checkpoint_load.cpp share:
-// the names of a checkpoint's files and directories (README,
+// the names of a checkpoint's files and directories (docs/checkpoints-and-hf.md,
 // "Checkpoints"), the chunks its shards are hashed in, and which rows of a
 // tensor a shard holds. Internal to the checkpointer.
 //

@@ -113,7 +113,7 @@ data and run:
                         NCCL's communicators are then non-blocking, and
                         aborted (ncclCommAbort) before the exit
 
-checkpoints (the whole training state; format in the README):
+checkpoints (the whole training state; format in docs/checkpoints-and-hf.md):
   --checkpoint-dir DIR  write checkpoints under DIR: DIR/step-NNNNNNNN, each
                         rank its shards, published atomically, and DIR/latest
   --checkpoint-every N  every N steps, and after the last (default: after the
