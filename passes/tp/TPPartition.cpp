@@ -87,9 +87,9 @@ LogicalResult TPPartitioner::checkHeads(ModuleOp module) {
   auto model = module->getAttrOfType<DictionaryAttr>(attrs::kModel);
   if (!model)
     return success();
+  if (byStructure)
+    return success(); // ONNX: attention checks its heads
   auto family = model.getAs<StringAttr>("family");
-  if (family && family.getValue() == "onnx")
-    return success(); // planned by structure; attention checks its heads
   if (family && !llvm::is_contained({"llama", "mistral", "qwen2", "gpt2"},
                                     family.getValue()))
     return module.emitError("--tp: the ")

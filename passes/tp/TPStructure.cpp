@@ -43,18 +43,14 @@ bool isElementwise(Operation *op) {
              nn::CastOp>(op);
 }
 
-/// Whether `v` (a projection's result) reaches an operand of attention,
-/// and the most slices of its last dim on any such way.
-bool reachesAttention(Value v, int64_t &slices, int depth = 0) {
+/// Whether `v` (a projection's result) reaches an operand of attention.
+bool reachesAttention(Value v, int depth = 0) {
   if (depth > 16)
     return false;
-  bool reached = false;
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();
-    if (isa<nn::AttentionOp>(user) && use.getOperandNumber() < 3) {
-      reached = true;
-      continue;
-    }
+    if (isa<nn::AttentionOp>(user) && use.getOperandNumber() < 3)
+      return true;
     // A scaling on the way: the other operand is a constant.
     if (auto mul = dyn_cast<nn::MulOp>(user)) {
       Value other = mul.getLhs() == v ? mul.getRhs() : mul.getLhs();
@@ -70,18 +66,10 @@ bool reachesAttention(Value v, int64_t &slices, int depth = 0) {
     } else if (!isOnTheWayToAttention(user) || user->getNumResults() != 1) {
       continue;
     }
-    int64_t inner = 0;
-    if (reachesAttention(user->getResult(0), inner, depth + 1)) {
-      reached = true;
-      auto sl = dyn_cast<nn::SliceOp>(user);
-      bool lastDim = sl && int64_t(sl.getDim()) ==
-                               tensorType(sl.getInput()).getRank() - 1;
-      slices = std::max(slices, inner);
-      if (lastDim)
-        slices = std::max<int64_t>(slices, 1);
-    }
+    if (reachesAttention(user->getResult(0), depth + 1))
+      return true;
   }
-  return reached;
+  return false;
 }
 
 /// Counts the slices of `v`'s last dim that reach attention (GPT-2's q, k
@@ -93,9 +81,8 @@ int64_t attentionBlocks(Value v) {
     Value x = work.pop_back_val();
     for (Operation *user : x.getUsers()) {
       if (auto sl = dyn_cast<nn::SliceOp>(user)) {
-        int64_t ignored = 0;
         if (int64_t(sl.getDim()) == tensorType(sl.getInput()).getRank() - 1 &&
-            reachesAttention(sl.getResult(), ignored))
+            reachesAttention(sl.getResult()))
           slices.insert(user);
         continue;
       }
@@ -176,11 +163,11 @@ void TPPartitioner::planByStructure(func::FuncOp fwd) {
       vocabParams.insert(lin.getWeight());
       return;
     }
-    int64_t slices = 0;
-    if (reachesAttention(lin.getResult(), slices)) {
-      set(lin.getWeight(), Role::Column, attentionBlocks(lin.getResult()));
-      set(lin.getBias(), Role::Column, attentionBlocks(lin.getResult()));
-      columnBiases(lin, attentionBlocks(lin.getResult()));
+    if (reachesAttention(lin.getResult())) {
+      int64_t blocks = attentionBlocks(lin.getResult());
+      set(lin.getWeight(), Role::Column, blocks);
+      set(lin.getBias(), Role::Column, blocks);
+      columnBiases(lin, blocks);
       return;
     }
     if (fromAttention(lin.getInput())) {

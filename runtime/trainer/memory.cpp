@@ -30,12 +30,22 @@ int64_t shardc::runtime::procStatusBytes(const char *key) {
   return kib < 0 ? -1 : kib * 1024;
 }
 
+namespace {
+
+/// [begin, end) of the pages that hold [p, p + n).
+std::pair<uintptr_t, uintptr_t> pageSpan(const void *p, int64_t n) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  return {uintptr_t(p) & ~(page - 1),
+          (uintptr_t(p) + uintptr_t(n) + page - 1) & ~(page - 1)};
+}
+
+} // namespace
+
 int64_t shardc::runtime::residentBytes(const void *p, int64_t n) {
   if (n <= 0)
     return 0;
   const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  uintptr_t begin = uintptr_t(p) & ~(page - 1);
-  uintptr_t end = (uintptr_t(p) + uintptr_t(n) + page - 1) & ~(page - 1);
+  auto [begin, end] = pageSpan(p, n);
   std::vector<unsigned char> pages((end - begin) / page);
   if (mincore(reinterpret_cast<void *>(begin), end - begin, pages.data()))
     return -1;
@@ -48,12 +58,10 @@ int64_t shardc::runtime::residentBytes(const void *p, int64_t n) {
 int64_t Memory::plannedRegionsResident() const {
   // [begin, end) of each region, merged where they share pages, so that a
   // page two regions share counts once.
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
   auto add = [&](const void *p, int64_t n) {
     if (p && n > 0)
-      ranges.push_back({uintptr_t(p) & ~(page - 1),
-                        (uintptr_t(p) + uintptr_t(n) + page - 1) & ~(page - 1)});
+      ranges.push_back(pageSpan(p, n));
   };
   for (abi::Region r : {abi::kRegionParams, abi::kRegionState, abi::kRegionIo,
                         abi::kRegionArena})

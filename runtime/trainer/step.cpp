@@ -62,10 +62,13 @@ StepRecord Trainer::runStep(int64_t step) {
   r.tokPerS = double(G_ * T_) / (r.ms / 1000.0);
   // This rank's GEMM and attention work over the step's time.
   r.tflops = double(mem_->flops) / (r.ms / 1000.0) / 1e12;
-  int64_t peakRss = procStatusBytes("VmHWM");
-  if (baselineRss_ >= 0 && peakRss >= 0)
-    r.memMib = mib(peakRss - baselineRss_);
-  r.plannedMib = mib(totalBytes_);
+  // Memory for the --log line only: reading /proc is no work for every step.
+  if (log_.isOpen()) {
+    int64_t peakRss = procStatusBytes("VmHWM");
+    if (baselineRss_ >= 0 && peakRss >= 0)
+      r.memMib = mib(peakRss - baselineRss_);
+    r.plannedMib = mib(totalBytes_);
+  }
   stepSeconds_ += r.ms * 1e-3;
   r.mfu = peak_ ? r.tflops * 1e12 / peak_->of(m_.computeDtype) : std::nan("");
   return r;
