@@ -1,6 +1,7 @@
 //===- Options.cpp - the driver's options, bound once ---------------------===//
 #include "compiler/Options.h"
 
+#include "dialects/nn/Float8.h"
 #include "frontends/meta/ModelConfig.h"
 #include "target/Machine.h"
 
@@ -177,6 +178,17 @@ void DriverOptions::bindOptions() {
   bind(training.paramDtype, "param-dtype",
        cl::desc("Mixed precision: the dtype parameters are all-gathered and "
                 "used in (f32 or bf16); master weights stay f32"));
+  bind(training.float8, "float8",
+       cl::desc("Float8 training with torchao's recipe: 'tensorwise' "
+                "(a dynamic scale per tensor; e4m3 inputs and weights, e5m2 "
+                "output gradients) or 'rowwise' (power-of-two scales per "
+                "row along each GEMM's reduction axis, e4m3 throughout). "
+                "Every linear of the transformer blocks runs its three "
+                "GEMMs on fp8 operands with f32 sums; the embedding, the LM "
+                "head and linears whose features are not multiples of 16 "
+                "(named in a note) stay in the --param-dtype. Master "
+                "weights and checkpoints stay f32"),
+       cl::value_desc("recipe"));
   bind(training.reduceDtype, "reduce-dtype",
        cl::desc("Mixed precision: the dtype gradients are reduce-scattered "
                 "in (f32 or bf16)"));
@@ -330,6 +342,15 @@ Error DriverOptions::validate() {
         {"--reduce-dtype", training.reduceDtype}})
     if (value != "f32" && value != "bf16")
       return fail(flag + " must be f32 or bf16, got '" + value + "'");
+  if (!training.float8.empty() && !nn::isFloat8Recipe(training.float8))
+    return fail("--float8 must be " + nn::float8RecipeList() +
+                " (torchao's recipe names), got '" + training.float8 + "'");
+  if (!training.float8.empty() && training.offload != abi::kOffloadNone)
+    return fail("--float8 with --offload=" + training.offload +
+                ": not supported yet (the float8 casts run on the device)");
+  if (!training.float8.empty() && model.infer)
+    return fail("--float8 trains in float8: an --infer build has no "
+                "training step");
   if (training.outputDtype != "f32")
     return fail("--output-dtype must be f32: the loss is computed and "
                 "reported in f32, got '" +
@@ -441,6 +462,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.gradSyncOnce = training.gradSync == "last";
   p.paramDtype = training.paramDtype;
   p.reduceDtype = training.reduceDtype;
+  p.float8 = training.float8;
   p.recompute = training.recompute;
   p.optimizer = training.optimizer;
   p.mesh = training.mesh;

@@ -68,6 +68,8 @@ struct TrainingOptions {
   /// Rows of logits per chunk of the LM head's loss (0: auto).
   int64_t lossChunkRows = 0;
   std::string paramDtype = "f32", reduceDtype = "f32", outputDtype = "f32";
+  /// --float8: a torchao recipe (nn::kFloat8Recipes) or empty (off).
+  std::string float8;
   std::string gradSync = "every";
   /// --offload: abi::kOffloadNone or abi::kOffloadCpu (FSDP2's
   /// CPUOffloadPolicy, --target cuda).

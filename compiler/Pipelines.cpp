@@ -28,6 +28,11 @@ void shardc::buildTrainingPipeline(OpPassManager &pm,
     tp.vocab = options.tpVocab;
     pm.addPass(createTPPartition(tp));
   }
+  if (!options.float8.empty()) {
+    NNFloat8LinearsOptions float8;
+    float8.recipe = options.float8;
+    pm.addPass(createNNFloat8Linears(float8));
+  }
   if (fsdp) {
     FSDPShardParametersOptions shard;
     shard.mesh = options.mesh;

@@ -39,6 +39,9 @@ struct PipelineOptions {
   /// Mixed precision: "f32" or "bf16".
   std::string paramDtype = "f32";
   std::string reduceDtype = "f32";
+  /// --float8: the block linears' torchao recipe (nn-float8-linears), or
+  /// empty.
+  std::string float8;
   /// abi::kOffloadNone, or abi::kOffloadCpu: the optimizer step on the
   /// host, host copies around the device's reads of the host regions.
   std::string offload = abi::kOffloadNone;

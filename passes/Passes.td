@@ -124,6 +124,27 @@ def TPPartition : Pass<"tp-partition", "mlir::ModuleOp"> {
   ];
 }
 
+def NNFloat8Linears : Pass<"nn-float8-linears", "mlir::ModuleOp"> {
+  let summary = "Mark the transformer blocks' linears float8 (--float8)";
+  let description = [{
+    torchao's `convert_to_float8_training` with torchtitan's filter, at
+    compile time: every `nn.linear` of the model function `forward` whose
+    weight is a parameter gets `float8 = <recipe>` (dialects/nn/Float8.h),
+    except the LM head (the linear whose result is the loss's logits, or
+    whose weight is also an embedding table) and linears whose in or out
+    features, or whose rows (tokens), are not multiples of 16: the FP8
+    GEMMs take no others. Each of those stays in its dtype, with one
+    remark naming its parameter. nn-autodiff gives the recipe to the
+    linear's two backward GEMMs. A model with no eligible linear is an
+    error naming --float8. Runs after tp-partition, so the shapes checked
+    are the tp-local ones the GEMMs get.
+  }];
+  let options = [
+    Option<"recipe", "recipe", "std::string", "\"tensorwise\"",
+           "The torchao recipe: tensorwise or rowwise (--float8)">,
+  ];
+}
+
 def FSDPShardParameters : Pass<"fsdp-shard-parameters", "mlir::ModuleOp"> {
   let summary = "Group parameters, shard them on a grid, gather them for use";
   let description = [{

@@ -434,6 +434,62 @@ SHARDC_HD inline float rotaryAngle(int64_t t, float invFreq) {
   return float(t) * invFreq;
 }
 
+/// Float8 (OCP FP8, as torch.float8_e4m3fn and float8_e5m2; `format` is
+/// abi::kF8E4M3 or kF8E5M2): 3 or 2 mantissa bits, exponent bias 7 or 15,
+/// largest finite 448 or 57344. e4m3fn has no infinities and one NaN code.
+SHARDC_HD inline int fp8MantissaBits(int64_t format) {
+  return format == abi::kF8E5M2 ? 2 : 3;
+}
+SHARDC_HD inline int fp8Bias(int64_t format) {
+  return format == abi::kF8E5M2 ? 15 : 7;
+}
+SHARDC_HD inline float fp8Max(int64_t format) {
+  return format == abi::kF8E5M2 ? 57344.0f : 448.0f;
+}
+
+/// f32 -> fp8, saturating to +-fp8Max (torchao's to_fp8_saturated clamps
+/// before its cast) and rounding to nearest even; NaN -> the NaN code 0x7f
+/// (sign kept).
+SHARDC_HD inline uint8_t floatToFp8(float v, int64_t format) {
+  const int m = fp8MantissaBits(format), emin = 1 - fp8Bias(format);
+  const float maxv = fp8Max(format);
+  uint8_t sign = uint8_t((floatBits(v) >> 24) & 0x80u);
+  float a = fabsf(v);
+  if (!(a == a))
+    return uint8_t(sign | 0x7f);
+  a = a < maxv ? a : maxv;
+  int e = int((floatBits(a) >> 23) & 0xffu) - 127; // floor(log2 a); 0: -127
+  int quantum = (e < emin ? emin : e) - m;         // log2 of one step
+  int r = int(rintf(ldexpf(a, -quantum)));         // to nearest even
+  if (e < emin) // subnormal (r = 2^m is the smallest normal: the same code)
+    return uint8_t(sign | r);
+  int biased = e + fp8Bias(format);
+  if (r == 2 << m) { // rounded up to the next power of two
+    r >>= 1;
+    ++biased;
+  }
+  return uint8_t(sign | (biased << m) | (r - (1 << m)));
+}
+
+/// fp8 -> f32, exact (for the finite codes floatToFp8 writes).
+SHARDC_HD inline float fp8ToFloat(uint8_t q, int64_t format) {
+  const int m = fp8MantissaBits(format), bias = fp8Bias(format);
+  int biased = (q & 0x7f) >> m, mant = q & ((1 << m) - 1);
+  float v = biased == 0 ? ldexpf(float(mant), 1 - bias - m)
+                        : ldexpf(float((1 << m) + mant), biased - bias - m);
+  return (q & 0x80) ? -v : v;
+}
+
+/// The scale that maps an amax onto fp8's range, as torchao's
+/// amax_to_scale: max / max(amax, 1e-12) in f64, rounded to f32; with
+/// pow2 (the rowwise recipe's round_scales_to_power_of_2) then rounded
+/// down to a power of two as exp2(floor(log2(scale))).
+SHARDC_HD inline float fp8Scale(float amax, int64_t format, bool pow2) {
+  double a = amax > 1e-12 ? double(amax) : 1e-12;
+  float s = float(double(fp8Max(format)) / a);
+  return pow2 ? exp2f(floorf(log2f(s))) : s;
+}
+
 /// The position of row r of a rotary kernel's x (rows of D): x[B,H,T,D]
 /// (abi::kAttentionBHTD) or x[B,T,H,D] (abi::kAttentionRows).
 SHARDC_HD inline int64_t rotaryPosition(int64_t r, int64_t T, int64_t H,

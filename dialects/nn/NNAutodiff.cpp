@@ -47,15 +47,23 @@ SmallVector<Value> LinearOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads) {
   Location loc = getLoc();
   Value dy = grads[0];
   // dx = dy @ W for W [N, K] (read as [in, out]), dy @ W^T for W [K, N].
+  // A float8 linear's two backward GEMMs are float8 too, dy their
+  // gradient operand (e5m2 under tensorwise: dialects/nn/Float8.h).
+  StringAttr f8 = getFloat8Attr();
+  auto gradAt = [&](StringRef side) {
+    return f8 ? b.getStringAttr(side) : StringAttr();
+  };
   Value dx = LinearOp::create(b, loc, getInput().getType(), dy, getWeight(),
-                              Value(), !getWeightInOut());
+                              Value(), !getWeightInOut(), f8, gradAt("lhs"));
   Value x2 = flatten2D(b, loc, getInput()), dy2 = flatten2D(b, loc, dy);
   // dW = dy^T x ([N, K]) or x^T dy ([K, N]).
   Value dw = getWeightInOut()
                  ? MatmulOp::create(b, loc, getWeight().getType(), x2, dy2,
-                                    /*transpose_a=*/true, false)
+                                    /*transpose_a=*/true, false, f8,
+                                    gradAt("rhs"))
                  : MatmulOp::create(b, loc, getWeight().getType(), dy2, x2,
-                                    /*transpose_a=*/true, false);
+                                    /*transpose_a=*/true, false, f8,
+                                    gradAt("lhs"));
   Value db = getBias() ? sumTo(b, loc, dy, getBias()) : Value();
   if (getBias())
     return {dx, dw, db};

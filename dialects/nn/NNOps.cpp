@@ -60,6 +60,8 @@ LogicalResult LinearOp::verify() {
            << " of size " << wk;
   if (getBias() && failed(expectShape(*this, "bias", tensorType(getBias()), {n})))
     return failure();
+  if (failed(verifyFloat8(*this, getFloat8Attr(), getFloat8GradAttr(), {"lhs"})))
+    return failure();
   SmallVector<int64_t> shape(x.getShape());
   shape.back() = n;
   return expectShape(*this, "result", tensorType(getResult()), shape);

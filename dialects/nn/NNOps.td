@@ -43,14 +43,29 @@ def NN_LinearOp : NN_Op<"linear", [Pure, DeclareOpInterfaceMethods<NN_Differenti
     [K, N] (the Conv1D layout of GPT-2 checkpoints). `x` is [..., K], the
     optional `bias` is [N], the result is [..., N].
 
+    `float8` (a torchao recipe: "tensorwise" or "rowwise", set by
+    nn-float8-linears) computes the product in float8: both operands cast
+    to fp8 with the recipe's scales, the products accumulated in f32.
+    `float8_grad` ("lhs") says the input is an output gradient (the
+    backward's dx), which tensorwise casts to e5m2 instead of e4m3.
+
     Example:
     ```mlir
     %y = nn.linear %x, %w, %b {weight_in_out} : (tensor<2x8x16xf32>, tensor<16x48xf32>, tensor<48xf32>) -> tensor<2x8x48xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
-                   Optional<NN_FloatTensor>:$bias, UnitAttr:$weight_in_out);
+                   Optional<NN_FloatTensor>:$bias, UnitAttr:$weight_in_out,
+                   OptionalAttr<StrAttr>:$float8,
+                   OptionalAttr<StrAttr>:$float8_grad);
   let results = (outs NN_FloatTensor:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::mlir::Value":$input,
+                   "::mlir::Value":$weight, "::mlir::Value":$bias,
+                   "bool":$weight_in_out), [{
+      build($_builder, $_state, type, input, weight, bias, weight_in_out,
+            ::mlir::StringAttr(), ::mlir::StringAttr());
+    }]>];
   let assemblyFormat = [{
     $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
   }];

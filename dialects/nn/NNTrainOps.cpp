@@ -22,6 +22,9 @@ LogicalResult MatmulOp::verify() {
   int64_t n = b.getDimSize(getTransposeB() ? 0 : 1);
   if (k != kb)
     return emitOpError("contraction sizes differ: ") << k << " and " << kb;
+  if (failed(verifyFloat8(*this, getFloat8Attr(), getFloat8GradAttr(),
+                          {"lhs", "rhs"})))
+    return failure();
   return expectShape(*this, "result", tensorType(getResult()), {m, n});
 }
 

@@ -32,6 +32,9 @@ def NN_MatmulOp : NN_Op<"matmul", [Pure]> {
   let description = [{
     `op(a) @ op(b)` where `op` transposes when `transpose_a` / `transpose_b`
     is set: [M, K] x [K, N] -> [M, N]. Emitted for weight gradients.
+    `float8` and `float8_grad` ("lhs" or "rhs": the operand that is an
+    output gradient) as nn.linear's: the weight gradient of a float8
+    linear.
 
     Example:
     ```mlir
@@ -39,8 +42,17 @@ def NN_MatmulOp : NN_Op<"matmul", [Pure]> {
     ```
   }];
   let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
-                   UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+                   UnitAttr:$transpose_a, UnitAttr:$transpose_b,
+                   OptionalAttr<StrAttr>:$float8,
+                   OptionalAttr<StrAttr>:$float8_grad);
   let results = (outs NN_FloatTensor:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::mlir::Value":$lhs,
+                   "::mlir::Value":$rhs, "bool":$transpose_a,
+                   "bool":$transpose_b), [{
+      build($_builder, $_state, type, lhs, rhs, transpose_a, transpose_b,
+            ::mlir::StringAttr(), ::mlir::StringAttr());
+    }]>];
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

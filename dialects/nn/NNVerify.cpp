@@ -1,8 +1,10 @@
 //===- NNVerify.cpp - shared helpers of the nn verifiers ------------------===//
 #include "dialects/nn/NNVerify.h"
+#include "dialects/nn/Float8.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace shardc::nn;
@@ -68,5 +70,21 @@ LogicalResult shardc::nn::detail::verifyBroadcastsTo(Operation *op, Value from,
     return op->emitOpError() << fromName << " " << from.getType()
                              << " does not broadcast to the " << toName << " "
                              << to.getType();
+  return success();
+}
+
+LogicalResult shardc::nn::detail::verifyFloat8(Operation *op,
+                                               StringAttr recipe,
+                                               StringAttr grad,
+                                               ArrayRef<StringRef> grads) {
+  if (recipe && !isFloat8Recipe(recipe.getValue()))
+    return op->emitOpError("float8 recipe '")
+           << recipe.getValue() << "' is not one of " << float8RecipeList();
+  if (grad && !recipe)
+    return op->emitOpError("has float8_grad without a float8 recipe");
+  if (grad && !llvm::is_contained(grads, grad.getValue()))
+    return op->emitOpError("float8_grad '")
+           << grad.getValue() << "' is not one of "
+           << llvm::join(grads, ", ");
   return success();
 }

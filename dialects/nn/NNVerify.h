@@ -34,6 +34,13 @@ mlir::LogicalResult verifyBroadcastsTo(mlir::Operation *op, mlir::Value from,
                                        llvm::StringRef fromName, mlir::Value to,
                                        llvm::StringRef toName);
 
+/// A GEMM's float8 attributes: `recipe` one of nn::kFloat8Recipes, and
+/// `grad` (the operand that is an output gradient) one of `grads`, set only
+/// with a recipe.
+mlir::LogicalResult verifyFloat8(mlir::Operation *op, mlir::StringAttr recipe,
+                                 mlir::StringAttr grad,
+                                 llvm::ArrayRef<llvm::StringRef> grads);
+
 } // namespace shardc::nn::detail
 
 #endif // SHARDC_DIALECTS_NN_NNVERIFY_H

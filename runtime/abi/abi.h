@@ -23,7 +23,7 @@ namespace shardc::abi {
 
 /// The manifest's "format": bumped whenever anything below changes, so that
 /// a runtime refuses a program compiled against another contract.
-inline constexpr int64_t kFormatVersion = 8;
+inline constexpr int64_t kFormatVersion = 9;
 
 //===----------------------------------------------------------------------===//
 // Kernels
@@ -196,7 +196,9 @@ inline constexpr int64_t kMaxRegionBytes = int64_t(1) << 60;
   X(kI32, 3, "i32", 4)                                                         \
   X(kBool, 4, "bool", 1)                                                       \
   X(kI64, 5, "i64", 8)                                                         \
-  X(kF64, 6, "f64", 8)
+  X(kF64, 6, "f64", 8)                                                         \
+  X(kF8E4M3, 7, "f8e4m3", 1)                                                   \
+  X(kF8E5M2, 8, "f8e5m2", 1)
 
 enum DType : int64_t {
 #define SHARDC_ABI_DTYPE_ENUM(id, code, name, bytes) id = code,

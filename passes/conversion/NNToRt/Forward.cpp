@@ -32,6 +32,14 @@ LogicalResult lowerLinear(StepBuilder &s, nn::LinearOp l) {
   int64_t k = x.getShape().back();
   int64_t n = tensorType(l.getResult()).getShape().back();
   int64_t m = x.getNumElements() / k;
+  if (StringAttr recipe = l.getFloat8Attr()) {
+    // x [M,K]; W [N,K], or [K,N] in, out.
+    bool in_out = l.getWeightInOut();
+    Float8Operand a{l.getInput(), m, k, false, l.getFloat8Grad() == "lhs"};
+    Float8Operand w{l.getWeight(), in_out ? k : n, in_out ? n : k, in_out,
+                    false};
+    return lowerFloat8Gemm(s, l, recipe, a, w, l.getBias(), l.getResult());
+  }
   SmallVector<Value> bufs = {s.buf(l.getInput()), s.buf(l.getWeight())};
   if (l.getBias())
     bufs.push_back(s.buf(l.getBias()));
@@ -240,6 +248,15 @@ LogicalResult lowerMatmul(StepBuilder &s, nn::MatmulOp mm) {
   int64_t m = a.getDimSize(mm.getTransposeA() ? 1 : 0);
   int64_t k = a.getDimSize(mm.getTransposeA() ? 0 : 1);
   int64_t n = tensorType(mm.getResult()).getDimSize(1);
+  if (StringAttr recipe = mm.getFloat8Attr()) {
+    // op(a) [M,K], op(b) [K,N]: a stored [M,K] or [K,M]; b [K,N] or [N,K].
+    bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
+    Float8Operand a{mm.getLhs(), ta ? k : m, ta ? m : k, ta,
+                    mm.getFloat8Grad() == "lhs"};
+    Float8Operand b{mm.getRhs(), tb ? n : k, tb ? k : n, !tb,
+                    mm.getFloat8Grad() == "rhs"};
+    return lowerFloat8Gemm(s, mm, recipe, a, b, Value(), mm.getResult());
+  }
   Value l = s.buf(mm.getLhs()), r = s.buf(mm.getRhs());
   s.kernel(loc, K::matmul, {l, r, s.define(mm.getResult())},
            {m, k, n, mm.getTransposeA() ? 1 : 0, mm.getTransposeB() ? 1 : 0,

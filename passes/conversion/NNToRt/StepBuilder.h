@@ -171,6 +171,23 @@ private:
   llvm::StringMap<Entry> entries;
 };
 
+/// An operand of a float8 GEMM: `value` stored [rows, cols], its reduction
+/// axis the columns, or the rows when `kFirst`; `isGrad`: it is an output
+/// gradient (dialects/nn/Float8.h).
+struct Float8Operand {
+  mlir::Value value;
+  int64_t rows, cols;
+  bool kFirst, isGrad;
+};
+
+/// y = a b^T in float8 under `recipe` (Float8.cpp): each operand cast to
+/// fp8 K-major with its scales, then one FP8 GEMM, plus `bias` if set.
+mlir::LogicalResult lowerFloat8Gemm(StepBuilder &s, mlir::Operation *gemm,
+                                    llvm::StringRef recipe,
+                                    const Float8Operand &a,
+                                    const Float8Operand &b, mlir::Value bias,
+                                    mlir::Value result);
+
 /// The table of every op convert-nn-to-rt lowers, built once.
 const LoweringTable &lowerings();
 

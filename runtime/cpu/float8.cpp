@@ -1,0 +1,135 @@
+//===- float8.cpp - the CPU's float8 kernels (--float8) -------------------===//
+//
+// torchao's float8 training on the CPU, exactly: cast_fp8 rounds each
+// element of its operand, scaled, to e4m3 or e5m2 (runtime::floatToFp8, the
+// math CUDA's cast kernel shares) and stores the byte; matmul_fp8 widens
+// the bytes, divides them by their scales (torchao's emulated _scaled_mm:
+// mm(a.float() / sa, b.float() / sb)) and multiplies in f32 with oneDNN's
+// sgemm. The shapes are kernels.def's.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/abi/abi.h"
+#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/typed.h"
+#include "runtime/kernels.h"
+#include "runtime/math.h"
+
+#include <cmath>
+#include <vector>
+
+using namespace shardc::runtime;
+using namespace shardc::runtime::cpu;
+namespace A = shardc::abi;
+
+namespace {
+
+/// Element (r, c) of x [R, C] in f32 (bf16 widened exactly).
+struct Rows {
+  const void *x;
+  bool bf16;
+  int64_t C;
+  float at(int64_t r, int64_t c) const {
+    int64_t k = r * C + c;
+    return bf16 ? bf16ToFloat(BF16(const_cast<void *>(x))[k])
+                : static_cast<const float *>(x)[k];
+  }
+};
+
+/// The amax of each of q's rows: x's rows [R, C], or x's columns when
+/// trans (q is then [C, R]); one amax of everything when !rowwise.
+std::vector<float> amaxes(const Rows &x, int64_t R, int64_t C, bool rowwise,
+                          bool trans) {
+  std::vector<float> amax(rowwise ? (trans ? C : R) : 1, 0.0f);
+#pragma omp parallel for schedule(static) if (R * C >= kParallelMin && !trans)
+  for (int64_t r = 0; r < R; ++r) {
+    float m = 0.0f;
+    for (int64_t c = 0; c < C; ++c) {
+      float a = std::fabs(x.at(r, c));
+      if (rowwise && trans)
+        amax[c] = std::fmax(amax[c], a); // trans: serial, see the pragma
+      else
+        m = std::fmax(m, a);
+    }
+    if (rowwise && !trans)
+      amax[r] = m;
+    else if (!rowwise) {
+#pragma omp critical
+      amax[0] = std::fmax(amax[0], m);
+    }
+  }
+  return amax;
+}
+
+} // namespace
+
+// x[R,C] (f32 or bf16) -> q[R,C] or [C,R] fp8, scale[1] | [R] | [C] f32.
+SHARDC_KERNEL(cast_fp8) {
+  namespace K = A::cast_fp8;
+  int64_t R = i[K::R], C = i[K::C], format = i[K::format];
+  bool rowwise = i[K::rowwise], trans = i[K::trans];
+  if (format != A::kF8E4M3 && format != A::kF8E5M2)
+    fatal("cast_fp8: format %lld is not an fp8 dtype code",
+          static_cast<long long>(format));
+  Rows x{b[0], i[K::dtype] == A::kBF16, C};
+  std::vector<float> amax = amaxes(x, R, C, rowwise, trans);
+  float *scale = F(b[2]);
+  for (size_t k = 0; k < amax.size(); ++k)
+    scale[k] = fp8Scale(amax[k], format, rowwise);
+  auto *q = static_cast<uint8_t *>(b[1]);
+#pragma omp parallel for schedule(static) if (R * C >= kParallelMin)
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      // q's row: x's row r, or x's column c when transposed.
+      float s = rowwise ? scale[trans ? c : r] : scale[0];
+      uint8_t v = floatToFp8(x.at(r, c) * s, format);
+      if (trans)
+        q[c * R + r] = v;
+      else
+        q[r * C + c] = v;
+    }
+  launchedAs(ctx, stream, "cast_fp8");
+}
+
+// a[M,K] b[N,K] fp8, sa[1]|[M] sb[1]|[N], bias[N]? -> y[M,N] in dtype.
+SHARDC_KERNEL(matmul_fp8) {
+  namespace K = A::matmul_fp8;
+  int64_t M = i[K::M], Kd = i[K::K], N = i[K::N];
+  bool rowwise = i[K::rowwise], hasBias = i[K::has_bias];
+  // The operands dequantized as torchao's emulation divides them.
+  auto widen = [&](void *q, const float *scale, int64_t rows, int64_t format) {
+    std::vector<float> out(rows * Kd);
+    const auto *bytes = static_cast<const uint8_t *>(q);
+#pragma omp parallel for schedule(static) if (rows * Kd >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      float s = rowwise ? scale[r] : scale[0];
+      for (int64_t k = 0; k < Kd; ++k)
+        out[r * Kd + k] = fp8ToFloat(bytes[r * Kd + k], format) / s;
+    }
+    return out;
+  };
+  std::vector<float> a = widen(b[0], F(b[2]), M, i[K::format_a]);
+  std::vector<float> w = widen(b[1], F(b[3]), N, i[K::format_b]);
+  // bias? y: through AsF32, so that a bf16 y is rounded once.
+  void **io = b + 4;
+  int64_t yk = hasBias ? 1 : 0;
+  AsF32 t(io, yk + 1, i[K::dtype], "matmul_fp8");
+  if (hasBias)
+    t.in(0, N);
+  t.out(yk, M * N);
+  float *y = F(t.buffers()[yk]);
+  sgemm(false, true, M, N, Kd, 1.0f, a.data(), Kd, w.data(), Kd, 0.0f, y, N);
+  if (hasBias) {
+    // torchao adds the bias after the GEMM's output is rounded to its dtype.
+    const float *bias = F(t.buffers()[0]);
+    bool bf16 = t.bf16();
+#pragma omp parallel for schedule(static) if (M * N >= kParallelMin)
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < N; ++c) {
+        float v = y[r * N + c];
+        y[r * N + c] = (bf16 ? roundToBf16(v) : v) + bias[c];
+      }
+  }
+  t.finish();
+  launchedAs(ctx, stream, "matmul_fp8");
+}
