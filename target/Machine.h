@@ -32,6 +32,9 @@ struct Machine {
   double peakF32 = 0, peakBf16 = 0;
   /// Dense TF32 tensor-core peak (f32 GEMMs under --allow-tf32).
   double peakTf32 = 0;
+  /// Dense FP8 tensor-core peak (--float8's GEMMs; 0: the device has no
+  /// FP8 tensor cores), and the share of gemmEfficiency an FP8 GEMM keeps.
+  double peakFp8 = 0, fp8GemmShare = 1;
   /// The fraction of peak a large GEMM attains (bundled machines; a
   /// calibration measures GEMMs by shape instead), and attention's.
   double gemmEfficiency = 0, attentionEfficiency = 0;

@@ -37,7 +37,7 @@ struct GemmShape {
 };
 
 /// The shape of `k` if it is a GEMM (linear, its fused GELU forms, matmul,
-/// batch_matmul); nullopt otherwise.
+/// matmul_fp8, batch_matmul); nullopt otherwise.
 inline std::optional<GemmShape> gemmShape(rt::KernelOp k) {
   const abi::KernelInfo *info = abi::lookupKernel(k.getName());
   if (!info)
@@ -55,6 +55,9 @@ inline std::optional<GemmShape> gemmShape(rt::KernelOp k) {
   case abi::KernelId::matmul:
   case abi::KernelId::matmul_bgrad: // matmul's ints lead
     return GemmShape{1, i[abi::matmul::M], i[abi::matmul::N], i[abi::matmul::K]};
+  case abi::KernelId::matmul_fp8:
+    return GemmShape{1, i[abi::matmul_fp8::M], i[abi::matmul_fp8::N],
+                     i[abi::matmul_fp8::K]};
   case abi::KernelId::batch_matmul: {
     int64_t batch = 1;
     for (int64_t r = 0; r < i[abi::batch_matmul::R]; ++r)

@@ -160,6 +160,13 @@ struct Player {
       return 2.0 * double(i[C::outer] * i[C::n_x] * i[C::inner]) *
              double(abi::dtypeBytes(i[C::dtype]));
     }
+    case abi::KernelId::cast_fp8: {
+      // x read twice (its amax, then the cast), one byte an element
+      // written (the scales are negligible).
+      namespace C8 = abi::cast_fp8;
+      double n = double(i[C8::R] * i[C8::C]);
+      return n * (2.0 * double(abi::dtypeBytes(i[C8::dtype])) + 1.0);
+    }
     default:
       return std::nullopt;
     }
@@ -181,6 +188,8 @@ struct Player {
     ArrayRef<int64_t> i = k.getInts();
     if (std::optional<double> part = partBytes(k, info))
       bytes = *part;
+    if (info && abi::kernelId(*info) == abi::KernelId::matmul_fp8)
+      gemmDtype = "fp8"; // --float8: at the FP8 tensor cores' rate
     if (std::optional<GemmShape> g = gemmShape(k)) {
       work = double(g->batch) * m.gemmSeconds(g->m, g->n, g->k, gemmDtype);
       if (info && abi::kernelId(*info) == abi::KernelId::matmul_bgrad)
