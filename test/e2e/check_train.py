@@ -19,8 +19,25 @@ global batch, over M's ranks) and trains under mpirun; the reference is
 one process that sums the ranks' gradients as data parallelism does (each
 rank's rows a backward pass of its own: under bf16, each rank's gradient is
 rounded to bf16 before the f32 reduction, as FSDP2's).
+
+--float8 RECIPE --reference Inputs/float8/<case>.json compiles with
+--float8=RECIPE (torchao's float8 training, Float8LinearConfig's "tensorwise"
+or "rowwise" recipe, of the blocks' linears) and compares the gradients and
+the losses with the torchao curve the reference holds (made by
+Inputs/float8/make_refs.py under a torch with torchao; CI has none) instead
+of a live PyTorch run, with the same bounds. The reference must have been
+made with this run's config and arguments, from the same tokens and initial
+weights (a digest of them). The first-step gradients of the high-precision
+reference (the live run without float8: f32, or bf16 under --mixed) and of
+the other recipe must lie outside --grad-rtol of the torchao curve's and
+farther than shardc's, or the check could not tell them apart. Their loss
+curves are printed, not compared: 20 steps through fp8 roundings move by as
+much under ulp-level noise in the other ops (the reference's noise floor,
+make_refs.py). The trained weights are not compared.
 """
 import argparse
+import hashlib
+import json
 import math
 import os
 import sys
@@ -92,7 +109,50 @@ def relative(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def main():
+def make_inputs(args, c):
+    """The token stream (a numpy int64 array) and the random initial weights
+    (name -> f32 tensor) of a run with these arguments: what shardc trains
+    from and what the references start from."""
+    B, T, N, S = args.batch, args.seq, args.grad_accum, args.steps
+    # Learnable tokens: a fixed successor rule, with 20% noise; with
+    # --ids-from, over --ids ids from there (ids beyond 16 bits: the Llama 3
+    # token format).
+    V = args.ids or c["vocab_size"]
+    rng = np.random.default_rng(0)
+    tokens = np.empty(B * N * T * S + 1, dtype=np.int64)
+    tokens[0] = 1
+    for i in range(1, len(tokens)):
+        tokens[i] = (tokens[i - 1] * 7 + 3) % V if rng.random() < 0.8 else rng.integers(0, V)
+    if args.ids_from:
+        tokens = tokens + args.ids_from
+        assert tokens.max() < c["vocab_size"]
+    W0 = tm.random_params(c, seed=1, std=args.init_std)
+    return tokens, W0
+
+
+def inputs_digest(tokens, W0):
+    """A SHA-256 of the tokens and the initial weights (names, shapes and
+    f32 bytes, in name order): a reference made under another torch or
+    numpy matches only if this does."""
+    h = hashlib.sha256()
+    h.update(np.asarray(tokens, dtype=np.int64).tobytes())
+    for n in sorted(W0):
+        h.update(f"{n}{list(W0[n].shape)}".encode())
+        h.update(W0[n].detach().to(torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+# The arguments that define a run's computation (not its checking): a
+# --reference must have been made with the same ones.
+RUN_ARGS = ["batch", "seq", "steps", "grad_accum", "clip", "optimizer",
+            "momentum", "lr", "weight_decay", "no_decay_1d", "schedule", "warmup",
+            "mixed", "init_std", "mesh", "tp", "attention", "ids_from", "ids"]
+
+# torchao's float8 training recipes (Float8LinearConfig.from_recipe_name).
+FLOAT8_RECIPES = ["tensorwise", "rowwise"]
+
+
+def parser():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True)
     ap.add_argument("--shardc", required=True)
@@ -136,7 +196,141 @@ def main():
     ap.add_argument("--compile-flags", default="",
                     help="extra shardc flags (--target cuda --cuda-emulation "
                          "--offload=cpu: the same checks on that build)")
+    ap.add_argument("--float8", choices=FLOAT8_RECIPES, default=None,
+                    help="compile with --float8=RECIPE (torchao's float8 "
+                         "training of the blocks' linears); needs --reference")
+    ap.add_argument("--reference",
+                    help="a torchao reference (Inputs/float8/<case>.json, made "
+                         "by make_refs.py): compare the gradients and losses "
+                         "with its --float8 recipe's instead of a live "
+                         "PyTorch run")
+    return ap
+
+
+def load_reference(args, c, tokens, W0):
+    """The torchao reference --reference names, checked against this run:
+    made with the same config and run arguments, from the same tokens and
+    initial weights (its digest), and holding --float8's recipe and the
+    other one. Returns {recipe: {"losses": [...], "grads": {name: tensor}}}."""
+    with open(args.reference) as f:
+        made = json.load(f)
+    if made["config"] != c:
+        sys.exit(f"FAIL: {args.reference} was made for another config than {args.config}")
+    for k in RUN_ARGS:
+        if made["args"][k] != getattr(args, k):
+            sys.exit(f"FAIL: {args.reference} was made with {k}={made['args'][k]!r}, "
+                     f"this run has {getattr(args, k)!r}")
+    if made["inputs_sha256"] != inputs_digest(tokens, W0):
+        sys.exit(f"FAIL: the tokens or initial weights differ from those {args.reference} "
+                 "was made from (torch.randn or numpy's generator changed?)")
+    out = {}
+    for r in FLOAT8_RECIPES:
+        if r not in made["recipes"]:
+            sys.exit(f"FAIL: {args.reference} has no {r} curve")
+        rec = made["recipes"][r]
+        grads = tm.read_safetensors(os.path.join(os.path.dirname(args.reference), rec["grads"]))
+        if set(grads) != set(W0) or len(rec["losses"]) != args.steps:
+            sys.exit(f"FAIL: {args.reference}'s {r} curve does not fit this model and run")
+        out[r] = {"losses": rec["losses"], "grads": grads,
+                  "noise_floor": rec.get("noise_floor")}
+    return out
+
+
+def loss_distance(losses, ref):
+    """The worst per-step relative difference of a loss curve from ref's."""
+    return max(abs(a - r) / abs(r) for a, r in zip(losses, ref))
+
+
+def grad_distance(grads, ref):
+    """The worst per-tensor relative difference of gradients from ref's."""
+    return max(relative(grads[n], g) for n, g in ref.items())
+
+
+def check_reference(args, c, W0, tokens, dtype, reference, got, launch, exe, flags):
+    """The checks against a torchao float8 reference: shardc's first-step
+    gradients (got) within --grad-rtol per tensor and its losses within
+    --rtol per step of --float8's curve; and the first-step gradients of
+    the high-precision reference (f32, or bf16 under --mixed: the live
+    torch_run, no float8) and of the other recipe outside --grad-rtol of
+    that curve's and farther than shardc's, or the check could not tell
+    them apart. The trained weights are not compared (the reference keeps
+    none)."""
+    recipe = args.float8
+    other = next(r for r in FLOAT8_RECIPES if r != recipe)
+    label = f"torchao {recipe}"
+    ref, ref_losses = reference[recipe]["grads"], reference[recipe]["losses"]
+    if set(got) != set(ref):
+        sys.exit(f"FAIL: the dumped gradients are {sorted(got)}, expected {sorted(ref)}")
+    worst_grad = 0.0
+    for name, g in ref.items():
+        rel = relative(got[name], g)
+        worst_grad = max(worst_grad, rel)
+        if not rel < args.grad_rtol:
+            sys.exit(f"FAIL: gradient of {name}: relative difference {rel:.3e} "
+                     f"against {label}")
+    print(f"gradients: {len(ref)} tensors, worst relative difference {worst_grad:.2e} "
+          f"against {label}")
+
+    S = args.steps
+    log = os.path.join(args.workdir, "log.jsonl")
+    run(launch + [exe, *flags, "--steps", str(S), "--log", log], timeout=1800)
+    entries = read_log(log)
+    if len(entries) != S:
+        sys.exit(f"FAIL: {len(entries)} log lines, expected {S}")
+    worst = 0.0
+    for e, r in zip(entries, ref_losses):
+        rel = abs(e["loss"] - r) / abs(r)
+        worst = max(worst, rel)
+        print(f"step {e['step']:2d}: shardc {e['loss']:.7f} torchao {r:.7f} rel {rel:.2e} "
+              f"lr {e['lr']:.3e} norm {e['grad_norm']:.4f}")
+        if not rel < args.rtol:
+            sys.exit(f"FAIL: step {e['step']} relative difference {rel:.3e} >= {args.rtol} "
+                     f"against {label}")
+    if np.mean(ref_losses[-3:]) >= np.mean(ref_losses[:3]):
+        sys.exit("FAIL: the reference's loss did not decrease; the check would not be telling")
+
+    # The separation, measured as shardc's distance is.
+    hp = "bf16" if args.mixed else "f32"
+    hp_losses, _, _ = torch_run(args, c, W0, tokens, S, dtype)
+    _, hp_grads, _ = torch_run(args, c, W0, tokens, 1, dtype)
+    for name, what, losses, grads in [
+            (f"{hp} reference", f"float8 from {hp}", hp_losses, hp_grads),
+            (other, f"{recipe} from {other}", reference[other]["losses"],
+             reference[other]["grads"])]:
+        far_loss, far_grad = loss_distance(losses, ref_losses), grad_distance(grads, ref)
+        print(f"{name}: loss {far_loss:.2e}, gradients {far_grad:.2e} from {label}")
+        # The first step's gradients are what tells the curves apart: a
+        # curve of 20 AdamW steps through fp8 roundings moves by ~1e-2 under
+        # ulp-level noise in the other ops (the noise floor below), as far
+        # as the f32 curve is, so the losses are printed, not compared.
+        # The separations must lie outside --grad-rtol (a shardc computing
+        # them would fail) and farther than shardc.
+        if not far_grad >= max(args.grad_rtol, worst_grad):
+            sys.exit(f"FAIL: the {name}'s gradients are {far_grad:.2e} from {label}, "
+                     f"within --grad-rtol {args.grad_rtol:.2e} or nearer than shardc's "
+                     f"{worst_grad:.2e}: the check could not tell {what}")
+    noise = reference[recipe]["noise_floor"]
+    if noise:
+        # For the record: how far the torchao curve moves under ulp-level
+        # noise in its other ops (make_refs.py).
+        print(f"noise floor: loss {max(noise['loss']):.2e}, gradients "
+              f"{max(noise['gradients']):.2e} from {label} ({noise['runs']} runs "
+              "with ulp noise in the other ops)")
+    print("trained weights: not compared (the torchao reference keeps none)")
+    if args.same_as_log:
+        base = read_log(args.same_as_log)
+        if [e["loss"] for e in base] != [e["loss"] for e in entries]:
+            sys.exit(f"FAIL: losses differ from {args.same_as_log}")
+        print(f"identical to {args.same_as_log}")
+    print(f"PASS: worst loss relative difference {worst:.2e}, gradients {worst_grad:.2e} "
+          f"against {label}, loss {ref_losses[0]:.4f} -> {ref_losses[-1]:.4f}")
+
+
+def main():
+    ap = parser()
     args = ap.parse_args()
+    if bool(args.float8) != bool(args.reference):
+        ap.error("--float8 and --reference go together")
     tm.ATTENTION_ROUNDING = args.attention
     P = ranks(args.mesh)
     if args.batch % P:
@@ -149,26 +343,17 @@ def main():
         compile_flags += ["--tp", str(args.tp)]
     if args.mixed and not any(f.startswith("--param-dtype") for f in compile_flags):
         compile_flags += ["--param-dtype", args.mixed]
+    if args.float8:
+        compile_flags += [f"--float8={args.float8}"]
     launch = MPIRUN + ["-np", str(P * args.tp)] if P * args.tp > 1 else []
 
     os.makedirs(args.workdir, exist_ok=True)
     c = tm.load_config(args.config)
     B, T, N, S = args.batch, args.seq, args.grad_accum, args.steps
-    # Learnable tokens: a fixed successor rule, with 20% noise; with
-    # --ids-from, over --ids ids from there (ids beyond 16 bits: the Llama 3
-    # token format).
-    V = args.ids or c["vocab_size"]
-    rng = np.random.default_rng(0)
-    tokens = np.empty(B * N * T * S + 1, dtype=np.int64)
-    tokens[0] = 1
-    for i in range(1, len(tokens)):
-        tokens[i] = (tokens[i - 1] * 7 + 3) % V if rng.random() < 0.8 else rng.integers(0, V)
-    if args.ids_from:
-        tokens = tokens + args.ids_from
-        assert tokens.max() < c["vocab_size"]
+    tokens, W0 = make_inputs(args, c)
+    reference = load_reference(args, c, tokens, W0) if args.reference else None
     tok_path = os.path.join(args.workdir, "tokens.bin")
     tm.write_tokens(tok_path, tokens)
-    W0 = tm.random_params(c, seed=1, std=args.init_std)
     w_path = os.path.join(args.workdir, "weights.safetensors")
     tm.write_safetensors(w_path, W0)
 
@@ -193,6 +378,8 @@ def main():
         if line.startswith("note: attention"):
             print(line)
     got = tm.read_safetensors(grads_path)
+    if reference:
+        return check_reference(args, c, W0, tokens, dtype, reference, got, launch, exe, flags)
     _, ref, _ = torch_run(args, c, W0, tokens, 1, dtype)
     worst_grad = 0.0
     for name, g in ref.items():

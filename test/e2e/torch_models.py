@@ -168,6 +168,20 @@ def random_params(c, seed, std=0.2):
 
 # --- forward passes ----------------------------------------------------------
 
+# A hook for the transformer blocks' linear layers (Llama's q/k/v/o and
+# gate/up/down projections, GPT-2's c_attn, c_fc and c_projs), e.g. a float8
+# linear. None (the default): each computes its own GEMM (gemm, or f32 math).
+# Otherwise LINEAR(t, weight, bias, name, dtype) returns the layer's output
+# t @ weight.T (+ bias) in its place: weight [out, in] (GPT-2's Conv1D
+# [in, out] weights transposed), under mixed precision the param_dtype
+# (bf16) cast of the master weight as the layer uses it; bias the layer's
+# bias (cast alike) or None; name the parameter's name without ".weight"
+# ("model.layers.0.self_attn.q_proj"); dtype the compute dtype (None: f32).
+# The embedding and the LM head never go through it. Not used by the tp
+# reference (llama_loss_tp, gpt2_loss_tp).
+LINEAR = None
+
+
 def mixed(dtype):
     """Whether dtype (None: f32) asks for mixed precision."""
     return dtype not in (None, torch.float32)
@@ -304,15 +318,24 @@ def gpt2_loss(c, W, x, y, dtype=None):
     def proj(h, t, name):
         """h + t @ weight + bias: the residual add after the GEMM (under f32
         in this order, as before)."""
+        if LINEAR is not None:
+            return h + lin(t, name)
         if not mixed(dtype):
             return h + t @ W[name + ".weight"] + W[name + ".bias"]
         return h + gemm(t, W[name + ".weight"], W[name + ".bias"], dtype)
+
+    def lin(t, name):
+        """t @ weight + bias, or LINEAR's (given weight as [out, in])."""
+        w, b = W[name + ".weight"], W[name + ".bias"]
+        if LINEAR is not None:
+            return LINEAR(t, w.t(), b, name, dtype)
+        return gemm(t, w, b, dtype)
 
     h = embedding(W["transformer.wte.weight"], x, dtype) + W["transformer.wpe.weight"][:T]
     for l in range(c["n_layer"]):
         p = f"transformer.h.{l}."
         a = ln(h, W[p + "ln_1.weight"], W[p + "ln_1.bias"])
-        qkv = gemm(a, W[p + "attn.c_attn.weight"], W[p + "attn.c_attn.bias"], dtype)
+        qkv = lin(a, p + "attn.c_attn")
         q, k, v = qkv.split(C, dim=-1)
         heads = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
         # scale_attn_weights / scale_attn_by_inverse_layer_idx, as
@@ -324,7 +347,7 @@ def gpt2_loss(c, W, x, y, dtype=None):
         a = a.transpose(1, 2).reshape(B, T, C)
         h = proj(h, a, p + "attn.c_proj")
         m = ln(h, W[p + "ln_2.weight"], W[p + "ln_2.bias"])
-        m = gelu(gemm(m, W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"], dtype))
+        m = gelu(lin(m, p + "mlp.c_fc"))
         h = proj(h, m, p + "mlp.c_proj")
     h = ln(h, W["transformer.ln_f.weight"], W["transformer.ln_f.bias"])
     head = W.get("lm_head.weight", W["transformer.wte.weight"])
@@ -396,7 +419,9 @@ def llama_loss(c, W, x, y, dtype=None):
     attention = mixed_attention(dtype)
 
     def lin(t, name):
-        """t @ W.T, plus the bias when the model has one."""
+        """t @ W.T, plus the bias when the model has one (or LINEAR's)."""
+        if LINEAR is not None:
+            return LINEAR(t, W[name + ".weight"], W.get(name + ".bias"), name, dtype)
         if mixed(dtype):
             return gemm(t, W[name + ".weight"].t(), W.get(name + ".bias"), dtype)
         out = t @ W[name + ".weight"].t()

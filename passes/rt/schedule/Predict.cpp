@@ -343,6 +343,16 @@ struct RtPredictPass : public shardc::impl::RtPredictBase<RtPredictPass> {
       return signalPassFailure();
     }
     machine.setGpusPerNode(gpusPerNode);
+    bool fp8 = false;
+    module.walk([&](rt::KernelOp k) {
+      fp8 |= k.getName() == abi::kernelInfo(abi::KernelId::matmul_fp8).name;
+    });
+    if (fp8 && machine.peak("fp8") <= 0) {
+      module.emitError() << "--predict " << machine.name
+                         << ": the machine has no FP8 tensor cores, so "
+                            "--float8's GEMMs cannot run there";
+      return signalPassFailure();
+    }
     Player player{machine, "f32"};
     if (auto manifest = module->getAttrOfType<DictionaryAttr>(attrs::kManifest)) {
       if (auto tf32 = manifest.getAs<BoolAttr>(abi::kManifestAllowTf32))
