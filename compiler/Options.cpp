@@ -348,12 +348,6 @@ Error DriverOptions::validate() {
   if (!training.float8.empty() && training.offload != abi::kOffloadNone)
     return fail("--float8 with --offload=" + training.offload +
                 ": not supported yet (the float8 casts run on the device)");
-  if (!training.float8.empty() && output.target != "cpu" &&
-      (output.emit == Emit::Exe || output.emit == Emit::Obj))
-    return fail("--float8 with --target " + output.target +
-                ": no executable yet (its FP8 GEMMs and casts run on the "
-                "cpu target; cuBLASLt's are to come); --report, --predict "
-                "and --emit rt compile it");
   if (!training.float8.empty() && model.infer)
     return fail("--float8 trains in float8: an --infer build has no "
                 "training step");

@@ -139,6 +139,8 @@ const KernelFn *kernelTable();
 void addAttentionKernels(KernelFn *table);
 void addTensorKernels(KernelFn *table);
 void addTrainKernels(KernelFn *table);
+/// float8.cu: cast_fp8 (matmul_fp8 is gemm.cu's).
+void addFloat8Kernels(KernelFn *table);
 /// collectives.cu: the collectives of a mesh of one rank.
 void addCollectives(KernelFn *table);
 /// One device buffer of a collective launch: its bytes, and whether the
@@ -170,6 +172,20 @@ struct RowGemm {
 };
 /// gemm.cu: `g` through cuBLASLt on `stream`.
 void gemmRows(Context &c, int64_t stream, const RowGemm &g);
+
+/// An FP8 GEMM's f32 product d[M,N] of unscaled fp8 operands, to be divided
+/// by the casts' scales (sa[1] and sb[1], or sa[M] and sb[N] when rowwise),
+/// rounded to y's dtype (bf16 or f32) and given the bias (of that dtype,
+/// after the rounding, as torchao adds it). d may be y.
+struct Fp8Product {
+  const float *d, *sa, *sb;
+  const void *bias;
+  void *y;
+  int64_t M, N;
+  bool rowwise, bf16;
+};
+/// float8.cu: y from p's product, on `stream`.
+void scaleFp8Product(Context &c, int64_t stream, const Fp8Product &p);
 /// Whether a typed kernel's dtype code is bf16 (false: f32); any other code
 /// is fatal, naming `kernel`. The one dtype check of the CUDA kernels.
 inline bool isBf16(int64_t dtype, const char *kernel) {
@@ -224,6 +240,8 @@ inline bool computesBf16(abi::KernelId id) {
   case abi::KernelId::add_rms_norm:
   case abi::KernelId::swiglu:
   case abi::KernelId::swiglu_grad:
+  case abi::KernelId::cast_fp8:
+  case abi::KernelId::matmul_fp8:
   // The collectives move f32 or bf16 (their dtype is what they move).
   case abi::KernelId::all_gather:
   case abi::KernelId::all_gather_group:
@@ -255,6 +273,7 @@ SHARDC_CUDA_KERNEL(linear_gelu);
 SHARDC_CUDA_KERNEL(linear_dgelu);
 SHARDC_CUDA_KERNEL(matmul);
 SHARDC_CUDA_KERNEL(matmul_bgrad);
+SHARDC_CUDA_KERNEL(matmul_fp8);
 SHARDC_CUDA_KERNEL(sum_to);
 
 #endif // SHARDC_RUNTIME_CUDA_CONTEXT_H

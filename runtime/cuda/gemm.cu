@@ -43,10 +43,16 @@ struct Shape {
   bool f32Out = false;
   /// f32 operands on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32).
   bool tf32 = false;
+  /// FP8 A and B (CUDA_R_8F_E4M3 or _E5M2; `type` is then C's and D's).
+  bool fp8 = false;
+  cudaDataType_t fp8A = CUDA_R_8F_E4M3, fp8B = CUDA_R_8F_E4M3;
   cudaDataType_t outType() const { return f32Out ? CUDA_R_32F : type; }
+  cudaDataType_t typeA() const { return fp8 ? fp8A : type; }
+  cudaDataType_t typeB() const { return fp8 ? fp8B : type; }
   auto key() const {
     return std::make_tuple(m, n, k, lda, ldb, ldc, transA, transB, bias,
-                           int(epilogue), int(type), f32Out, tf32);
+                           int(epilogue), int(type), f32Out, tf32,
+                           int(typeA()), int(typeB()));
   }
   cublasLtEpilogue_t effectiveEpilogue() const {
     return epilogue == CUBLASLT_EPILOGUE_DEFAULT && bias
@@ -140,7 +146,8 @@ const char *epilogueName(cublasLtEpilogue_t e) {
                                         : cublasLtGetStatusString(status),
         (long long)bs.count, bs.count > 1 ? "batched" : "single",
         (long long)s.m, (long long)s.n, (long long)s.k,
-        s.type == CUDA_R_16BF ? "bf16" : "f32", bs.count > 1 ? "s" : "",
+        s.fp8 ? "fp8" : s.type == CUDA_R_16BF ? "bf16" : "f32",
+        bs.count > 1 ? "s" : "",
         s.transA ? "T" : "N", s.transB ? "T" : "N", (long long)s.lda,
         (long long)s.ldb, (long long)s.ldc, (long long)bs.strideA,
         (long long)bs.strideB, (long long)bs.strideC,
@@ -230,9 +237,9 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
         sizeof(biasType)));
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &p.a, s.type, s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
+      &p.a, s.typeA(), s.transA ? s.k : s.m, s.transA ? s.m : s.k, s.lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &p.b, s.type, s.transB ? s.n : s.k, s.transB ? s.k : s.n, s.ldb));
+      &p.b, s.typeB(), s.transB ? s.n : s.k, s.transB ? s.k : s.n, s.ldb));
   CUBLAS_CHECK(
       cublasLtMatrixLayoutCreate(&p.c, s.outType(), s.m, s.n, s.ldc));
   if (bs.count > 1) {
@@ -353,6 +360,35 @@ SHARDC_CUDA_KERNEL(linear_dgelu) {
       hasBias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
   s.type = typeOf(i[L::dtype], "linear_dgelu"); // dx, pre and db
   gemm(ctx, stream, s, b[1], b[0], hasBias ? b[4] : nullptr, b[3], b[2]);
+}
+
+// a[M,K] b[N,K] fp8 (format_a, format_b), sa sb (scale[1], or [M] and [N]
+// with rowwise), bias[N]? -> y[M,N]: cuBLASLt's FP8 GEMM in the TN format
+// Hopper requires, Y^T[N,M] = b (stored K-major, transposed) times a^T
+// (stored K-major), with unit scales into an f32 D (y itself on f32, the
+// backend's scratch on bf16); then float8.cu divides by the scales, rounds
+// to y's dtype and adds the bias, as torchao's emulation does.
+SHARDC_CUDA_KERNEL(matmul_fp8) {
+  namespace K8 = A::matmul_fp8;
+  cuda::Context &c = *static_cast<cuda::Context *>(ctx);
+  int64_t M = i[K8::M], K = i[K8::K], N = i[K8::N];
+  bool hasBias = i[K8::has_bias] != 0;
+  bool bf16 = typeOf(i[K8::dtype], "matmul_fp8") == CUDA_R_16BF;
+  void *y = b[hasBias ? 5 : 4];
+  float *d = bf16 ? static_cast<float *>(c.scratch(size_t(M * N) * 4)) : F(y);
+  auto fp8 = [](int64_t format) {
+    return format == A::kF8E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+  };
+  Shape s{N, M, K, K, K, N, /*transA=*/true, /*transB=*/false, false};
+  s.type = CUDA_R_32F;
+  s.fp8 = true;
+  s.fp8A = fp8(i[K8::format_b]);
+  s.fp8B = fp8(i[K8::format_a]);
+  gemm(ctx, stream, s, b[1], b[0], nullptr, d);
+  cuda::Fp8Product p{d,         F(b[2]), F(b[3]), hasBias ? b[4] : nullptr,
+                     y,         M,       N,       i[K8::rowwise] != 0,
+                     bf16};
+  cuda::scaleFp8Product(c, stream, p);
 }
 
 void cuda::gemmRows(cuda::Context &c, int64_t stream, const RowGemm &g) {

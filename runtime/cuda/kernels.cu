@@ -1531,11 +1531,13 @@ const KernelFn *shardc::runtime::cuda::kernelTable() {
     set(A::KernelId::linear, &shardc_cuda_k_linear);
     set(A::KernelId::matmul, &shardc_cuda_k_matmul);
     set(A::KernelId::matmul_bgrad, &shardc_cuda_k_matmul_bgrad);
+    set(A::KernelId::matmul_fp8, &shardc_cuda_k_matmul_fp8);
     set(A::KernelId::linear_gelu, &shardc_cuda_k_linear_gelu);
     set(A::KernelId::linear_dgelu, &shardc_cuda_k_linear_dgelu);
     addAttentionKernels(t.data());
     addTensorKernels(t.data());
     addTrainKernels(t.data());
+    addFloat8Kernels(t.data());
     addCollectives(t.data());
     return t;
   }();

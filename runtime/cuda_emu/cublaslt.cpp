@@ -35,6 +35,9 @@
 //   BGRADA    bias[m] = sum over k of op(A)     (rows of D)
 //   BGRADB    bias[n] = sum over k of op(B)     (columns of D)
 //
+// FP8 A and B (CUDA_R_8F_E4M3, _E5M2; checkFp8 refuses what Hopper's
+// cuBLASLt refuses), widened exactly (runtime::fp8ToFloat); no scale
+// pointers (unit scales).
 // Data types f32 and bf16 (D, C, aux and bias as described); compute type
 // CUBLAS_COMPUTE_32F (also _FAST_16BF, computed in f32), and _FAST_TF32,
 // whose f32 operands are rounded to TF32 first (roundToTf32).
@@ -140,9 +143,16 @@ size_t typeBytes(cudaDataType_t t) {
   case CUDA_R_16BF:
   case CUDA_R_16F:
     return 2;
+  case CUDA_R_8F_E4M3:
+  case CUDA_R_8F_E5M2:
+    return 1;
   default:
     return 0;
   }
+}
+
+bool isFp8(cudaDataType_t t) {
+  return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2;
 }
 
 float load(const void *p, cudaDataType_t t, int64_t k) {
@@ -151,6 +161,11 @@ float load(const void *p, cudaDataType_t t, int64_t k) {
     return static_cast<const float *>(p)[k];
   case CUDA_R_16BF:
     return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[k]);
+  case CUDA_R_8F_E4M3:
+  case CUDA_R_8F_E5M2:
+    return shardc::runtime::fp8ToFloat(
+        static_cast<const uint8_t *>(p)[k],
+        t == CUDA_R_8F_E4M3 ? shardc::abi::kF8E4M3 : shardc::abi::kF8E5M2);
   default:
     return __half2float(static_cast<const __half *>(p)[k]);
   }
@@ -299,8 +314,39 @@ uint64_t layoutAlignment(const Layout &l) {
 /// fault, error 716, on the stream), COMPUTE_32F ones 4; told the real
 /// alignments, the heuristic chose 4-byte algorithms and every call ran. The
 /// emulator assumes the documented bound, which covers both.
+/// FP8 operands as cuBLASLt documents them for Hopper (cublasLt.h and the
+/// cuBLAS guide's cublasLtMatmul FP8 requirements): A and B both fp8, not
+/// both e5m2, in the "TN" format (A transposed, B not), with k and the
+/// leading dimensions of A and B multiples of 16, computed in
+/// CUBLAS_COMPUTE_32F into an f32 or bf16 D.
+cublasStatus_t checkFp8(const Desc &d, const Layout *const l[4]) {
+  bool a = isFp8(l[kA]->type), b = isFp8(l[kB]->type);
+  if (!a && !b)
+    return CUBLAS_STATUS_SUCCESS;
+  if (a != b)
+    return unsupported("an fp8 operand with a non-fp8 one");
+  if (l[kA]->type == CUDA_R_8F_E5M2 && l[kB]->type == CUDA_R_8F_E5M2)
+    return unsupported("FP8 with both A and B e5m2");
+  if (d.transA != CUBLAS_OP_T || d.transB != CUBLAS_OP_N)
+    return unsupported("FP8 GEMMs take the TN format only (A transposed, B "
+                       "not)");
+  uint64_t k = l[kA]->rows; // A stored [k, m] (transposed)
+  if (k % 16 || l[kA]->ld % 16 || l[kB]->ld % 16)
+    return unsupported("FP8 GEMMs need k (" + std::to_string(k) +
+                       ") and the leading dimensions of A (" +
+                       std::to_string(l[kA]->ld) + ") and B (" +
+                       std::to_string(l[kB]->ld) + ") multiples of 16");
+  if (d.compute != CUBLAS_COMPUTE_32F)
+    return unsupported("FP8 GEMMs compute in CUBLAS_COMPUTE_32F");
+  if (l[kD]->type != CUDA_R_32F && l[kD]->type != CUDA_R_16BF)
+    return unsupported("an FP8 GEMM's D in f32 or bf16 (emulated)");
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t chooseAlgo(const Desc &d, const Layout *const l[4],
                           const Preference &pref, Algo &algo) {
+  if (cublasStatus_t s = checkFp8(d, l))
+    return s;
   std::memset(&algo, 0, sizeof(algo));
   algo.magic = kAlgoMagic;
   static const char *const prefNames[4] = {"A", "B", "C", "D"};
@@ -610,7 +656,7 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout,
                                           uint64_t cols, int64_t ld) {
   if (!typeBytes(type))
     return fail("matrix type " + std::to_string(int(type)) +
-                " is not emulated (f32, bf16, f16)");
+                " is not emulated (f32, bf16, f16, fp8 e4m3 and e5m2)");
   if (ld < int64_t(rows))
     return fail("a leading dimension " + std::to_string(ld) +
                 " below the rows " + std::to_string(rows));

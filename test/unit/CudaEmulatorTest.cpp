@@ -502,6 +502,41 @@ struct LtGemm {
 
 } // namespace
 
+// FP8 GEMMs as Hopper's cuBLASLt takes them (--float8's matmul_fp8): the
+// TN format only (A transposed, B not), k and the leading dimensions of A
+// and B multiples of 16, and not both operands e5m2.
+TEST(CudaEmulator, CublasLtFp8TakesTheTnFormatOnly) {
+  auto heuristic = [](cudaDataType_t ta, cudaDataType_t tb, bool transA,
+                      bool transB, uint64_t k) {
+    const uint64_t m = 32, n = 32;
+    LtGemm g(m, n, k);
+    cublasLtMatrixLayoutDestroy(g.a);
+    cublasLtMatrixLayoutDestroy(g.b);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&g.a, ta, transA ? k : m,
+                                         transA ? m : k, transA ? k : m),
+              kOk);
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(&g.b, tb, transB ? n : k,
+                                         transB ? k : n, transB ? n : k),
+              kOk);
+    EXPECT_EQ(g.set(CUBLASLT_MATMUL_DESC_TRANSA,
+                    transA ? CUBLAS_OP_T : CUBLAS_OP_N),
+              kOk);
+    EXPECT_EQ(g.set(CUBLASLT_MATMUL_DESC_TRANSB,
+                    transB ? CUBLAS_OP_T : CUBLAS_OP_N),
+              kOk);
+    cublasLtMatmulAlgo_t algo;
+    return g.heuristic(algo);
+  };
+  const cudaDataType_t e4 = CUDA_R_8F_E4M3, e5 = CUDA_R_8F_E5M2;
+  EXPECT_EQ(heuristic(e4, e4, true, false, 64), kOk);
+  EXPECT_EQ(heuristic(e5, e4, true, false, 64), kOk);
+  EXPECT_EQ(heuristic(e4, e4, false, false, 64), kRefused); // NN
+  EXPECT_EQ(heuristic(e4, e4, true, true, 64), kRefused);   // TT
+  EXPECT_EQ(heuristic(e5, e5, true, false, 64), kRefused);
+  EXPECT_EQ(heuristic(e4, e4, true, false, 40), kRefused); // k
+  EXPECT_EQ(heuristic(e4, CUDA_R_16BF, true, false, 64), kRefused);
+}
+
 // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES (default 256): "selecting a
 // smaller value will exclude algorithms that can not work with matrix A that
 // is not as strictly aligned as they need", so an algorithm chosen with the

@@ -77,6 +77,72 @@ TEST_F(CudaKernels, CastBf16) {
           {}, 0, /*exact=*/true);
 }
 
+// The float8 kernels (--float8): the casts bit for bit against the CPU's
+// (the rounding is runtime/math.h's on both) in each scale mode and
+// layout, on f32 and bf16; the FP8 GEMM (cuBLASLt's, TN) against the CPU's
+// dequantized sgemm, on f32 and bf16 outputs with a bias.
+TEST_F(CudaKernels, Float8) {
+  namespace C8 = A::cast_fp8;
+  const int64_t R = 48, C = 32;
+  auto x = randomVec(R * C, 21, 3.0f);
+  for (int64_t rowwise : {0, 1})
+    for (int64_t trans : {0, 1})
+      for (int64_t format : {int64_t(A::kF8E4M3), int64_t(A::kF8E5M2)}) {
+        int64_t scales = rowwise ? (trans ? C : R) : 1;
+        compare(Id::cast_fp8, shardc_k_cast_fp8,
+                {floats(x), out(R * C, 1), out(scales)},
+                packInts(Id::cast_fp8, {{C8::R, R},
+                                        {C8::C, C},
+                                        {C8::format, format},
+                                        {C8::rowwise, rowwise},
+                                        {C8::trans, trans}}),
+                {}, 0, /*exact=*/true);
+      }
+  compare(Id::cast_fp8, shardc_k_cast_fp8, {bf16s(x), out(R * C, 1), out(C)},
+          packInts(Id::cast_fp8, {{C8::R, R},
+                                  {C8::C, C},
+                                  {C8::dtype, A::kBF16},
+                                  {C8::format, A::kF8E4M3},
+                                  {C8::rowwise, 1},
+                                  {C8::trans, 1}}),
+          {}, 0, /*exact=*/true);
+
+  namespace M8 = A::matmul_fp8;
+  const int64_t M = 32, K = 48, N = 16;
+  std::mt19937 gen(5);
+  auto codes = [&](int64_t n, uint8_t top) {
+    Buffer b;
+    b.host.resize(size_t(n));
+    for (char &c : b.host)
+      c = char(uint8_t(gen() % top) | (gen() % 2 ? 0x80 : 0));
+    return b;
+  };
+  Buffer qa = codes(M * K, 0x50), qb = codes(N * K, 0x48); // |v| < 16
+  auto bias = randomVec(N, 22);
+  for (int64_t rowwise : {0, 1}) {
+    std::vector<float> sa(rowwise ? M : 1), sb(rowwise ? N : 1);
+    for (float &v : sa)
+      v = std::ldexp(1.0f, int(gen() % 9)); // rowwise's powers of two
+    for (float &v : sb)
+      v = 0.75f + float(gen() % 64);
+    std::vector<std::pair<int64_t, int64_t>> ints = {
+        {M8::M, M},
+        {M8::K, K},
+        {M8::N, N},
+        {M8::format_a, A::kF8E4M3},
+        {M8::format_b, A::kF8E5M2},
+        {M8::rowwise, rowwise},
+        {M8::has_bias, 1}};
+    compare(Id::matmul_fp8, shardc_k_matmul_fp8,
+            {qa, qb, floats(sa), floats(sb), floats(bias), out(M * N)},
+            packInts(Id::matmul_fp8, ints), {}, 1e-4);
+    ints.push_back({M8::dtype, A::kBF16});
+    compare(Id::matmul_fp8, shardc_k_matmul_fp8,
+            {qa, qb, floats(sa), floats(sb), bf16s(bias), outBf16(M * N)},
+            packInts(Id::matmul_fp8, ints), {}, 1e-2);
+  }
+}
+
 TEST_F(CudaKernels, Norms) {
   const int64_t M = 37, C = 300;
   namespace LN = A::layer_norm;
@@ -1192,6 +1258,8 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::squared_norm_group, A::KernelId::adamw_group,
       A::KernelId::add_layer_norm, A::KernelId::add_rms_norm,
       A::KernelId::swiglu, A::KernelId::swiglu_grad,
+      // float8.cu, gemm.cu
+      A::KernelId::cast_fp8, A::KernelId::matmul_fp8,
       // collectives.cu (one rank)
       A::KernelId::all_gather, A::KernelId::all_gather_group,
       A::KernelId::reduce_scatter, A::KernelId::all_reduce,
