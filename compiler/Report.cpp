@@ -183,6 +183,9 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   // its largest workspace (one launch's at a time) and the log-sum-exp
   // rows its forwards keep for the backward.
   int64_t attentionWorkspace = 0, attentionStats = 0;
+  // --float8: the micro-step's FP8 GEMMs, and the fp8 bytes their casts
+  // write.
+  int64_t fp8Gemms = 0, fp8Bytes = 0;
   // Launches per entry (kernels and collectives; views, allocations and
   // events launch nothing), and the micro-step's by kernel.
   std::map<std::string, int64_t> launches;
@@ -204,6 +207,11 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       if (auto g = fn->getAttrOfType<IntegerAttr>(attrs::kPeakGatheredBytes))
         gathered = g.getInt();
       fn.walk([&](rt::KernelOp k) {
+        if (isKernel(k, abi::KernelId::matmul_fp8))
+          ++fp8Gemms;
+        if (isKernel(k, abi::KernelId::cast_fp8))
+          fp8Bytes +=
+              k.getInts()[abi::cast_fp8::R] * k.getInts()[abi::cast_fp8::C];
         bool fwd = isKernel(k, abi::KernelId::sdpa);
         if (!fwd && !isKernel(k, abi::KernelId::sdpa_grad))
           return;
@@ -286,6 +294,11 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       atHost + hostArena);
   os << "  FLOPs per micro-step      " << microFlops
      << "  (GEMMs and attention, per rank)\n";
+  if (fp8Gemms) {
+    os << "  float8 GEMMs per micro-step " << fp8Gemms << "\n";
+    row("  their fp8 operands     ", fp8Bytes, 0,
+        "(written by the casts, a micro-step; transient)");
+  }
   os << "launches (kernels and collectives, per rank):";
   for (const auto &[entry, n] : launches) {
     StringRef name(entry);
