@@ -63,6 +63,8 @@ warnings.filterwarnings("ignore")
 CASES = {
     "llama": ("llama-tiny.json", ["--lr", "3e-3"]),
     "qwen2": ("qwen2-tiny.json", ["--lr", "3e-3"]),
+    # GPT-2: Conv1D weights stored [in, out] (the transposed casts), biases.
+    "gpt2": ("gpt2-tiny.json", ["--lr", "3e-3"]),
     "llama-mesh2": ("llama-tiny.json", ["--lr", "3e-3", "--mesh", "2", "--batch", "4"]),
     "llama-bf16": ("llama-tiny.json", ["--lr", "3e-3", "--init-std", "0.3",
                                        "--mixed", "bf16"]),
