@@ -186,7 +186,7 @@ void DriverOptions::bindOptions() {
                 "Every linear of the transformer blocks runs its three "
                 "GEMMs on fp8 operands with f32 sums; the embedding, the LM "
                 "head and linears whose features are not multiples of 16 "
-                "(named in a note) stay in the --param-dtype. Master "
+                "(each named in a remark) stay in the --param-dtype. Master "
                 "weights and checkpoints stay f32"),
        cl::value_desc("recipe"));
   bind(training.reduceDtype, "reduce-dtype",

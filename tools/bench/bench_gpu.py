@@ -21,7 +21,9 @@ the reference the GPU's is compared with there (manifest.json).
 - env:       the GPU, driver, and where CUDA's libraries were found;
 - kernels:   shardc-cuda-tests, every CUDA kernel against its CPU twin;
 - membench:  the memory-bound kernels' rates at the speed model's shapes
-             (shardc-cuda-kernel-bench: microseconds, least bytes, GB/s);
+             (shardc-cuda-kernel-bench: microseconds, least bytes, GB/s),
+             and --float8's FP8 GEMMs and casts at Llama-3-8B's shapes beside
+             torch._scaled_mm (fp8_gemm_peer.py);
 - curves:    each small model's GPU curve against the CPU's (worst relative
              difference; f32 within 1e-5), and --cuda-graphs=false bit
              for bit against the replayed graphs; the meshes run their
@@ -289,6 +291,14 @@ def part_membench(args, m):
     print(text.rstrip())
     if rc != 0:
         args.failures.append(f"membench: exit {rc}")
+    # PyTorch's FP8 GEMM (torch._scaled_mm) at the kernel bench's float8
+    # shapes, in the same run: the peer of its matmul_fp8 rows.
+    peer = [sys.executable, os.path.join(HERE, "fp8_gemm_peer.py")] + (
+        ["--small"] if m["emulated"] else [])
+    rc, text = sh(peer, check=False, timeout=600)
+    print(text.rstrip())
+    if rc != 0:
+        args.failures.append(f"membench: fp8_gemm_peer.py exit {rc}")
 
 
 def train(args, exe, tokens, steps, extra=(), prefix=(), timeout=900, env=None):

@@ -306,6 +306,59 @@ void benchSquaredNormGroup(Bench &b, int64_t C, int64_t V, int64_t layers,
         A::KernelId::squared_norm_group, bufs, ints, {}, 4.0 * total);
 }
 
+/// --float8 at Llama-3-8B's block linears (tokens M = 2 x 8192 a rank;
+/// hidden 4096, kv 1024, intermediate 14336): matmul_fp8 (cuBLASLt's FP8
+/// GEMM, e4m3 x e4m3, tensorwise, bf16 out, the scaling pass included)
+/// beside the bf16 `linear` of the same shape, and cast_fp8 of the input
+/// (tensorwise, then rowwise transposed: the weight gradient's operand).
+/// tools/bench/fp8_gemm_peer.py times torch._scaled_mm at these shapes.
+void benchFloat8(Bench &b, int64_t M, int64_t div) {
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 4096},
+                      {4096, 1024},
+                      {4096, 14336},
+                      {14336, 4096}}) {
+    int64_t K = k / div, N = n / div; // --small: multiples of 16 still
+    std::string shape = std::to_string(M) + "x" + std::to_string(K) + "x" +
+                        std::to_string(N);
+    DeviceBuffer qa(size_t(M * K), std::vector<char>(size_t(M * K), 0x30)),
+        qb(size_t(N * K), std::vector<char>(size_t(N * K), 0x28)),
+        scale(4, std::vector<char>{0, 0, char(0x80), 0x3f}), // 1.0f
+        y(size_t(M * N) * 2);
+    double flops = 2.0 * double(M) * double(K) * double(N);
+    namespace M8 = A::matmul_fp8;
+    b.run(("matmul_fp8 " + shape + " e4m3 -> bf16").c_str(),
+          A::KernelId::matmul_fp8, {&qa, &qb, &scale, &scale, &y},
+          packInts(A::KernelId::matmul_fp8,
+                   {{M8::M, M}, {M8::K, K}, {M8::N, N},
+                    {M8::format_a, A::kF8E4M3}, {M8::format_b, A::kF8E4M3},
+                    {M8::rowwise, 0}, {M8::has_bias, 0},
+                    {M8::dtype, A::kBF16}}),
+          {}, double(M * K + N * K) + double(M * N) * 2, flops);
+    DeviceBuffer x(size_t(M * K) * 2, randomBytes(M * K, true, 31)),
+        w(size_t(N * K) * 2, randomBytes(N * K, true, 32));
+    namespace L = A::linear;
+    b.run(("linear " + shape + " bf16").c_str(), A::KernelId::linear,
+          {&x, &w, &y},
+          packInts(A::KernelId::linear,
+                   {{L::M, M}, {L::K, K}, {L::N, N}, {L::in_out, 0},
+                    {L::has_bias, 0}, {L::dtype, A::kBF16}}),
+          {}, double(M * K + N * K + M * N) * 2, flops);
+    namespace C8 = A::cast_fp8;
+    for (int64_t rowwise : {0, 1}) {
+      DeviceBuffer scales(size_t(rowwise ? K : 1) * 4);
+      b.run(("cast_fp8 [" + std::to_string(M) + "," + std::to_string(K) +
+             "] bf16 " + (rowwise ? "rowwise, transposed" : "tensorwise"))
+                .c_str(),
+            A::KernelId::cast_fp8, {&x, &qa, &scales},
+            packInts(A::KernelId::cast_fp8,
+                     {{C8::R, M}, {C8::C, K}, {C8::dtype, A::kBF16},
+                      {C8::format, A::kF8E4M3}, {C8::rowwise, rowwise},
+                      {C8::trans, rowwise}}),
+            {}, 2.0 * double(M * K) * 2 + double(M * K));
+    }
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -335,5 +388,6 @@ int main(int argc, char **argv) {
   benchEmbeddingGrad(b, M, V, C);
   benchOptimizer(b, params);
   benchSquaredNormGroup(b, C, V, 12, scale);
+  benchFloat8(b, 16384 / scale, scale > 1 ? 16 : 1);
   return 0;
 }
