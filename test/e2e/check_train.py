@@ -236,6 +236,37 @@ def load_reference(args, c, tokens, W0):
     return out
 
 
+def check_grads(got, ref, bound, against=""):
+    """Each of ref's gradients matched by got's within `bound` (relative,
+    norms over the tensor), or FAIL; prints and returns the worst.
+    `against` ends the lines (" against torchao R")."""
+    worst = 0.0
+    for name, g in ref.items():
+        rel = relative(got[name], g)
+        worst = max(worst, rel)
+        if not rel < bound:
+            sys.exit(f"FAIL: gradient of {name}: relative difference {rel:.3e}{against}")
+    print(f"gradients: {len(ref)} tensors, worst relative difference {worst:.2e}{against}")
+    return worst
+
+
+def check_losses(entries, ref_losses, bound, peer="torch", against=""):
+    """One log line per reference step, each loss within `bound` (relative)
+    of `peer`'s, or FAIL; prints each step and returns the worst."""
+    if len(entries) != len(ref_losses):
+        sys.exit(f"FAIL: {len(entries)} log lines, expected {len(ref_losses)}")
+    worst = 0.0
+    for e, r in zip(entries, ref_losses):
+        rel = abs(e["loss"] - r) / abs(r)
+        worst = max(worst, rel)
+        print(f"step {e['step']:2d}: shardc {e['loss']:.7f} {peer} {r:.7f} rel {rel:.2e} "
+              f"lr {e['lr']:.3e} norm {e['grad_norm']:.4f}")
+        if not rel < bound:
+            sys.exit(f"FAIL: step {e['step']} relative difference {rel:.3e} >= {bound}"
+                     f"{against}")
+    return worst
+
+
 def loss_distance(losses, ref):
     """The worst per-step relative difference of a loss curve from ref's."""
     return max(abs(a - r) / abs(r) for a, r in zip(losses, ref))
@@ -261,31 +292,13 @@ def check_reference(args, c, W0, tokens, dtype, reference, got, launch, exe, fla
     ref, ref_losses = reference[recipe]["grads"], reference[recipe]["losses"]
     if set(got) != set(ref):
         sys.exit(f"FAIL: the dumped gradients are {sorted(got)}, expected {sorted(ref)}")
-    worst_grad = 0.0
-    for name, g in ref.items():
-        rel = relative(got[name], g)
-        worst_grad = max(worst_grad, rel)
-        if not rel < args.grad_rtol:
-            sys.exit(f"FAIL: gradient of {name}: relative difference {rel:.3e} "
-                     f"against {label}")
-    print(f"gradients: {len(ref)} tensors, worst relative difference {worst_grad:.2e} "
-          f"against {label}")
+    worst_grad = check_grads(got, ref, args.grad_rtol, f" against {label}")
 
     S = args.steps
     log = os.path.join(args.workdir, "log.jsonl")
     run(launch + [exe, *flags, "--steps", str(S), "--log", log], timeout=1800)
     entries = read_log(log)
-    if len(entries) != S:
-        sys.exit(f"FAIL: {len(entries)} log lines, expected {S}")
-    worst = 0.0
-    for e, r in zip(entries, ref_losses):
-        rel = abs(e["loss"] - r) / abs(r)
-        worst = max(worst, rel)
-        print(f"step {e['step']:2d}: shardc {e['loss']:.7f} torchao {r:.7f} rel {rel:.2e} "
-              f"lr {e['lr']:.3e} norm {e['grad_norm']:.4f}")
-        if not rel < args.rtol:
-            sys.exit(f"FAIL: step {e['step']} relative difference {rel:.3e} >= {args.rtol} "
-                     f"against {label}")
+    worst = check_losses(entries, ref_losses, args.rtol, "torchao", f" against {label}")
     if np.mean(ref_losses[-3:]) >= np.mean(ref_losses[:3]):
         sys.exit("FAIL: the reference's loss did not decrease; the check would not be telling")
 
@@ -381,13 +394,7 @@ def main():
     if reference:
         return check_reference(args, c, W0, tokens, dtype, reference, got, launch, exe, flags)
     _, ref, _ = torch_run(args, c, W0, tokens, 1, dtype)
-    worst_grad = 0.0
-    for name, g in ref.items():
-        rel = relative(got[name], g)
-        worst_grad = max(worst_grad, rel)
-        if not rel < args.grad_rtol:
-            sys.exit(f"FAIL: gradient of {name}: relative difference {rel:.3e}")
-    print(f"gradients: {len(ref)} tensors, worst relative difference {worst_grad:.2e}")
+    check_grads(got, ref, args.grad_rtol)
     if args.mixed:
         # The same gradients against the f32 reference's: far from them.
         _, ref32, _ = torch_run(args, c, W0, tokens, 1)
@@ -406,16 +413,7 @@ def main():
         timeout=1800)
     entries = read_log(log)
     ref_losses, _, ref_final = torch_run(args, c, W0, tokens, S, dtype)
-    if len(entries) != S:
-        sys.exit(f"FAIL: {len(entries)} log lines, expected {S}")
-    worst = 0.0
-    for e, r in zip(entries, ref_losses):
-        rel = abs(e["loss"] - r) / abs(r)
-        worst = max(worst, rel)
-        print(f"step {e['step']:2d}: shardc {e['loss']:.7f} torch {r:.7f} rel {rel:.2e} "
-              f"lr {e['lr']:.3e} norm {e['grad_norm']:.4f}")
-        if not rel < args.rtol:
-            sys.exit(f"FAIL: step {e['step']} relative difference {rel:.3e} >= {args.rtol}")
+    worst = check_losses(entries, ref_losses, args.rtol)
     if np.mean(ref_losses[-3:]) >= np.mean(ref_losses[:3]):
         sys.exit("FAIL: the loss did not decrease; the check would not be telling")
     if args.clip > 0 and not any(e["grad_norm"] > args.clip for e in entries):
