@@ -5,7 +5,8 @@
 // FP8 GEMM reads both operands K-major (TN, as Hopper's cuBLASLt requires),
 // so an operand stored the other way round is transposed by its cast,
 // not by a kernel of its own. What each operand is cast to, and how it is
-// scaled, is the recipe's (dialects/nn/Float8.h).
+// scaled, is the recipe's (dialects/nn/Float8.h). A tensor cast alike for
+// several GEMMs is cast once.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/nn/Float8.h"
@@ -19,19 +20,26 @@ namespace {
 
 /// Casts `op` (stored [rows, cols], the reduction axis its columns unless
 /// `kFirst`) to fp8 laid out [other, K]; returns the fp8 buffer and its
-/// scales.
+/// scales, those of an earlier cast of the same tensor alike if any.
 std::pair<Value, Value> castOperand(StepBuilder &s, Location loc,
                                     const Float8Operand &op,
                                     StringRef recipe) {
   bool rowwise = nn::float8Rowwise(recipe);
+  int64_t format = nn::float8Format(recipe, op.isGrad);
+  Value root = op.value;
+  while (auto reshape = root.getDefiningOp<nn::ReshapeOp>())
+    root = reshape.getInput();
+  StepBuilder::Float8CastKey key{root,   op.rows,      op.cols,
+                                 format, rowwise ? 1 : 0, op.kFirst ? 1 : 0};
+  if (auto it = s.float8Casts.find(key); it != s.float8Casts.end())
+    return it->second;
   int64_t outer = op.kFirst ? op.cols : op.rows;
   Value q = rt::AllocOp::create(s.b, loc, op.rows * op.cols);
   Value scale =
       rt::AllocOp::create(s.b, loc, (rowwise ? outer : 1) * int64_t(4));
   s.kernel(loc, K::cast_fp8, {s.buf(op.value), q, scale},
-           {op.rows, op.cols, nn::float8Format(recipe, op.isGrad),
-            rowwise ? 1 : 0, op.kFirst ? 1 : 0});
-  return {q, scale};
+           {op.rows, op.cols, format, rowwise ? 1 : 0, op.kFirst ? 1 : 0});
+  return s.float8Casts[key] = {q, scale};
 }
 
 } // namespace

@@ -116,6 +116,16 @@ public:
   mlir::Value ctx;
   const TargetDescription &target;
 
+  /// The float8 casts made so far (Float8.cpp), by what they cast: the
+  /// tensor (under its reshapes, which keep its bytes), its stored rows and
+  /// columns, the fp8 format, rowwise and the layout (kFirst). GEMMs that
+  /// read one tensor alike (q, k and v of one norm's output) share its
+  /// cast: its fp8 buffer and scales.
+  using Float8CastKey =
+      std::tuple<mlir::Value, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  llvm::DenseMap<Float8CastKey, std::pair<mlir::Value, mlir::Value>>
+      float8Casts;
+
 private:
   mlir::LogicalResult checkSupported(mlir::Operation *op, bool typed);
 
