@@ -189,6 +189,18 @@ void DriverOptions::bindOptions() {
                 "(each named in a remark) stay in the --param-dtype. Master "
                 "weights and checkpoints stay f32"),
        cl::value_desc("recipe"));
+  bind(training.float8AllGather, "float8-all-gather",
+       cl::desc("With --float8=tensorwise on a sharded mesh (on unless "
+                "=false): FSDP2's float8 all-gather (torchao's "
+                "enable_fsdp_float8_all_gather). Each float8 weight's shard "
+                "is cast to e4m3 with the whole weight's scale (computed "
+                "once a micro-step from the shards' amaxes, one collective "
+                "for all of them) and the shard axis gathers those bytes, "
+                "half of bf16's; the fp8 weight is the one gathered and "
+                "then cast, bit for bit. Not with rowwise, as in torchao"),
+       cl::callback([this](const bool &) {
+         training.float8AllGatherGiven = true;
+       }));
   bind(training.reduceDtype, "reduce-dtype",
        cl::desc("Mixed precision: the dtype gradients are reduce-scattered "
                 "in (f32 or bf16)"));
@@ -345,6 +357,16 @@ Error DriverOptions::validate() {
   if (!training.float8.empty() && !nn::isFloat8Recipe(training.float8))
     return fail("--float8 must be " + nn::float8RecipeList() +
                 " (torchao's recipe names), got '" + training.float8 + "'");
+  if (training.float8AllGatherGiven && training.float8AllGather &&
+      training.float8 != "tensorwise")
+    return fail(training.float8.empty()
+                    ? Twine("--float8-all-gather needs --float8=tensorwise")
+                    : "--float8-all-gather with --float8=" + training.float8 +
+                          ": torchao's float8 all-gather takes the "
+                          "tensorwise recipe only (a " +
+                          training.float8 +
+                          " weight has a scale per row of each GEMM, not "
+                          "one its shards can share)");
   if (!training.float8.empty() && training.offload != abi::kOffloadNone)
     return fail("--float8 with --offload=" + training.offload +
                 ": not supported yet (the float8 casts run on the device)");
@@ -463,6 +485,8 @@ PipelineOptions DriverOptions::pipeline() const {
   p.paramDtype = training.paramDtype;
   p.reduceDtype = training.reduceDtype;
   p.float8 = training.float8;
+  p.float8AllGather =
+      training.float8 == "tensorwise" && training.float8AllGather;
   p.recompute = training.recompute;
   p.optimizer = training.optimizer;
   p.mesh = training.mesh;

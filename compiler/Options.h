@@ -70,6 +70,9 @@ struct TrainingOptions {
   std::string paramDtype = "f32", reduceDtype = "f32", outputDtype = "f32";
   /// --float8: a torchao recipe (nn::kFloat8Recipes) or empty (off).
   std::string float8;
+  /// --float8-all-gather: FSDP2's float8 all-gather under tensorwise (on
+  /// unless turned off), and whether the flag was given.
+  bool float8AllGather = true, float8AllGatherGiven = false;
   std::string gradSync = "every";
   /// --offload: abi::kOffloadNone or abi::kOffloadCpu (FSDP2's
   /// CPUOffloadPolicy, --target cuda).

@@ -113,6 +113,8 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   RtGroupOptimizerOptions group;
   group.target = options.target;
   pm.addNestedPass<func::FuncOp>(createRtGroupOptimizer(group));
+  if (options.float8AllGather)
+    pm.addNestedPass<func::FuncOp>(createRtFloat8AllGather());
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   if (options.offload == abi::kOffloadCpu)
     pm.addPass(createRtOffloadToHost());

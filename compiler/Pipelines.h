@@ -42,6 +42,8 @@ struct PipelineOptions {
   /// --float8: the block linears' torchao recipe (nn-float8-linears), or
   /// empty.
   std::string float8;
+  /// --float8-all-gather under tensorwise (rt-float8-all-gather).
+  bool float8AllGather = false;
   /// abi::kOffloadNone, or abi::kOffloadCpu: the optimizer step on the
   /// host, host copies around the device's reads of the host regions.
   std::string offload = abi::kOffloadNone;

@@ -330,12 +330,33 @@ def ConvertNNToRt : Pass<"convert-nn-to-rt", "mlir::ModuleOp"> {
   ];
 }
 
+def RtFloat8AllGather : Pass<"rt-float8-all-gather", "mlir::func::FuncOp"> {
+  let summary = "FSDP2's float8 all-gather: the shard axis moves fp8 bytes";
+  let description = [{
+    Under `--float8=tensorwise` (torchao's `enable_fsdp_float8_all_gather`):
+    an FSDP `rt.all_gather` of a parameter (no subgroup, over an axis of
+    several ranks) whose every reader is a tensorwise e4m3 `cast_fp8`
+    gathers the shard cast to fp8 with the weight's global scale instead
+    (`cast_fp8_scaled`, then an `rt.all_gather` of `f8E4M3FN` bytes): the
+    forward cast reads the gathered bytes, a transposed cast becomes
+    `transpose_fp8`, and both read the global scale. The scales are made
+    once, before the first such gather, for every such weight: each shard's
+    amax (`amax_group`), one all-gather of those amaxes and `fp8_scales`
+    (torchao's `precompute_float8_dynamic_scale_for_fsdp`). The fp8 weight
+    is the gather-then-cast's bit for bit. A shard must be a view of the
+    parameters or the one `cast` of one (a bf16 param dtype). Runs before
+    `rt-coalesce-collectives`.
+  }];
+}
+
 def RtCoalesceCollectives : Pass<"rt-coalesce-collectives", "mlir::func::FuncOp"> {
   let summary = "One all-gather per FSDP group";
   let description = [{
-    Merges adjacent `rt.all_gather`s of one FSDP group (same axis, dtype
-    and stream, separated only by events) into one `rt.all_gather` of
-    several inputs (the `all_gather_group` kernel),
+    Merges adjacent `rt.all_gather`s of one FSDP group (same axis and
+    stream, separated only by events and allocations) into one
+    `rt.all_gather` of several inputs a dtype (the `all_gather_group`
+    kernel; under the float8 all-gather a group's fp8 bytes and its other
+    parameters are two),
     as FSDP2 gathers a group's parameters in one collective: the local
     shards are copied into a planned contiguous buffer, gathered in one
     exchange into a planned buffer, and copied out to each parameter. Runs

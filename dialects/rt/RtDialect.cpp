@@ -44,6 +44,10 @@ int64_t shardc::rt::dtypeCode(Type t) {
     return abi::kI64;
   if (t.isF64())
     return abi::kF64;
+  if (isa<Float8E4M3FNType>(t))
+    return abi::kF8E4M3;
+  if (isa<Float8E5M2Type>(t))
+    return abi::kF8E5M2;
   return -1;
 }
 
@@ -121,15 +125,20 @@ static LogicalResult verifyDtype(KernelOp op, const abi::KernelInfo &info) {
   return success();
 }
 
-/// The runtime's code of a collective's element type: f32 or bf16.
+/// The runtime's code of a collective's element type: f32 or bf16, and for
+/// an all-gather (`bytes`: it only moves them) also fp8 (f8E4M3FN, f8E5M2).
 static LogicalResult verifyCollective(Operation *op, int64_t axis, Type dtype,
-                                      int64_t stream) {
+                                      int64_t stream, bool bytes = false) {
   if (axis < 0 || axis > 2)
     return op->emitOpError("axis must be 0, 1 or 2 (a mesh has at most "
                            "three: replicate, shard, tp), got ")
            << axis;
-  if (!dtype.isF32() && !dtype.isBF16())
-    return op->emitOpError("moves f32 or bf16 data, not ") << dtype;
+  bool fp8 = isa<Float8E4M3FNType, Float8E5M2Type>(dtype);
+  if (!dtype.isF32() && !dtype.isBF16() && !(bytes && fp8))
+    return op->emitOpError(bytes ? "moves f32, bf16 or fp8 (f8E4M3FN, "
+                                   "f8E5M2) data, not "
+                                 : "moves f32 or bf16 data, not ")
+           << dtype;
   if (stream < 0 || stream >= abi::kNumStreams)
     return op->emitOpError("stream ") << stream << " is not one of the "
                                       << int64_t(abi::kNumStreams)
@@ -138,7 +147,8 @@ static LogicalResult verifyCollective(Operation *op, int64_t axis, Type dtype,
 }
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(verifyCollective(*this, getAxis(), getDtype(), getStream())))
+  if (failed(verifyCollective(*this, getAxis(), getDtype(), getStream(),
+                              /*bytes=*/true)))
     return failure();
   size_t n = getInputs().size();
   if (n == 0 || getOutputs().size() != n || getCounts().size() != n)

@@ -38,11 +38,14 @@ void check(int rc, const char *what) {
     fatal("%s failed with MPI error %d", what, rc);
 }
 
-/// Bytes per element of a collective's dtype code: f32 or bf16.
-int64_t elementBytes(int64_t code) {
-  if (code == A::kF32 || code == A::kBF16)
+/// Bytes per element of a collective's dtype code: f32 or bf16, and for a
+/// gather (which only moves bytes) also fp8 (the float8 all-gather).
+int64_t elementBytes(int64_t code, bool gather = false) {
+  bool fp8 = code == A::kF8E4M3 || code == A::kF8E5M2;
+  if (code == A::kF32 || code == A::kBF16 || (gather && fp8))
     return A::dtypeBytes(code);
-  fatal("collectives support f32 and bf16 data, not dtype code %lld",
+  fatal("collectives support f32 and bf16 data (gathers also fp8), not "
+        "dtype code %lld",
         (long long)code);
 }
 
@@ -70,9 +73,9 @@ void ringAllGather(const char *in, char *out, int64_t bytes, MPI_Comm c) {
 // in[n] -> out[P*n], the ranks' blocks in rank order
 SHARDC_KERNEL(all_gather) {
   ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
-                i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype]),
+                i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype], true),
                 comm(ctx, i[A::all_gather::axis], "all_gather",
-                     i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype])));
+                     i[A::all_gather::n] * elementBytes(i[A::all_gather::dtype], true)));
   launched(ctx, stream);
 }
 
@@ -82,7 +85,7 @@ SHARDC_KERNEL(all_gather_group) {
   // One all-gather for a group of k parameters: pack the local shards, one
   // ring exchange of the packed block, unpack every rank's piece of each.
   int64_t k = i[A::all_gather_group::k],
-          eb = elementBytes(i[A::all_gather_group::dtype]);
+          eb = elementBytes(i[A::all_gather_group::dtype], true);
   const int64_t *counts = i + A::all_gather_group::kNumInts;
   // The k inputs and the k outputs come first, then pack and gathered.
   void **fixed = b + abiRow(A::KernelId::all_gather_group).buffersPer * k;
@@ -131,13 +134,13 @@ SHARDC_KERNEL(reshard_chunk) {
 SHARDC_KERNEL(all_gather_subgroup) {
   // The ring within this rank's group of consecutive ranks.
   int64_t n = i[A::all_gather_subgroup::n] *
-              elementBytes(i[A::all_gather_subgroup::dtype]);
+              elementBytes(i[A::all_gather_subgroup::dtype], true);
   shardc::runtime::watchdog::enter("all_gather_subgroup", n);
   MPI_Comm group = static_cast<Context *>(ctx)->mesh->subgroup(
       i[A::all_gather_subgroup::axis], i[A::all_gather_subgroup::N]);
   ringAllGather(static_cast<const char *>(b[0]), static_cast<char *>(b[1]),
                 i[A::all_gather_subgroup::n] *
-                    elementBytes(i[A::all_gather_subgroup::dtype]),
+                    elementBytes(i[A::all_gather_subgroup::dtype], true),
                 group);
   launched(ctx, stream);
 }

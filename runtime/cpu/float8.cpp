@@ -133,3 +133,65 @@ SHARDC_KERNEL(matmul_fp8) {
   t.finish();
   launchedAs(ctx, stream, "matmul_fp8");
 }
+
+// The float8 all-gather (rt-float8-all-gather).
+
+// x_1..x_k (dtype) -> amax[k] f32: amax_j = max |x_j|.
+SHARDC_KERNEL(amax_group) {
+  namespace K = A::amax_group;
+  int64_t k = i[K::k];
+  bool bf16 = i[K::dtype] == A::kBF16;
+  const int64_t *n = i + K::kNumInts;
+  float *amax = F(b[k]);
+  for (int64_t j = 0; j < k; ++j) {
+    Rows x{b[j], bf16, n[j]};
+    float m = 0.0f;
+#pragma omp parallel for schedule(static) reduction(max : m) if (n[j] >= kParallelMin)
+    for (int64_t e = 0; e < n[j]; ++e)
+      m = std::fmax(m, std::fabs(x.at(0, e)));
+    amax[j] = m;
+  }
+  launchedAs(ctx, stream, "amax_group");
+}
+
+// amax[P,k] -> scale[k] = fp8Scale(max over p, rounded to amax_dtype).
+SHARDC_KERNEL(fp8_scales) {
+  namespace K = A::fp8_scales;
+  int64_t P = i[K::P], k = i[K::k], format = i[K::format];
+  bool bf16 = i[K::amax_dtype] == A::kBF16;
+  const float *amax = F(b[0]);
+  float *scale = F(b[1]);
+  for (int64_t j = 0; j < k; ++j) {
+    float m = 0.0f;
+    for (int64_t p = 0; p < P; ++p)
+      m = std::fmax(m, amax[p * k + j]);
+    scale[j] = fp8Scale(bf16 ? roundToBf16(m) : m, format, false);
+  }
+  launchedAs(ctx, stream, "fp8_scales");
+}
+
+// x[n] (dtype), scale[1] -> q[n] fp8 = fp8(x * scale).
+SHARDC_KERNEL(cast_fp8_scaled) {
+  namespace K = A::cast_fp8_scaled;
+  int64_t n = i[K::n], format = i[K::format];
+  Rows x{b[0], i[K::dtype] == A::kBF16, n};
+  float s = F(b[1])[0];
+  auto *q = static_cast<uint8_t *>(b[2]);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t k = 0; k < n; ++k)
+    q[k] = floatToFp8(x.at(0, k) * s, format);
+  launchedAs(ctx, stream, "cast_fp8_scaled");
+}
+
+// q[R,C] -> t[C,R], one byte an element.
+SHARDC_KERNEL(transpose_fp8) {
+  namespace K = A::transpose_fp8;
+  int64_t R = i[K::R], C = i[K::C];
+  const auto *q = static_cast<const uint8_t *>(b[0]);
+  auto *t = static_cast<uint8_t *>(b[1]);
+#pragma omp parallel for schedule(static) if (R * C >= kParallelMin)
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c)
+      t[c * R + r] = q[r * C + c];
+  launchedAs(ctx, stream, "transpose_fp8");
+}

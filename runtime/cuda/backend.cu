@@ -797,7 +797,9 @@ private:
       abi::KernelId id = abi::KernelId(p[1]);
       bool bf16 = cuda::computesBf16(id);
       int64_t dtype = at >= 0 ? p[abi::kKernelHeaderWords + p[3] + at] : 0;
-      if (at >= 0 && dtype != abi::kF32 && !(bf16 && dtype == abi::kBF16))
+      bool fp8 = dtype == abi::kF8E4M3 || dtype == abi::kF8E5M2;
+      if (at >= 0 && dtype != abi::kF32 && !(bf16 && dtype == abi::kBF16) &&
+          !(fp8 && cuda::gathersFp8(id)))
         typed.insert(k.name);
     }
     if (!typed.empty()) {

@@ -26,16 +26,26 @@ using namespace shardc::runtime::cuda;
 
 namespace {
 
-/// Bytes of one element of dtype `code` (f32, bf16).
-int64_t elementBytes(int64_t code, const char *what) {
-  if (code != A::kF32 && code != A::kBF16)
-    fatal("%s: dtype %s is not supported (f32, bf16)", what,
-          A::dtypeName(code));
+/// Bytes of one element of dtype `code` (f32, bf16; a gather, which only
+/// moves bytes, also fp8: the float8 all-gather).
+int64_t elementBytes(int64_t code, const char *what, bool gather = false) {
+  bool fp8 = code == A::kF8E4M3 || code == A::kF8E5M2;
+  if (code != A::kF32 && code != A::kBF16 && !(gather && fp8))
+    fatal("%s: dtype %s is not supported (f32, bf16%s)", what,
+          A::dtypeName(code), gather ? ", fp8" : "");
   return A::dtypeBytes(code);
 }
 
 ncclDataType_t ncclType(int64_t code) {
-  return code == A::kBF16 ? ncclBfloat16 : ncclFloat32;
+  switch (code) {
+  case A::kBF16:
+    return ncclBfloat16;
+  case A::kF8E4M3: // gathered as bytes: any one-byte type moves them alike
+  case A::kF8E5M2:
+    return ncclUint8;
+  default:
+    return ncclFloat32;
+  }
 }
 
 cuda::Context &contextOf(void *ctx) {
@@ -94,7 +104,7 @@ void copy(void *dst, const void *src, int64_t bytes, cudaStream_t s) {
 SHARDC_CUDA_KERNEL(all_gather) {
   auto &c = contextOf(ctx);
   int64_t n = i[A::all_gather::n], dtype = i[A::all_gather::dtype];
-  int64_t bytes = n * elementBytes(dtype, "all_gather");
+  int64_t bytes = n * elementBytes(dtype, "all_gather", true);
   cudaStream_t s = c.stream(stream);
   SHARDC_HOST_STAGED(all_gather)
   if (ncclComm_t comm = commOf(c, i[A::all_gather::axis], "all_gather")) {
@@ -113,7 +123,7 @@ SHARDC_CUDA_KERNEL(all_gather_group) {
   auto &c = contextOf(ctx);
   int64_t k = i[A::all_gather_group::k], dtype = i[A::all_gather_group::dtype];
   const int64_t *counts = i + A::all_gather_group::kNumInts;
-  int64_t eb = elementBytes(dtype, "all_gather_group");
+  int64_t eb = elementBytes(dtype, "all_gather_group", true);
   cudaStream_t s = c.stream(stream);
   SHARDC_HOST_STAGED(all_gather_group)
   ncclComm_t comm =
@@ -196,7 +206,7 @@ SHARDC_CUDA_KERNEL(all_gather_subgroup) {
           dtype = i[A::all_gather_subgroup::dtype],
           N = i[A::all_gather_subgroup::N],
           axis = i[A::all_gather_subgroup::axis];
-  int64_t bytes = n * elementBytes(dtype, "all_gather_subgroup");
+  int64_t bytes = n * elementBytes(dtype, "all_gather_subgroup", true);
   cudaStream_t s = c.stream(stream);
   if (N > 1) {
     SHARDC_HOST_STAGED(all_gather_subgroup)

@@ -139,7 +139,8 @@ const KernelFn *kernelTable();
 void addAttentionKernels(KernelFn *table);
 void addTensorKernels(KernelFn *table);
 void addTrainKernels(KernelFn *table);
-/// float8.cu: cast_fp8 (matmul_fp8 is gemm.cu's).
+/// float8.cu: cast_fp8 and the float8 all-gather's kernels (matmul_fp8 is
+/// gemm.cu's).
 void addFloat8Kernels(KernelFn *table);
 /// collectives.cu: the collectives of a mesh of one rank.
 void addCollectives(KernelFn *table);
@@ -242,6 +243,8 @@ inline bool computesBf16(abi::KernelId id) {
   case abi::KernelId::swiglu_grad:
   case abi::KernelId::cast_fp8:
   case abi::KernelId::matmul_fp8:
+  case abi::KernelId::amax_group:
+  case abi::KernelId::cast_fp8_scaled:
   // The collectives move f32 or bf16 (their dtype is what they move).
   case abi::KernelId::all_gather:
   case abi::KernelId::all_gather_group:
@@ -253,6 +256,14 @@ inline bool computesBf16(abi::KernelId id) {
     return false;
   }
 }
+/// Whether collective `id` moves fp8 bytes as well (the float8
+/// all-gather: gathers copy bytes, whatever they are).
+inline bool gathersFp8(abi::KernelId id) {
+  return id == abi::KernelId::all_gather ||
+         id == abi::KernelId::all_gather_group ||
+         id == abi::KernelId::all_gather_subgroup;
+}
+
 /// This process's rank in errors (set once the mesh is known).
 extern int errorRank;
 

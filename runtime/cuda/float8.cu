@@ -81,6 +81,52 @@ __global__ void fp8ProductKernel(Fp8Product p) {
   }
 }
 
+// x[n] -> amax[0] = max(amax[0], max |x|): a block's max, then an atomic
+// max on the bits (amax >= 0, so the int order is the float order).
+template <typename T>
+__global__ void fp8AmaxKernel(const T *x, int64_t n, float *amax) {
+  float m = 0.0f;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(toFloat(x[k])));
+  m = blockMax(m);
+  if (threadIdx.x == 0)
+    atomicMax(reinterpret_cast<int *>(amax), __float_as_int(m));
+}
+
+// amax[P,k] -> scale[k] = fp8Scale(max_p amax[p,j], rounded to bf16 when
+// bf16), a thread a weight.
+__global__ void fp8GlobalScalesKernel(const float *amax, int64_t P, int64_t k,
+                                      int64_t format, bool bf16,
+                                      float *scale) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < k;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    float m = 0.0f;
+    for (int64_t p = 0; p < P; ++p)
+      m = fmaxf(m, amax[p * k + j]);
+    scale[j] = fp8Scale(bf16 ? roundToBf16(m) : m, format, false);
+  }
+}
+
+// x[n] -> q[n] = fp8(x * scale[0]).
+template <typename T>
+__global__ void fp8CastScaledKernel(const T *x, int64_t n, int64_t format,
+                                    const float *scale, uint8_t *q) {
+  float s = scale[0];
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x)
+    q[k] = floatToFp8(toFloat(x[k]) * s, format);
+}
+
+// q[R,C] -> t[C,R] bytes.
+__global__ void fp8TransposeKernel(const uint8_t *q, int64_t R, int64_t C,
+                                   uint8_t *t) {
+  int64_t n = R * C;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x)
+    t[(k % C) * R + k / C] = q[k];
+}
+
 } // namespace
 
 void shardc::runtime::cuda::scaleFp8Product(Context &c, int64_t stream,
@@ -120,6 +166,67 @@ SHARDC_CUDA_KERNEL(cast_fp8) {
   });
 }
 
+// The float8 all-gather (kernels.def): x_1..x_k -> amax[k], a launch a
+// weight (once a micro-step).
+SHARDC_CUDA_KERNEL(amax_group) {
+  namespace K = A::amax_group;
+  int64_t k = i[K::k];
+  const int64_t *n = i + K::kNumInts;
+  cudaStream_t s = streamOf(ctx, stream);
+  float *amax = F(b[k]);
+  CUDA_CHECK(cudaMemsetAsync(amax, 0, size_t(k) * sizeof(float), s));
+  withDtype(i[K::dtype], "amax_group", [&](auto t) {
+    using T = decltype(t);
+    for (int64_t j = 0; j < k; ++j)
+      if (n[j] > 0)
+        SHARDC_LAUNCH(fp8AmaxKernel<T>, gridFor(n[j]), kThreads, 0, s,
+                      static_cast<const T *>(b[j]), n[j], amax + j);
+  });
+}
+
+// amax[P,k] -> scale[k] (kernels.def).
+SHARDC_CUDA_KERNEL(fp8_scales) {
+  namespace K = A::fp8_scales;
+  int64_t P = i[K::P], k = i[K::k];
+  if (k == 0)
+    return;
+  SHARDC_LAUNCH(fp8GlobalScalesKernel, gridFor(k), kThreads, 0,
+                streamOf(ctx, stream), static_cast<const float *>(F(b[0])), P,
+                k, i[K::format], i[K::amax_dtype] == A::kBF16, F(b[1]));
+}
+
+// x[n] (f32 or bf16), scale[1] -> q[n] fp8 (kernels.def).
+SHARDC_CUDA_KERNEL(cast_fp8_scaled) {
+  namespace K = A::cast_fp8_scaled;
+  int64_t n = i[K::n];
+  if (n == 0)
+    return;
+  cudaStream_t s = streamOf(ctx, stream);
+  withDtype(i[K::dtype], "cast_fp8_scaled", [&](auto t) {
+    using T = decltype(t);
+    SHARDC_LAUNCH(fp8CastScaledKernel<T>, gridFor(n), kThreads, 0, s,
+                  static_cast<const T *>(b[0]), n, i[K::format],
+                  static_cast<const float *>(F(b[1])),
+                  static_cast<uint8_t *>(b[2]));
+  });
+}
+
+// q[R,C] -> t[C,R] bytes (kernels.def).
+SHARDC_CUDA_KERNEL(transpose_fp8) {
+  namespace K = A::transpose_fp8;
+  int64_t R = i[K::R], C = i[K::C];
+  if (R * C == 0)
+    return;
+  SHARDC_LAUNCH(fp8TransposeKernel, gridFor(R * C), kThreads, 0,
+                streamOf(ctx, stream), static_cast<const uint8_t *>(b[0]), R,
+                C, static_cast<uint8_t *>(b[1]));
+}
+
 void shardc::runtime::cuda::addFloat8Kernels(KernelFn *table) {
   table[int64_t(A::KernelId::cast_fp8)] = &shardc_cuda_k_cast_fp8;
+  table[int64_t(A::KernelId::amax_group)] = &shardc_cuda_k_amax_group;
+  table[int64_t(A::KernelId::fp8_scales)] = &shardc_cuda_k_fp8_scales;
+  table[int64_t(A::KernelId::cast_fp8_scaled)] =
+      &shardc_cuda_k_cast_fp8_scaled;
+  table[int64_t(A::KernelId::transpose_fp8)] = &shardc_cuda_k_transpose_fp8;
 }

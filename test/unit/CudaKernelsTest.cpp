@@ -107,6 +107,39 @@ TEST_F(CudaKernels, Float8) {
                                   {C8::trans, 1}}),
           {}, 0, /*exact=*/true);
 
+  // The float8 all-gather's kernels (rt-float8-all-gather).
+  auto y = randomVec(R * C / 2, 23, 5.0f);
+  for (int64_t dtype : {int64_t(A::kF32), int64_t(A::kBF16)}) {
+    auto in = [&](const Vec &v) { return dtype == A::kBF16 ? bf16s(v) : floats(v); };
+    compare(Id::amax_group, shardc_k_amax_group, {in(x), in(y), out(2)},
+            packInts(Id::amax_group,
+                     {{A::amax_group::k, 2}, {A::amax_group::dtype, dtype}},
+                     {R * C, R * C / 2}),
+            {}, 0, /*exact=*/true);
+    compare(Id::cast_fp8_scaled, shardc_k_cast_fp8_scaled,
+            {in(x), floats({37.5f}), out(R * C, 1)},
+            packInts(Id::cast_fp8_scaled, {{A::cast_fp8_scaled::n, R * C},
+                                           {A::cast_fp8_scaled::dtype, dtype},
+                                           {A::cast_fp8_scaled::format,
+                                            A::kF8E4M3}}),
+            {}, 0, /*exact=*/true);
+    compare(Id::fp8_scales, shardc_k_fp8_scales,
+            {floats({1.5f, 3.0f, 2.75f, 0.1f, 7.3f, 0.0f}), out(2)},
+            packInts(Id::fp8_scales, {{A::fp8_scales::P, 3},
+                                      {A::fp8_scales::k, 2},
+                                      {A::fp8_scales::format, A::kF8E4M3},
+                                      {A::fp8_scales::amax_dtype, dtype}}),
+            {}, 0, /*exact=*/true);
+  }
+  Buffer bytes = out(R * C, 1);
+  bytes.output = false; // an input
+  for (int64_t k = 0; k < R * C; ++k)
+    bytes.host[size_t(k)] = char(k * 7 + 3);
+  compare(Id::transpose_fp8, shardc_k_transpose_fp8, {bytes, out(R * C, 1)},
+          packInts(Id::transpose_fp8,
+                   {{A::transpose_fp8::R, R}, {A::transpose_fp8::C, C}}),
+          {}, 0, /*exact=*/true);
+
   namespace M8 = A::matmul_fp8;
   const int64_t M = 32, K = 48, N = 16;
   std::mt19937 gen(5);

@@ -216,4 +216,82 @@ void checkMatmul(bool rowwise, bool bias) {
 TEST(Float8, MatmulTensorwise) { checkMatmul(false, false); }
 TEST(Float8, MatmulRowwiseBias) { checkMatmul(true, true); }
 
+// The float8 all-gather (rt-float8-all-gather): two weights, each sharded
+// by rows over P = 2 ranks. Each rank's amax_group over its shards, the
+// ranks' amaxes gathered [P, k], fp8_scales, each shard cast with its
+// weight's scale and the shards concatenated (the gather) give
+// cast_fp8's bytes and scale of the whole weight, bit for bit; and
+// transpose_fp8 of those bytes gives the transposed cast's. Then with the
+// weights in bf16 (the gathered dtype) and the amaxes of their f32
+// masters rounded by fp8_scales.
+void checkAllGather(bool bf16) {
+  const int64_t P = 2, k = 2, Rn = 8, C = 12, n = Rn * C / P;
+  std::vector<Vec> w = {randomVec(Rn * C, 31, 2.0f), randomVec(Rn * C, 32)};
+  w[1][70] = -9.0f; // the amax on rank 1's shard
+  // What the gather moves: the weights as the gathered dtype holds them.
+  std::vector<std::vector<uint16_t>> wb(k);
+  for (int64_t j = 0; j < k; ++j)
+    for (float v : w[j])
+      wb[j].push_back(R::floatToBf16(v));
+  namespace AG = A::amax_group;
+  std::vector<float> amaxes(P * k);
+  for (int64_t p = 0; p < P; ++p) {
+    std::vector<void *> b = {w[0].data() + p * n, w[1].data() + p * n,
+                             amaxes.data() + p * k};
+    SHARDC_LAUNCH(amax_group, &ctx, b,
+                  packInts(Id::amax_group, {{AG::k, k}}, {n, n}), nullptr,
+                  A::kComputeStream);
+  }
+  std::vector<float> scales(k);
+  namespace FS = A::fp8_scales;
+  std::vector<void *> sb = {amaxes.data(), scales.data()};
+  SHARDC_LAUNCH(fp8_scales, &ctx, sb,
+                packInts(Id::fp8_scales, {{FS::P, P},
+                                          {FS::k, k},
+                                          {FS::format, A::kF8E4M3},
+                                          {FS::amax_dtype,
+                                           bf16 ? A::kBF16 : A::kF32}}),
+                nullptr, A::kComputeStream);
+  for (int64_t j = 0; j < k; ++j) {
+    void *whole = bf16 ? static_cast<void *>(wb[j].data()) : w[j].data();
+    int64_t eb = bf16 ? 2 : 4, dtype = bf16 ? A::kBF16 : A::kF32;
+    std::vector<uint8_t> gathered(Rn * C);
+    namespace CS = A::cast_fp8_scaled;
+    for (int64_t p = 0; p < P; ++p) {
+      std::vector<void *> b = {static_cast<char *>(whole) + p * n * eb,
+                               &scales[j], gathered.data() + p * n};
+      SHARDC_LAUNCH(cast_fp8_scaled, &ctx, b,
+                    packInts(Id::cast_fp8_scaled, {{CS::n, n},
+                                                   {CS::dtype, dtype},
+                                                   {CS::format, A::kF8E4M3}}),
+                    nullptr, A::kComputeStream);
+    }
+    std::vector<uint8_t> transposed(Rn * C);
+    std::vector<void *> tb = {gathered.data(), transposed.data()};
+    SHARDC_LAUNCH(transpose_fp8, &ctx, tb,
+                  packInts(Id::transpose_fp8,
+                           {{A::transpose_fp8::R, Rn}, {A::transpose_fp8::C, C}}),
+                  nullptr, A::kComputeStream);
+    for (int64_t trans : {0, 1}) {
+      std::vector<uint8_t> q(Rn * C);
+      float scale = 0.0f;
+      std::vector<void *> b = {whole, q.data(), &scale};
+      namespace K = A::cast_fp8;
+      SHARDC_LAUNCH(cast_fp8, &ctx, b,
+                    packInts(Id::cast_fp8, {{K::R, Rn},
+                                            {K::C, C},
+                                            {K::dtype, dtype},
+                                            {K::format, A::kF8E4M3},
+                                            {K::rowwise, 0},
+                                            {K::trans, trans}}),
+                    nullptr, A::kComputeStream);
+      EXPECT_EQ(scales[j], scale) << "weight " << j;
+      EXPECT_EQ(trans ? transposed : gathered, q) << "weight " << j;
+    }
+  }
+}
+
+TEST(Float8, AllGatherF32) { checkAllGather(false); }
+TEST(Float8, AllGatherBf16) { checkAllGather(true); }
+
 } // namespace

@@ -21,10 +21,12 @@ bool isGroupGather(Operation *op) {
          g.getSubgroup() == 0 && g.getOutputs()[0].getDefiningOp<rt::AllocOp>();
 }
 
-/// Same group, axis, dtype and stream.
+/// Same group, axis and stream (a run's gathers of each dtype are merged
+/// apart: the float8 all-gather's fp8 bytes and a group's other
+/// parameters).
 bool compatible(rt::AllGatherOp a, rt::AllGatherOp b) {
   return a.getGroup() == b.getGroup() && a.getAxis() == b.getAxis() &&
-         a.getDtype() == b.getDtype() && a.getStream() == b.getStream();
+         a.getStream() == b.getStream();
 }
 
 void merge(ArrayRef<rt::AllGatherOp> run) {
@@ -81,9 +83,21 @@ struct RtCoalesceCollectivesPass
         runs.emplace_back();
       }
     }
-    for (ArrayRef<rt::AllGatherOp> run : runs)
-      if (run.size() > 1)
-        merge(run);
+    for (ArrayRef<rt::AllGatherOp> run : runs) {
+      SmallVector<SmallVector<rt::AllGatherOp>> byDtype;
+      for (rt::AllGatherOp g : run) {
+        auto same = llvm::find_if(byDtype, [&](auto &part) {
+          return part.front().getDtype() == g.getDtype();
+        });
+        if (same == byDtype.end())
+          byDtype.push_back({g});
+        else
+          same->push_back(g);
+      }
+      for (ArrayRef<rt::AllGatherOp> part : byDtype)
+        if (part.size() > 1)
+          merge(part);
+    }
   }
 };
 

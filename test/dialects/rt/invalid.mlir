@@ -145,8 +145,17 @@ func.func @gather_scratch(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %x:
 // -----
 
 func.func @gather_dtype(%ctx: !rt.context, %a: !rt.buffer, %x: !rt.buffer) {
-  // expected-error @+1 {{moves f32 or bf16 data, not 'i32'}}
+  // expected-error @+1 {{moves f32, bf16 or fp8 (f8E4M3FN, f8E5M2) data, not 'i32'}}
   rt.all_gather %ctx (%a) -> (%x) {axis = 0 : i64, counts = array<i64: 4>, dtype = i32}
+  return
+}
+
+// -----
+
+// fp8 is gathered (bytes), never summed.
+func.func @reduce_fp8(%ctx: !rt.context, %a: !rt.buffer, %x: !rt.buffer, %t: !rt.buffer) {
+  // expected-error @+1 {{moves f32 or bf16 data, not 'f8E4M3FN'}}
+  rt.reduce_scatter %ctx %a -> %x scratch %t {axis = 0 : i64, count = 4 : i64, dtype = f8E4M3FN}
   return
 }
 

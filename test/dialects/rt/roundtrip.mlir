@@ -26,6 +26,9 @@ func.func @step(%ctx: !rt.context, %params: !rt.buffer, %io: !rt.buffer, %arena:
 func.func @collectives(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %x: !rt.buffer, %y: !rt.buffer, %p: !rt.buffer, %g: !rt.buffer) {
   // CHECK: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 1 : i64, counts = array<i64: 16>, dtype = bf16, group = 0 : i64}
   rt.all_gather %ctx (%a) -> (%x) {axis = 1 : i64, counts = array<i64: 16>, dtype = bf16, group = 0 : i64}
+  // The float8 all-gather's bytes.
+  // CHECK: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 16>, dtype = f8E4M3FN, group = 0 : i64}
+  rt.all_gather %ctx (%a) -> (%x) {axis = 0 : i64, counts = array<i64: 16>, dtype = f8E4M3FN, group = 0 : i64}
   // CHECK: rt.all_gather %{{.*}}(%{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}) scratch(%{{.*}}, %{{.*}}) {axis = 0 : i64, counts = array<i64: 16, 8>, dtype = f32, group = -1 : i64}
   rt.all_gather %ctx (%a, %b) -> (%x, %y) scratch(%p, %g) {axis = 0 : i64, counts = array<i64: 16, 8>, dtype = f32, group = -1 : i64}
   // CHECK: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 16>, dtype = f32, subgroup = 2 : i64}

@@ -29,6 +29,17 @@
 // HAND-NEXT: rt.kernel
 // HAND-NEXT: rt.alloc
 // HAND-NEXT: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64}
+// A run of one group in two dtypes (the float8 all-gather's bytes and the
+// norms): one gather a dtype, each where its part's last one was, followed
+// by its parts' completion events (one byte an element: 2 ranks).
+// HAND: %[[P8:.*]] = rt.alloc 24 : !rt.buffer
+// HAND-NEXT: %[[G8:.*]] = rt.alloc 48 : !rt.buffer
+// HAND-NEXT: rt.all_gather %{{.*}}(%{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}) scratch(%[[P8]], %[[G8]]) {axis = 0 : i64, counts = array<i64: 16, 8>, dtype = f8E4M3FN, group = 7 : i64}
+// HAND-NEXT: rt.event_record %{{.*}} {event = 2 : i64, stream = 1 : i64}
+// HAND-NEXT: rt.event_record %{{.*}} {event = 4 : i64, stream = 1 : i64}
+// HAND: rt.all_gather %{{.*}}(%{{.*}}, %{{.*}}) -> (%{{.*}}, %{{.*}}) scratch(%{{.*}}, %{{.*}}) {axis = 0 : i64, counts = array<i64: 4, 4>, dtype = f32, group = 7 : i64}
+// HAND-NEXT: rt.event_record %{{.*}} {event = 3 : i64, stream = 1 : i64}
+// HAND-NEXT: rt.event_record %{{.*}} {event = 5 : i64, stream = 1 : i64}
 func.func @shardc_hand(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
   %a = rt.view %p[0] : !rt.buffer
   %b = rt.view %p[64] : !rt.buffer
@@ -45,5 +56,18 @@ func.func @shardc_hand(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !
   rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8, 0>, floats = array<f64>}
   %v = rt.alloc 16 : !rt.buffer
   rt.all_gather %ctx (%b) -> (%v) {axis = 0 : i64, counts = array<i64: 4>, dtype = bf16, group = 6 : i64}
+  rt.kernel %ctx, "silu"(%x, %y) {ints = array<i64: 8, 0>, floats = array<f64>}
+  %f1 = rt.alloc 32 : !rt.buffer
+  rt.all_gather %ctx (%a) -> (%f1) {axis = 0 : i64, counts = array<i64: 16>, dtype = f8E4M3FN, group = 7 : i64}
+  rt.event_record %ctx {event = 2 : i64, stream = 1 : i64}
+  %n1 = rt.alloc 32 : !rt.buffer
+  rt.all_gather %ctx (%b) -> (%n1) {axis = 0 : i64, counts = array<i64: 4>, dtype = f32, group = 7 : i64}
+  rt.event_record %ctx {event = 3 : i64, stream = 1 : i64}
+  %f2 = rt.alloc 16 : !rt.buffer
+  rt.all_gather %ctx (%b) -> (%f2) {axis = 0 : i64, counts = array<i64: 8>, dtype = f8E4M3FN, group = 7 : i64}
+  rt.event_record %ctx {event = 4 : i64, stream = 1 : i64}
+  %n2 = rt.alloc 32 : !rt.buffer
+  rt.all_gather %ctx (%a) -> (%n2) {axis = 0 : i64, counts = array<i64: 4>, dtype = f32, group = 7 : i64}
+  rt.event_record %ctx {event = 5 : i64, stream = 1 : i64}
   return
 }
