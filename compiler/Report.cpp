@@ -209,13 +209,19 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       fn.walk([&](rt::KernelOp k) {
         if (isKernel(k, abi::KernelId::matmul_fp8))
           ++fp8Gemms;
+        ArrayRef<int64_t> i = k.getInts();
         if (isKernel(k, abi::KernelId::cast_fp8))
-          fp8Bytes +=
-              k.getInts()[abi::cast_fp8::R] * k.getInts()[abi::cast_fp8::C];
+          fp8Bytes += i[abi::cast_fp8::R] * i[abi::cast_fp8::C];
+        // The float8 all-gather's: the shards it casts, the transposes of
+        // the gathered weights (the gathered bytes are gathered
+        // parameters).
+        if (isKernel(k, abi::KernelId::cast_fp8_scaled))
+          fp8Bytes += i[abi::cast_fp8_scaled::n];
+        if (isKernel(k, abi::KernelId::transpose_fp8))
+          fp8Bytes += i[abi::transpose_fp8::R] * i[abi::transpose_fp8::C];
         bool fwd = isKernel(k, abi::KernelId::sdpa);
         if (!fwd && !isKernel(k, abi::KernelId::sdpa_grad))
           return;
-        ArrayRef<int64_t> i = k.getInts();
         attentionWorkspace =
             std::max(attentionWorkspace, i[abi::sdpa::ws_bytes]);
         if (fwd)
@@ -277,7 +283,8 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   if (int64_t work = stateBytes(manifest, {abi::kStateWork}))
     moved("bf16 working copy        ", work);
   row("peak gathered parameters ", gathered, 0,
-      "(in the param dtype, live at once)");
+      "(in the param dtype, or fp8 under the float8 all-gather; live at "
+      "once)");
   row("activations              ", microArena - gathered, 0,
       "(micro-step arena less the gathered parameters)");
   if (attentionWorkspace) {
@@ -297,7 +304,7 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   if (fp8Gemms) {
     os << "  float8 GEMMs per micro-step " << fp8Gemms << "\n";
     row("  their fp8 operands     ", fp8Bytes, 0,
-        "(written by the casts, a micro-step; transient)");
+        "(written by the casts and transposes, a micro-step; transient)");
   }
   os << "launches (kernels and collectives, per rank):";
   for (const auto &[entry, n] : launches) {
