@@ -367,6 +367,10 @@ Error DriverOptions::validate() {
                           training.float8 +
                           " weight has a scale per row of each GEMM, not "
                           "one its shards can share)");
+  if (training.float8 == "rowwise" && training.tp > 1)
+    return fail("--float8=rowwise with --tp: not supported yet (a row's "
+                "scale along a reduction axis split over the tp ranks needs "
+                "their max); --float8=tensorwise composes with --tp");
   if (!training.float8.empty() && training.offload != abi::kOffloadNone)
     return fail("--float8 with --offload=" + training.offload +
                 ": not supported yet (the float8 casts run on the device)");

@@ -115,6 +115,8 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createRtGroupOptimizer(group));
   if (options.float8AllGather)
     pm.addNestedPass<func::FuncOp>(createRtFloat8AllGather());
+  if (options.float8 == "tensorwise" && options.tp > 1)
+    pm.addNestedPass<func::FuncOp>(createRtFloat8TpScales());
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   if (options.offload == abi::kOffloadCpu)
     pm.addPass(createRtOffloadToHost());

@@ -216,7 +216,7 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
         // the gathered weights (the gathered bytes are gathered
         // parameters).
         if (isKernel(k, abi::KernelId::cast_fp8_scaled))
-          fp8Bytes += i[abi::cast_fp8_scaled::n];
+          fp8Bytes += i[abi::cast_fp8_scaled::R] * i[abi::cast_fp8_scaled::C];
         if (isKernel(k, abi::KernelId::transpose_fp8))
           fp8Bytes += i[abi::transpose_fp8::R] * i[abi::transpose_fp8::C];
         bool fwd = isKernel(k, abi::KernelId::sdpa);

@@ -349,6 +349,20 @@ def RtFloat8AllGather : Pass<"rt-float8-all-gather", "mlir::func::FuncOp"> {
   }];
 }
 
+def RtFloat8TpScales : Pass<"rt-float8-tp-scales", "mlir::func::FuncOp"> {
+  let summary = "Tensorwise float8 scales of the whole tensor under --tp";
+  let description = [{
+    On a mesh with a tp axis, each tensorwise `cast_fp8` (rowwise 0) takes
+    its scale from the max of the tp ranks' amaxes, as torchao's casts of a
+    DTensor do: `amax_group` of its operand, an `rt.all_gather` of that
+    amax over the tp axis, `fp8_scales` into the cast's scale buffer, then
+    `cast_fp8_scaled` into its fp8 buffer. An operand every tp rank holds
+    alike keeps its own scale; one split over the tp ranks (a parallel
+    weight, a feature-split activation or gradient) is cast as the whole
+    tensor would be. Runs after `rt-float8-all-gather`.
+  }];
+}
+
 def RtCoalesceCollectives : Pass<"rt-coalesce-collectives", "mlir::func::FuncOp"> {
   let summary = "One all-gather per FSDP group";
   let description = [{

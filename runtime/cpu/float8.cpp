@@ -170,16 +170,19 @@ SHARDC_KERNEL(fp8_scales) {
   launchedAs(ctx, stream, "fp8_scales");
 }
 
-// x[n] (dtype), scale[1] -> q[n] fp8 = fp8(x * scale).
+// x[R,C] (dtype), scale[1] -> q[R,C] (or [C,R] when trans) fp8 =
+// fp8(x * scale).
 SHARDC_KERNEL(cast_fp8_scaled) {
   namespace K = A::cast_fp8_scaled;
-  int64_t n = i[K::n], format = i[K::format];
-  Rows x{b[0], i[K::dtype] == A::kBF16, n};
+  int64_t R = i[K::R], C = i[K::C], format = i[K::format];
+  bool trans = i[K::trans];
+  Rows x{b[0], i[K::dtype] == A::kBF16, C};
   float s = F(b[1])[0];
   auto *q = static_cast<uint8_t *>(b[2]);
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t k = 0; k < n; ++k)
-    q[k] = floatToFp8(x.at(0, k) * s, format);
+#pragma omp parallel for schedule(static) if (R * C >= kParallelMin)
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c)
+      q[trans ? c * R + r : r * C + c] = floatToFp8(x.at(r, c) * s, format);
   launchedAs(ctx, stream, "cast_fp8_scaled");
 }
 

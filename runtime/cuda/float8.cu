@@ -108,14 +108,16 @@ __global__ void fp8GlobalScalesKernel(const float *amax, int64_t P, int64_t k,
   }
 }
 
-// x[n] -> q[n] = fp8(x * scale[0]).
+// x[R,C] -> q[R,C] (or [C,R] when trans) = fp8(x * scale[0]).
 template <typename T>
-__global__ void fp8CastScaledKernel(const T *x, int64_t n, int64_t format,
+__global__ void fp8CastScaledKernel(const T *x, int64_t R, int64_t C,
+                                    bool trans, int64_t format,
                                     const float *scale, uint8_t *q) {
   float s = scale[0];
+  int64_t n = R * C;
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x)
-    q[k] = floatToFp8(toFloat(x[k]) * s, format);
+    q[trans ? (k % C) * R + k / C : k] = floatToFp8(toFloat(x[k]) * s, format);
 }
 
 // q[R,C] -> t[C,R] bytes.
@@ -195,18 +197,18 @@ SHARDC_CUDA_KERNEL(fp8_scales) {
                 k, i[K::format], i[K::amax_dtype] == A::kBF16, F(b[1]));
 }
 
-// x[n] (f32 or bf16), scale[1] -> q[n] fp8 (kernels.def).
+// x[R,C] (f32 or bf16), scale[1] -> q[R,C]|[C,R] fp8 (kernels.def).
 SHARDC_CUDA_KERNEL(cast_fp8_scaled) {
   namespace K = A::cast_fp8_scaled;
-  int64_t n = i[K::n];
-  if (n == 0)
+  int64_t R = i[K::R], C = i[K::C];
+  if (R * C == 0)
     return;
   cudaStream_t s = streamOf(ctx, stream);
   withDtype(i[K::dtype], "cast_fp8_scaled", [&](auto t) {
     using T = decltype(t);
-    SHARDC_LAUNCH(fp8CastScaledKernel<T>, gridFor(n), kThreads, 0, s,
-                  static_cast<const T *>(b[0]), n, i[K::format],
-                  static_cast<const float *>(F(b[1])),
+    SHARDC_LAUNCH(fp8CastScaledKernel<T>, gridFor(R * C), kThreads, 0, s,
+                  static_cast<const T *>(b[0]), R, C, i[K::trans] != 0,
+                  i[K::format], static_cast<const float *>(F(b[1])),
                   static_cast<uint8_t *>(b[2]));
   });
 }

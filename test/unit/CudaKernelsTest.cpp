@@ -116,13 +116,16 @@ TEST_F(CudaKernels, Float8) {
                      {{A::amax_group::k, 2}, {A::amax_group::dtype, dtype}},
                      {R * C, R * C / 2}),
             {}, 0, /*exact=*/true);
-    compare(Id::cast_fp8_scaled, shardc_k_cast_fp8_scaled,
-            {in(x), floats({37.5f}), out(R * C, 1)},
-            packInts(Id::cast_fp8_scaled, {{A::cast_fp8_scaled::n, R * C},
-                                           {A::cast_fp8_scaled::dtype, dtype},
-                                           {A::cast_fp8_scaled::format,
-                                            A::kF8E4M3}}),
-            {}, 0, /*exact=*/true);
+    for (int64_t trans : {0, 1})
+      compare(Id::cast_fp8_scaled, shardc_k_cast_fp8_scaled,
+              {in(x), floats({37.5f}), out(R * C, 1)},
+              packInts(Id::cast_fp8_scaled,
+                       {{A::cast_fp8_scaled::R, R},
+                        {A::cast_fp8_scaled::C, C},
+                        {A::cast_fp8_scaled::dtype, dtype},
+                        {A::cast_fp8_scaled::format, A::kF8E4M3},
+                        {A::cast_fp8_scaled::trans, trans}}),
+              {}, 0, /*exact=*/true);
     compare(Id::fp8_scales, shardc_k_fp8_scales,
             {floats({1.5f, 3.0f, 2.75f, 0.1f, 7.3f, 0.0f}), out(2)},
             packInts(Id::fp8_scales, {{A::fp8_scales::P, 3},

@@ -261,9 +261,11 @@ void checkAllGather(bool bf16) {
       std::vector<void *> b = {static_cast<char *>(whole) + p * n * eb,
                                &scales[j], gathered.data() + p * n};
       SHARDC_LAUNCH(cast_fp8_scaled, &ctx, b,
-                    packInts(Id::cast_fp8_scaled, {{CS::n, n},
+                    packInts(Id::cast_fp8_scaled, {{CS::R, 1},
+                                                   {CS::C, n},
                                                    {CS::dtype, dtype},
-                                                   {CS::format, A::kF8E4M3}}),
+                                                   {CS::format, A::kF8E4M3},
+                                                   {CS::trans, 0}}),
                     nullptr, A::kComputeStream);
     }
     std::vector<uint8_t> transposed(Rn * C);

@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/rt/Float8Scales.h"
 #include "passes/rt/RtMatch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -148,17 +149,6 @@ std::optional<Candidate> candidate(rt::AllGatherOp gather,
   return c;
 }
 
-/// A launch of kernel `id` on the compute stream, typed by `dtype` when
-/// that is bf16.
-void launch(OpBuilder &b, Location loc, Value ctx, KernelId id,
-            ValueRange buffers, ArrayRef<int64_t> ints, int64_t dtype = -1,
-            int64_t stream = abi::kComputeStream) {
-  TypeAttr type = dtype == abi::kBF16 ? TypeAttr::get(b.getBF16Type())
-                                      : TypeAttr();
-  rt::KernelOp::create(b, loc, ctx, abi::kernelInfo(id).name, buffers, ints,
-                       ArrayRef<double>{}, stream, type);
-}
-
 /// The head: the global scales of the candidates' weights, one a distinct
 /// source, into a buffer of f32s; returns each source's scale view.
 llvm::DenseMap<Value, Value> buildScales(ArrayRef<Candidate> cands,
@@ -171,7 +161,7 @@ llvm::DenseMap<Value, Value> buildScales(ArrayRef<Candidate> cands,
       sources.push_back(c.source);
       ints.push_back(rt::AllGatherOp(c.gather).getCounts()[0]);
     }
-  int64_t k = int64_t(sources.size()), P = mesh.axisSize(first.getAxis());
+  int64_t k = int64_t(sources.size());
   ints[abi::amax_group::k] = k;
   for (Value s : sources)
     hoistBefore(s, cands.front().castAt);
@@ -179,18 +169,17 @@ llvm::DenseMap<Value, Value> buildScales(ArrayRef<Candidate> cands,
   Location loc = first.getLoc();
   Value ctx = first.getCtx();
   Value amax = rt::AllocOp::create(b, loc, k * 4);
-  Value amaxes = rt::AllocOp::create(b, loc, P * k * 4);
   Value scales = rt::AllocOp::create(b, loc, k * 4);
   SmallVector<Value> bufs(sources);
   bufs.push_back(amax);
-  launch(b, loc, ctx, KernelId::amax_group, bufs, ints,
-         cands.front().sourceDtype);
-  rt::AllGatherOp::create(b, loc, ctx, ValueRange{amax}, ValueRange{amaxes},
-                          ValueRange{}, first.getAxis(), b.getF32Type(),
-                          ArrayRef<int64_t>{k}, /*subgroup=*/0,
-                          /*group=*/IntegerAttr(), abi::kComputeStream);
-  launch(b, loc, ctx, KernelId::fp8_scales, {amaxes, scales},
-         {P, k, abi::kF8E4M3, rt::dtypeCode(first.getDtype())});
+  launchKernel(b, loc, ctx, KernelId::amax_group, bufs, ints,
+               cands.front().sourceDtype);
+  // Under --tp a weight's shards are also its tp ranks' parts.
+  SmallVector<int64_t> axes = {int64_t(first.getAxis())};
+  if (mesh.tpAxis() >= 0)
+    axes.push_back(mesh.tpAxis());
+  gatherFp8Scales(b, loc, ctx, amax, k, axes, mesh, abi::kF8E4M3,
+                  rt::dtypeCode(first.getDtype()), scales);
   llvm::DenseMap<Value, Value> scaleOf;
   for (auto [j, s] : llvm::enumerate(sources))
     scaleOf[s] = rt::ViewOp::create(b, loc, scales, int64_t(j) * 4, 4);
@@ -211,8 +200,8 @@ void rewrite(const Candidate &c, Value scale, const abi::MeshGrid &mesh,
   hoistBefore(x, c.castAt);
   OpBuilder b(c.castAt);
   Value qx = rt::AllocOp::create(b, loc, n);
-  launch(b, loc, ctx, KernelId::cast_fp8_scaled, {x, scale, qx},
-         {n, dtype, abi::kF8E4M3}, dtype);
+  launchKernel(b, loc, ctx, KernelId::cast_fp8_scaled, {x, scale, qx},
+         {1, n, dtype, abi::kF8E4M3, 0}, dtype);
   b.setInsertionPoint(w);
   Value wq = rt::AllocOp::create(b, loc, P * n);
   b.setInsertionPoint(g);
@@ -226,7 +215,7 @@ void rewrite(const Candidate &c, Value scale, const abi::MeshGrid &mesh,
     ArrayRef<int64_t> i = cast.getInts();
     if (i[C8::trans]) {
       b.setInsertionPoint(cast);
-      launch(b, cast.getLoc(), ctx, KernelId::transpose_fp8, {wq, q},
+      launchKernel(b, cast.getLoc(), ctx, KernelId::transpose_fp8, {wq, q},
              {i[C8::R], i[C8::C]}, -1, cast.getStream());
     } else {
       q.replaceAllUsesWith(wq);

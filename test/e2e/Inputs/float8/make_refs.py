@@ -68,6 +68,10 @@ CASES = {
     "llama-mesh2": ("llama-tiny.json", ["--lr", "3e-3", "--mesh", "2", "--batch", "4"]),
     "llama-bf16": ("llama-tiny.json", ["--lr", "3e-3", "--init-std", "0.3",
                                        "--mixed", "bf16"]),
+    # For --tp 2 (one data-parallel rank) and --mesh 2 --tp 2: a Llama whose
+    # tp-local features are multiples of 16 (q 32, k and v 16, MLP 64).
+    "llama-tp16": ("llama-tp16.json", ["--lr", "3e-3"]),
+    "llama-tp16-mesh2": ("llama-tp16.json", ["--lr", "3e-3", "--mesh", "2", "--batch", "4"]),
 }
 
 

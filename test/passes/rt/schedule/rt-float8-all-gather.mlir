@@ -9,14 +9,14 @@
 // CHECK-LABEL: func.func @shardc_micro_step
 // CHECK: rt.kernel %{{.*}}, "silu"
 // CHECK-NEXT: %[[AMAX:.*]] = rt.alloc 4 : !rt.buffer
-// CHECK-NEXT: %[[AMAXES:.*]] = rt.alloc 8 : !rt.buffer
 // CHECK-NEXT: %[[SCALES:.*]] = rt.alloc 4 : !rt.buffer
 // CHECK-NEXT: rt.kernel %{{.*}}, "amax_group"(%[[W:.*]], %[[AMAX]]) {{.*}}ints = array<i64: 1, 0, 128>}
+// CHECK-NEXT: %[[AMAXES:.*]] = rt.alloc 8 : !rt.buffer
 // CHECK-NEXT: rt.all_gather %{{.*}}(%[[AMAX]]) -> (%[[AMAXES]]) {axis = 0 : i64, counts = array<i64: 1>, dtype = f32, stream = 0 : i64}
 // CHECK-NEXT: rt.kernel %{{.*}}, "fp8_scales"(%[[AMAXES]], %[[SCALES]]) {{.*}}ints = array<i64: 2, 1, 7, 0>}
 // CHECK-NEXT: %[[S:.*]] = rt.view %[[SCALES]][0] size 4
 // CHECK-NEXT: %[[QX:.*]] = rt.alloc 128 : !rt.buffer
-// CHECK-NEXT: rt.kernel %{{.*}}, "cast_fp8_scaled"(%[[W]], %[[S]], %[[QX]]) {{.*}}ints = array<i64: 128, 0, 7>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "cast_fp8_scaled"(%[[W]], %[[S]], %[[QX]]) {{.*}}ints = array<i64: 1, 128, 0, 7, 0>}
 // CHECK-NEXT: rt.event_record %{{.*}} {event = 0 : i64, stream = 0 : i64}
 // CHECK-NEXT: rt.event_wait %{{.*}} {event = 0 : i64, stream = 1 : i64}
 // CHECK-NEXT: %[[WQ:.*]] = rt.alloc 256 : !rt.buffer
@@ -90,7 +90,7 @@ func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, 
 // CHECK-LABEL: func.func @shardc_micro_step
 // CHECK: rt.kernel %{{.*}}, "amax_group"(%[[W:.*]], %{{.*}}) {{.*}}ints = array<i64: 1, 0, 128>}
 // CHECK: rt.kernel %{{.*}}, "fp8_scales"(%{{.*}}) {{.*}}ints = array<i64: 2, 1, 7, 1>}
-// CHECK: rt.kernel %{{.*}}, "cast_fp8_scaled"(%[[C:.*]], %{{.*}}, %{{.*}}) {dtype = bf16, {{.*}}ints = array<i64: 128, 1, 7>}
+// CHECK: rt.kernel %{{.*}}, "cast_fp8_scaled"(%[[C:.*]], %{{.*}}, %{{.*}}) {dtype = bf16, {{.*}}ints = array<i64: 1, 128, 1, 7, 0>}
 // CHECK: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 128>, dtype = f8E4M3FN, group = 0 : i64}
 // CHECK: rt.all_gather %{{.*}} {axis = 0 : i64, counts = array<i64: 128>, dtype = bf16, group = 0 : i64}
 // CHECK: "cast_fp8"(%{{.*}}) {dtype = bf16, {{.*}}ints = array<i64: 16, 16, 1, 7, 1, 0>}
