@@ -70,6 +70,7 @@ CASES = {
                                        "--mixed", "bf16"]),
     # For --tp 2 (one data-parallel rank) and --mesh 2 --tp 2: a Llama whose
     # tp-local features are multiples of 16 (q 32, k and v 16, MLP 64).
+    # llama-tp16 was made with --noise 16 (its noise has two branches).
     "llama-tp16": ("llama-tp16.json", ["--lr", "3e-3"]),
     "llama-tp16-mesh2": ("llama-tp16.json", ["--lr", "3e-3", "--mesh", "2", "--batch", "4"]),
 }
