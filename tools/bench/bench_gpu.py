@@ -40,6 +40,12 @@ the reference the GPU's is compared with there (manifest.json).
 - offload:   the speed model with --offload=cpu;
 - trace:     the speed model's step, kernel by kernel (--trace).
 
+A run with the speed part writes its results file (--results; by default
+<gpu>-<date>.json in the log directory, to commit under tools/bench/results/
+beside the log): the commit the kit was built from, the GPU, and each
+speed run's tok/s, ms a step, peak MiB and shardc's own --predict for that
+GPU from the same build.
+
 `--dry` runs the whole kit here on the emulated CUDA device with the tiny
 model (build and run in one go, PyTorch on the CPU): it is what CI runs,
 so the kit works the day a GPU is lent.
@@ -180,6 +186,34 @@ def cpu_curve(args, model, flags, ranks, tokens, name):
     return [e["loss"] for e in read_log(log)]
 
 
+# The bundled machines --predict knows, by the GPU name nvidia-smi gives.
+PREDICT_MACHINES = {"H100": "h100-sxm", "H200": "h200", "B200": "b200"}
+
+
+def predictions(shardc, model, flags):
+    """shardc's --predict step time (ms) of this build on each bundled GPU
+    machine, by machine name; None where it refuses one (--offload=cpu)."""
+    out = {}
+    for machine in PREDICT_MACHINES.values():
+        path = model if not model.endswith((".json", ".onnx")) else os.path.join(ROOT, model)
+        rc, text = sh([shardc, path, *flags, "--report", "--predict", machine, "--emit",
+                       "rt", "-o", os.devnull], check=False)
+        got = [l for l in text.splitlines() if l.startswith("predicted step time:")]
+        out[machine] = float(got[-1].split()[3]) if rc == 0 and got else None
+    return out
+
+
+def source_commit():
+    """The commit the kit is built from (with '+dirty' when the working tree
+    differs from it), or 'unknown' outside a git checkout."""
+    rc, head = sh(["git", "-C", ROOT, "rev-parse", "HEAD"], check=False)
+    if rc != 0:
+        return "unknown"
+    rc, status = sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                    check=False)
+    return head.strip() + ("+dirty" if status.strip() else "")
+
+
 def build(args):
     out = os.path.abspath(args.out)
     os.makedirs(os.path.join(out, "bin"), exist_ok=True)
@@ -215,13 +249,16 @@ def build(args):
         print(f"built {name}: CPU curve {entry['cpu'][0]:.6f} -> {entry['cpu'][-1]:.6f}",
               flush=True)
     speed_model, B, T = args.speed_model, args.batch, args.seq
+    manifest["predicted_ms"] = {}
     for mode, (_, flags) in SPEED_MODES.items():
         exe = os.path.join(args.tmp, f"train-{mode}")
-        compile_model(args.shardc, speed_model,
-                      ["--micro-batch", str(B), "--seq-len", str(T), *cuda, *flags], exe)
+        shape = ["--micro-batch", str(B), "--seq-len", str(T), *cuda, *flags]
+        compile_model(args.shardc, speed_model, shape, exe)
         pack(exe, out)
         manifest["speed"][mode] = f"train-{mode}"
+        manifest["predicted_ms"][mode] = predictions(args.shardc, speed_model, shape)
     manifest["speed_shape"] = {"model": speed_model, "B": B, "T": T}
+    manifest["commit"] = source_commit()
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"kit in {out} ({sh(['du', '-sh', out])[1].split()[0]})")
@@ -478,11 +515,15 @@ def shardc_speed(args, m, mode, steps, env=None):
         return None
     warm = got[min(3, steps - 1):]
     peak = [l for l in text.splitlines() if l.startswith("memory:")]
+    planned = int(peak[-1].split()[3]) if peak else None
     return {"tok_s": statistics.median(e["tok_per_s"] for e in warm),
             "ms": statistics.median(e["ms"] for e in warm),
             "mfu": statistics.median(e["mfu"] or 0 for e in warm),
             "loss": f"{got[0]['loss']:.4f}->{got[-1]['loss']:.4f}",
-            "peak": mem.text() + " plan " + (peak[-1].split()[3] if peak else "?") + " B"}
+            "peak": mem.text() + " plan " + (str(planned) if peak else "?") + " B",
+            # The device's peak where nvidia-smi samples it, else the plan's.
+            "peak_mib": (mem.peak - mem.base) if mem.on else
+                        (round(planned / 2**20, 1) if planned is not None else None)}
 
 
 def gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps, tokens):
@@ -577,11 +618,17 @@ def part_speed(args, m):
             ("speed-bf16", None, None),
             ("speed-bf16", {"SHARDC_ATTENTION": "kernels"},
              "shardc bf16, attention on its kernels")]
+    machine = predict_machine(m)
     for mode, env, label in runs:
         r = shardc_speed(args, m, mode, steps, env=env)
         if r:
             rows.append((label or SPEED_MODES[mode][0], r["tok_s"], r["ms"],
                          r["peak"], r["loss"]))
+            # --predict costs attention on cuDNN: the SDPA builds only.
+            predicted = None if env else m.get("predicted_ms", {}).get(mode, {}).get(machine)
+            args.results.append({"run": label or SPEED_MODES[mode][0], "model": s["model"],
+                                 "tok_s": r["tok_s"], "ms": r["ms"],
+                                 "peak_mib": r["peak_mib"], "predicted_ms": predicted})
     device = "cpu" if m["emulated"] else "cuda"
     for dtype_mode, compile_ in (("f32", False), ("bf16", False), ("bf16", True)):
         if m["emulated"] and compile_:
@@ -589,9 +636,14 @@ def part_speed(args, m):
         try:
             r = gpt2_124m_torch(device, dtype_mode, compile_, B, T, steps,
                                 speed_tokens(args, m))
+            name = f"{'torch.compile' if compile_ else 'PyTorch eager'} {dtype_mode}"
             rows.append((f"PyTorch {'compile' if compile_ else 'eager'} {dtype_mode}",
                          r["tok_s"], r["ms"], f"max_memory_allocated {r['peak_mib']:.0f} MiB",
                          f"{r['loss']:.4f}"))
+            args.results.append({"run": name, "model": s["model"], "tok_s": r["tok_s"],
+                                 "ms": r["ms"], "peak_mib": None if math.isnan(r["peak_mib"])
+                                 else round(r["peak_mib"], 1),
+                                 "predicted_ms": None})
         except Exception as e:  # a peer that fails is a row, not the end
             rows.append((f"PyTorch {'compile' if compile_ else 'eager'} {dtype_mode}",
                          float("nan"), float("nan"), f"failed: {e}"[:120], ""))
@@ -690,13 +742,50 @@ PARTS = {"env": part_env, "rates": part_rates, "kernels": part_kernels,
          "trace": part_trace}
 
 
+def gpu_name(m):
+    """The GPU's name (nvidia-smi's), or 'emulated' for --dry."""
+    if m["emulated"]:
+        return "emulated"
+    rc, text = sh(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], check=False)
+    return text.strip().splitlines()[0] if rc == 0 and text.strip() else "unknown"
+
+
+def predict_machine(m):
+    """The bundled --predict machine of this GPU (h100-sxm for --dry, whose
+    predictions the build made for it too), or None."""
+    if m["emulated"]:
+        return "h100-sxm"
+    name = gpu_name(m)
+    return next((v for k, v in PREDICT_MACHINES.items() if k in name), None)
+
+
+def write_results(args, m):
+    """The run's results file: {commit, gpu, date, runs}, each run {run,
+    model, tok_s, ms, peak_mib, predicted_ms} (predicted_ms: this build's
+    --predict for this GPU; null for PyTorch). Written to --results, by
+    default <gpu>-<date>.json in the log directory; commit it under
+    tools/bench/results/ with the run's log."""
+    gpu = gpu_name(m)
+    date = time.strftime("%Y-%m-%d")
+    tag = gpu.split()[-1].lower() if gpu not in ("emulated", "unknown") else gpu
+    path = args.results_file or os.path.join(args.log_dir, f"{tag}-{date}.json")
+    with open(path, "w") as f:
+        json.dump({"commit": m.get("commit", "unknown"), "gpu": gpu, "date": date,
+                   "runs": args.results}, f, indent=1)
+    print(f"results: {len(args.results)} runs in {path}")
+    for r in args.results:
+        pred = r["predicted_ms"]
+        off = f", predicted {pred:.2f} ms ({pred / r['ms'] - 1:+.1%})" if pred else ""
+        print(f"  {r['run']:<24} {r['model']}: {r['tok_s']:.0f} tok/s, {r['ms']:.2f} ms{off}")
+
+
 def run(args):
     args.out = os.path.abspath(args.out)
     with open(os.path.join(args.out, "manifest.json")) as f:
         m = json.load(f)
     args.log_dir = os.path.abspath(args.log_dir or os.path.join(args.out, "logs"))
     os.makedirs(args.log_dir, exist_ok=True)
-    args.failures = []
+    args.failures, args.results = [], []
     for part in args.parts.split(","):
         if part not in PARTS:
             sys.exit(f"error: --parts: '{part}' is not one of {', '.join(PARTS)}")
@@ -704,6 +793,8 @@ def run(args):
         t0 = time.time()
         PARTS[part](args, m)
         print(f"({part}: {time.time() - t0:.0f} s)", flush=True)
+    if args.results:
+        write_results(args, m)
     if args.failures:
         sys.exit("FAIL: " + "; ".join(args.failures))
     print("kit: every part ran")
@@ -718,6 +809,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, ".gpu"))
     ap.add_argument("--parts", default=",".join(PARTS))
     ap.add_argument("--log-dir", default=None)
+    ap.add_argument("--results", dest="results_file", default=None,
+                    help="the results file (default: <gpu>-<date>.json in the log directory)")
     ap.add_argument("--speed-model", default="gpt2-124m")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=1024)
