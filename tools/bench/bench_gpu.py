@@ -37,6 +37,10 @@ the reference the GPU's is compared with there (manifest.json).
              autocast):
              the same batch, AdamW, median tok/s over the steps after the
              warm-up, peak memory and MFU side by side;
+- llama:     the second speed model (a Llama-3.2-1B shape, tools/bench/
+             llama-1b.json) in bf16 and --float8=tensorwise beside Hugging
+             Face's LlamaForCausalLM under torch.compile (bf16 autocast,
+             fused AdamW), the same micro-batch and tokens;
 - offload:   the speed model with --offload=cpu;
 - trace:     the speed model's step, kernel by kernel (--trace).
 
@@ -118,6 +122,13 @@ SPEED_MODES = {
     "speed-tf32": ("shardc f32 --allow-tf32", ["--allow-tf32"]),
     "speed-bf16": ("shardc bf16", ["--param-dtype", "bf16"]),
     "speed-offload": ("shardc f32 --offload=cpu", ["--offload=cpu"]),
+}
+# The second speed model (issue 64's Llama-3.2-1B shape, bf16 on one GPU):
+# mode -> (the table's name, shardc flags), beside Hugging Face's
+# LlamaForCausalLM under torch.compile (hf_llama_torch).
+LLAMA_MODES = {
+    "llama-bf16": ("shardc bf16", ["--param-dtype", "bf16"]),
+    "llama-float8": ("shardc float8", ["--param-dtype", "bf16", "--float8=tensorwise"]),
 }
 CURVE_STEPS = 20
 CURVE_TRAIN = ["--seed", "5", "--lr", "3e-3"]
@@ -214,6 +225,23 @@ def source_commit():
     return head.strip() + ("+dirty" if status.strip() else "")
 
 
+def build_llama(args, out, cuda):
+    """The second speed model's builds (LLAMA_MODES) and their predictions:
+    its manifest entry."""
+    config = os.path.relpath(os.path.abspath(args.llama_model), ROOT)
+    entry = {"name": args.llama_name, "config": config, "B": args.llama_batch,
+             "T": args.llama_seq, "speed": {}, "predicted_ms": {}}
+    for mode, (_, flags) in LLAMA_MODES.items():
+        exe = os.path.join(args.tmp, f"train-{mode}")
+        shape = ["--micro-batch", str(args.llama_batch), "--seq-len", str(args.llama_seq),
+                 *cuda, *flags]
+        compile_model(args.shardc, config, shape, exe)
+        pack(exe, out)
+        entry["speed"][mode] = f"train-{mode}"
+        entry["predicted_ms"][mode] = predictions(args.shardc, config, shape)
+    return entry
+
+
 def build(args):
     out = os.path.abspath(args.out)
     os.makedirs(os.path.join(out, "bin"), exist_ok=True)
@@ -258,6 +286,7 @@ def build(args):
         manifest["speed"][mode] = f"train-{mode}"
         manifest["predicted_ms"][mode] = predictions(args.shardc, speed_model, shape)
     manifest["speed_shape"] = {"model": speed_model, "B": B, "T": T}
+    manifest["llama"] = build_llama(args, out, cuda)
     manifest["commit"] = source_commit()
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
@@ -505,10 +534,12 @@ class DeviceMemory:
         return f"device {self.peak - self.base} MiB" if self.on else ""
 
 
-def shardc_speed(args, m, mode, steps, env=None):
+def shardc_speed(args, m, mode, steps, env=None, exe=None, tokens=None):
+    """A speed build's run (mode's of the speed model, or `exe` on
+    `tokens`): median tok/s and ms after 3 warm-up steps, peak memory."""
     with DeviceMemory(m["emulated"]) as mem:
-        rc, text, got = train(args, m["speed"][mode], speed_tokens(args, m),
-                              steps, env=env)
+        rc, text, got = train(args, exe or m["speed"][mode],
+                              tokens or speed_tokens(args, m), steps, env=env)
     if rc != 0 or len(got) != steps:
         print(f"shardc {mode}: FAILED (exit {rc}):\n{text[-3000:]}")
         args.failures.append(f"shardc {mode} (exit {rc})")
@@ -655,6 +686,101 @@ def part_speed(args, m):
         print(f"{name:<22} {tok:>10.0f} {ms:>9.2f}  {peak} {loss}")
 
 
+def hf_llama_torch(config, device, compile_, B, T, steps, tokens):
+    """Hugging Face's LlamaForCausalLM from `config` (random weights), bf16
+    autocast over f32 parameters, fused AdamW, optionally torch.compile'd,
+    on the same token stream: median tok/s after 3 warm-up steps."""
+    import numpy as np
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    with open(config) as f:
+        c = LlamaConfig(**json.load(f))
+    c._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(c).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4,
+                            **({"fused": True} if device == "cuda" else {}))
+    fwd = torch.compile(model) if compile_ else model
+    header = np.fromfile(tokens, dtype=np.int32, count=2)
+    wide = header[0] == 20240801
+    data = np.fromfile(tokens, dtype=np.uint32 if wide else np.uint16,
+                       offset=1024).astype(np.int64)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for step in range(steps):
+        chunk = torch.from_numpy(data[step * B * T:(step + 1) * B * T + 1]).to(device)
+        x, y = chunk[:-1].view(B, T), chunk[1:].view(B, T)
+        sync()
+        t0 = time.perf_counter()
+        with torch.autocast(device, dtype=torch.bfloat16):
+            logits = fwd(input_ids=x).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().view(-1, c.vocab_size),
+                                                 y.view(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync()
+        times.append(time.perf_counter() - t0)
+    ms = statistics.median(times[min(3, steps - 1):]) * 1e3
+    peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else None
+    return {"tok_s": B * T / ms * 1e3, "ms": ms, "peak_mib": peak, "loss": loss.item()}
+
+
+def part_llama(args, m):
+    """The second speed model (issue 64: a Llama-3.2-1B shape, bf16 on one
+    GPU) under shardc (bf16, float8) and Hugging Face's LlamaForCausalLM
+    under torch.compile, the same micro-batch and tokens."""
+    e = m.get("llama")
+    if not e:
+        print("llama: skipped (not built)")
+        return
+    B, T, steps = e["B"], e["T"], args.steps
+    config = os.path.join(ROOT, e["config"])
+    tokens = os.path.join(args.log_dir, "llama-tokens.bin")
+    write_tokens(tokens, vocab_of(e["config"]), B * T * (steps + 2) + 1)
+    machine = predict_machine(m)
+    rows = []
+    for mode, exe in e["speed"].items():
+        r = shardc_speed(args, m, mode, steps, exe=exe, tokens=tokens)
+        if r:
+            name = LLAMA_MODES[mode][0]
+            rows.append((name, r["tok_s"], r["ms"], r["peak"], r["loss"]))
+            args.results.append({"run": name, "model": e["name"], "tok_s": r["tok_s"],
+                                 "ms": r["ms"], "peak_mib": r["peak_mib"],
+                                 "predicted_ms": e["predicted_ms"][mode].get(machine)})
+    device = "cpu" if m["emulated"] else "cuda"
+    try:
+        import transformers  # noqa: F401
+        have_hf = True
+    except ImportError:
+        have_hf = False
+    if have_hf:
+        name = f"{'eager' if m['emulated'] else 'torch.compile'} bf16"
+        try:
+            r = hf_llama_torch(config, device, not m["emulated"], B, T, steps, tokens)
+            rows.append((f"HF Llama {name}", r["tok_s"], r["ms"],
+                         f"max_memory_allocated {r['peak_mib'] or float('nan'):.0f} MiB",
+                         f"{r['loss']:.4f}"))
+            args.results.append({"run": name if m["emulated"] else "torch.compile bf16",
+                                 "model": e["name"], "tok_s": r["tok_s"], "ms": r["ms"],
+                                 "peak_mib": r["peak_mib"] and round(r["peak_mib"], 1),
+                                 "predicted_ms": None})
+        except Exception as ex:  # a peer that fails is a row, not the end
+            rows.append((f"HF Llama {name}", float("nan"), float("nan"),
+                         f"failed: {ex}"[:120], ""))
+            args.failures.append(f"llama: Hugging Face peer: {ex}")
+    else:
+        rows.append(("HF Llama", float("nan"), float("nan"),
+                     "skipped: no transformers in this python", ""))
+    print(f"{e['name']} ({e['config']}), micro-batch {B} x {T}, AdamW, one GPU, "
+          f"{steps} steps (median after 3)")
+    print(f"{'run':<22} {'tok/s':>10} {'ms/step':>9}  peak / loss")
+    for name, tok, ms, peak, loss in rows:
+        print(f"{name:<22} {tok:>10.0f} {ms:>9.2f}  {peak} {loss}")
+
+
 def part_offload(args, m):
     for mode in ("speed", "speed-offload"):
         r = shardc_speed(args, m, mode, min(args.steps, 12))
@@ -738,7 +864,8 @@ def part_rates(args, m):
 
 PARTS = {"env": part_env, "rates": part_rates, "kernels": part_kernels,
          "membench": part_membench, "curves": part_curves,
-         "sanitizer": part_sanitizer, "speed": part_speed, "offload": part_offload,
+         "sanitizer": part_sanitizer, "speed": part_speed, "llama": part_llama,
+         "offload": part_offload,
          "trace": part_trace}
 
 
@@ -815,10 +942,18 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--llama-model", default=os.path.join(HERE, "llama-1b.json"),
+                    help="the second speed model's config.json (a Llama)")
+    ap.add_argument("--llama-name", default="llama-1b")
+    ap.add_argument("--llama-batch", type=int, default=4,
+                    help="its micro-batch: the largest that fits both shardc and PyTorch")
+    ap.add_argument("--llama-seq", type=int, default=2048)
     args = ap.parse_args()
     if args.dry:
         import tempfile
         args.speed_model, args.batch, args.seq, args.steps = "tiny", 2, 64, 5
+        args.llama_model = os.path.join(ROOT, "test", "e2e", "Inputs", "llama-tiny.json")
+        args.llama_name, args.llama_batch, args.llama_seq = "llama-tiny", 2, 16
         with tempfile.TemporaryDirectory() as tmp:
             args.tmp, args.out = tmp, os.path.join(tmp, "kit")
             build(args)
