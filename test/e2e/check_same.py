@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--flags", default="", help="shardc flags of both builds")
     ap.add_argument("--variant", required=True,
                     help="shardc flags of the second build only")
+    ap.add_argument("--train-flags", default="",
+                    help="trainer flags of both runs (--grad-accum 2, ...)")
     ap.add_argument("--report-grep", default=None,
                     help="print the --report lines of both builds holding this")
     args = ap.parse_args()
@@ -55,7 +57,7 @@ def main():
     tokens = os.path.join(args.workdir, "tokens.bin")
     n = ranks(args.mesh, args.tp)
     G = args.micro_batch * n // args.tp
-    tm.write_tokens(tokens, rng.integers(0, vocab, size=G * args.seq * (args.steps + 1) + 1))
+    tm.write_tokens(tokens, rng.integers(0, vocab, size=4 * G * args.seq * (args.steps + 1) + 1))
     logs, weights = [], []
     for name, extra in (("base", []), ("variant", args.variant.split())):
         exe = os.path.join(args.workdir, name)
@@ -72,7 +74,8 @@ def main():
         log = os.path.join(args.workdir, name + ".jsonl")
         w = os.path.join(args.workdir, name + ".safetensors")
         cmd = [exe, "--data", tokens, "--seed", "5", "--lr", "3e-3",
-               "--steps", str(args.steps), "--log", log, "--save-weights", w]
+               "--steps", str(args.steps), "--log", log, "--save-weights", w,
+               *args.train_flags.split()]
         run((MPIRUN + ["-np", str(n)] if n > 1 else []) + cmd)
         logs.append(read_log(log))
         weights.append(w)
