@@ -1296,6 +1296,8 @@ TEST(CudaKernelTable, CoveredByTests) {
       A::KernelId::swiglu, A::KernelId::swiglu_grad,
       // float8.cu, gemm.cu
       A::KernelId::cast_fp8, A::KernelId::matmul_fp8,
+      A::KernelId::amax_group, A::KernelId::fp8_scales,
+      A::KernelId::cast_fp8_scaled, A::KernelId::transpose_fp8,
       // collectives.cu (one rank)
       A::KernelId::all_gather, A::KernelId::all_gather_group,
       A::KernelId::reduce_scatter, A::KernelId::all_reduce,
