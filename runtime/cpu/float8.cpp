@@ -61,6 +61,24 @@ std::vector<float> amaxes(const Rows &x, int64_t R, int64_t C, bool rowwise,
   return amax;
 }
 
+/// q = fp8(x * its scale): x's rows [R, C] into q [R, C], or into q [C, R]
+/// when trans; the scale of q's row (scale[R] or, with trans, scale[C])
+/// when rowwise, else scale[0].
+void castRows(const Rows &x, int64_t R, int64_t C, const float *scale,
+              bool rowwise, bool trans, int64_t format, uint8_t *q) {
+#pragma omp parallel for schedule(static) if (R * C >= kParallelMin)
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      // q's row: x's row r, or x's column c when transposed.
+      float s = rowwise ? scale[trans ? c : r] : scale[0];
+      uint8_t v = floatToFp8(x.at(r, c) * s, format);
+      if (trans)
+        q[c * R + r] = v;
+      else
+        q[r * C + c] = v;
+    }
+}
+
 } // namespace
 
 // x[R,C] (f32 or bf16) -> q[R,C] or [C,R] fp8, scale[1] | [R] | [C] f32.
@@ -76,18 +94,7 @@ SHARDC_KERNEL(cast_fp8) {
   float *scale = F(b[2]);
   for (size_t k = 0; k < amax.size(); ++k)
     scale[k] = fp8Scale(amax[k], format, rowwise);
-  auto *q = static_cast<uint8_t *>(b[1]);
-#pragma omp parallel for schedule(static) if (R * C >= kParallelMin)
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c) {
-      // q's row: x's row r, or x's column c when transposed.
-      float s = rowwise ? scale[trans ? c : r] : scale[0];
-      uint8_t v = floatToFp8(x.at(r, c) * s, format);
-      if (trans)
-        q[c * R + r] = v;
-      else
-        q[r * C + c] = v;
-    }
+  castRows(x, R, C, scale, rowwise, trans, format, static_cast<uint8_t *>(b[1]));
   launchedAs(ctx, stream, "cast_fp8");
 }
 
@@ -177,12 +184,7 @@ SHARDC_KERNEL(cast_fp8_scaled) {
   int64_t R = i[K::R], C = i[K::C], format = i[K::format];
   bool trans = i[K::trans];
   Rows x{b[0], i[K::dtype] == A::kBF16, C};
-  float s = F(b[1])[0];
-  auto *q = static_cast<uint8_t *>(b[2]);
-#pragma omp parallel for schedule(static) if (R * C >= kParallelMin)
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c)
-      q[trans ? c * R + r : r * C + c] = floatToFp8(x.at(r, c) * s, format);
+  castRows(x, R, C, F(b[1]), false, trans, format, static_cast<uint8_t *>(b[2]));
   launchedAs(ctx, stream, "cast_fp8_scaled");
 }
 

@@ -108,18 +108,6 @@ __global__ void fp8GlobalScalesKernel(const float *amax, int64_t P, int64_t k,
   }
 }
 
-// x[R,C] -> q[R,C] (or [C,R] when trans) = fp8(x * scale[0]).
-template <typename T>
-__global__ void fp8CastScaledKernel(const T *x, int64_t R, int64_t C,
-                                    bool trans, int64_t format,
-                                    const float *scale, uint8_t *q) {
-  float s = scale[0];
-  int64_t n = R * C;
-  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x)
-    q[trans ? (k % C) * R + k / C : k] = floatToFp8(toFloat(x[k]) * s, format);
-}
-
 // q[R,C] -> t[C,R] bytes.
 __global__ void fp8TransposeKernel(const uint8_t *q, int64_t R, int64_t C,
                                    uint8_t *t) {
@@ -206,9 +194,11 @@ SHARDC_CUDA_KERNEL(cast_fp8_scaled) {
   cudaStream_t s = streamOf(ctx, stream);
   withDtype(i[K::dtype], "cast_fp8_scaled", [&](auto t) {
     using T = decltype(t);
-    SHARDC_LAUNCH(fp8CastScaledKernel<T>, gridFor(R * C), kThreads, 0, s,
-                  static_cast<const T *>(b[0]), R, C, i[K::trans] != 0,
-                  i[K::format], static_cast<const float *>(F(b[1])),
+    // cast_fp8's cast with its one scale given.
+    SHARDC_LAUNCH(fp8CastKernel<T>, gridFor(R * C), kThreads, 0, s,
+                  static_cast<const T *>(b[0]), R, C, int(kTensor),
+                  i[K::trans] != 0, i[K::format],
+                  static_cast<const float *>(F(b[1])),
                   static_cast<uint8_t *>(b[2]));
   });
 }

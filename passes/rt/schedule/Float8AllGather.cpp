@@ -201,7 +201,7 @@ void rewrite(const Candidate &c, Value scale, const abi::MeshGrid &mesh,
   OpBuilder b(c.castAt);
   Value qx = rt::AllocOp::create(b, loc, n);
   launchKernel(b, loc, ctx, KernelId::cast_fp8_scaled, {x, scale, qx},
-         {1, n, dtype, abi::kF8E4M3, 0}, dtype);
+               {1, n, dtype, abi::kF8E4M3, 0}, dtype);
   b.setInsertionPoint(w);
   Value wq = rt::AllocOp::create(b, loc, P * n);
   b.setInsertionPoint(g);
@@ -216,7 +216,7 @@ void rewrite(const Candidate &c, Value scale, const abi::MeshGrid &mesh,
     if (i[C8::trans]) {
       b.setInsertionPoint(cast);
       launchKernel(b, cast.getLoc(), ctx, KernelId::transpose_fp8, {wq, q},
-             {i[C8::R], i[C8::C]}, -1, cast.getStream());
+                   {i[C8::R], i[C8::C]}, -1, cast.getStream());
     } else {
       q.replaceAllUsesWith(wq);
     }
