@@ -182,9 +182,13 @@ def pack(exe, out):
     sh([os.path.join(ROOT, "tools", "pack_gpu.sh"), exe, os.path.join(out, "bin")])
 
 
+def model_path(model):
+    """A preset's name as it is; a config.json or ONNX file under ROOT."""
+    return model if not model.endswith((".json", ".onnx")) else os.path.join(ROOT, model)
+
+
 def compile_model(shardc, model, flags, exe):
-    path = model if not model.endswith((".json", ".onnx")) else os.path.join(ROOT, model)
-    sh([shardc, path, *flags, "-o", exe])
+    sh([shardc, model_path(model), *flags, "-o", exe])
 
 
 def cpu_curve(args, model, flags, ranks, tokens, name):
@@ -206,9 +210,8 @@ def predictions(shardc, model, flags):
     machine, by machine name; None where it refuses one (--offload=cpu)."""
     out = {}
     for machine in PREDICT_MACHINES.values():
-        path = model if not model.endswith((".json", ".onnx")) else os.path.join(ROOT, model)
-        rc, text = sh([shardc, path, *flags, "--report", "--predict", machine, "--emit",
-                       "rt", "-o", os.devnull], check=False)
+        rc, text = sh([shardc, model_path(model), *flags, "--report", "--predict", machine,
+                       "--emit", "rt", "-o", os.devnull], check=False)
         got = [l for l in text.splitlines() if l.startswith("predicted step time:")]
         out[machine] = float(got[-1].split()[3]) if rc == 0 and got else None
     return out
