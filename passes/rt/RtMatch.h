@@ -33,7 +33,9 @@ inline bool isF32Kernel(mlir::Operation *op, abi::KernelId id) {
 }
 
 /// The rows and columns [M, C] of an `add` of two contiguous tensors of one
-/// shape (no broadcast; C its innermost dimension), or {-1, -1}.
+/// shape (no broadcast; C its innermost dimension), or {-1, -1}. A
+/// dimension of size 1 may have any stride (convert-nn-to-rt gives it 0, as
+/// to a broadcast one: a micro-batch of 1 is [1, T, C]).
 inline std::pair<int64_t, int64_t> plainAdd(rt::KernelOp add) {
   llvm::ArrayRef<int64_t> i = add.getInts();
   int64_t R = i[abi::add::R];
@@ -43,7 +45,7 @@ inline std::pair<int64_t, int64_t> plainAdd(rt::KernelOp add) {
   const int64_t *astr = dims + R, *bstr = astr + R;
   int64_t stride = 1;
   for (int64_t d = R - 1; d >= 0; --d) {
-    if (astr[d] != stride || bstr[d] != stride)
+    if (dims[d] != 1 && (astr[d] != stride || bstr[d] != stride))
       return {-1, -1};
     stride *= dims[d];
   }

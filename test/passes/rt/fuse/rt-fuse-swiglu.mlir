@@ -90,3 +90,29 @@ func.func @unfused(%ctx: !rt.context, %g: !rt.buffer, %u: !rt.buffer, %bias: !rt
   rt.kernel %ctx, "fill"(%s2) {floats = array<f64: 0.0>, ints = array<i64: 256, 0>}
   return
 }
+
+// -----
+
+// A micro-batch of 1: the tensors are [1, 8, 32], and convert-nn-to-rt
+// gives the size-1 dimension stride 0, as it gives a broadcast one. Still
+// no broadcast: fused as @mlp is.
+// CHECK-LABEL: func.func @batch_of_one
+// CHECK: "swiglu"(%arg1, %arg2, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1>}
+// CHECK: "swiglu_grad"(%arg1, %arg2, %arg3, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1>}
+// CHECK-NOT: "silu
+// CHECK-NOT: "mul"
+func.func @batch_of_one(%ctx: !rt.context, %g: !rt.buffer, %u: !rt.buffer, %dy: !rt.buffer) {
+  %s = rt.alloc 512 : !rt.buffer
+  rt.kernel %ctx, "silu"(%g, %s) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1>}
+  %y = rt.alloc 512 : !rt.buffer
+  rt.kernel %ctx, "mul"(%s, %u, %y) {dtype = bf16, floats = array<f64>, ints = array<i64: 3, 1, 1, 8, 32, 0, 32, 1, 0, 32, 1>}
+  %t = rt.alloc 512 : !rt.buffer
+  rt.kernel %ctx, "mul"(%dy, %u, %t) {dtype = bf16, floats = array<f64>, ints = array<i64: 3, 1, 1, 8, 32, 0, 32, 1, 0, 32, 1>}
+  %du = rt.alloc 512 : !rt.buffer
+  rt.kernel %ctx, "mul"(%dy, %s, %du) {dtype = bf16, floats = array<f64>, ints = array<i64: 3, 1, 1, 8, 32, 0, 32, 1, 0, 32, 1>}
+  %dg = rt.alloc 512 : !rt.buffer
+  rt.kernel %ctx, "silu_grad"(%g, %t, %dg) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1>}
+  rt.kernel %ctx, "fill"(%dg) {dtype = bf16, floats = array<f64: 0.0>, ints = array<i64: 256, 1>}
+  rt.kernel %ctx, "fill"(%du) {dtype = bf16, floats = array<f64: 0.0>, ints = array<i64: 256, 1>}
+  return
+}
