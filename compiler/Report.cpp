@@ -210,13 +210,16 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
         if (isKernel(k, abi::KernelId::matmul_fp8))
           ++fp8Gemms;
         ArrayRef<int64_t> i = k.getInts();
+        // A layout a cast writes (two with both).
         if (isKernel(k, abi::KernelId::cast_fp8))
-          fp8Bytes += i[abi::cast_fp8::R] * i[abi::cast_fp8::C];
+          fp8Bytes += i[abi::cast_fp8::R] * i[abi::cast_fp8::C] *
+                      (1 + i[abi::cast_fp8::both]);
         // The float8 all-gather's: the shards it casts, the transposes of
         // the gathered weights (the gathered bytes are gathered
         // parameters).
         if (isKernel(k, abi::KernelId::cast_fp8_scaled))
-          fp8Bytes += i[abi::cast_fp8_scaled::R] * i[abi::cast_fp8_scaled::C];
+          fp8Bytes += i[abi::cast_fp8_scaled::R] * i[abi::cast_fp8_scaled::C] *
+                      (1 + i[abi::cast_fp8_scaled::both]);
         if (isKernel(k, abi::KernelId::transpose_fp8))
           fp8Bytes += i[abi::transpose_fp8::R] * i[abi::transpose_fp8::C];
         bool fwd = isKernel(k, abi::KernelId::sdpa);

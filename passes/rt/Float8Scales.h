@@ -31,7 +31,7 @@ inline void launchKernel(mlir::OpBuilder &b, mlir::Location loc,
                        llvm::ArrayRef<double>{}, stream, type);
 }
 
-/// Writes into `scales` (k f32s) the scales of k tensors of `format` whose
+/// Writes into `scales` (k {s, 1/s} pairs of f32s) the scales of k tensors of `format` whose
 /// amaxes on this rank are `amax` (k f32s) and whose other parts are on
 /// the ranks of mesh axes `axes`: the amaxes gathered over each axis in
 /// turn (on the compute stream), then fp8_scales over all of them, with

@@ -2,10 +2,13 @@
 //
 // torchao's float8 training on the CPU, exactly: cast_fp8 rounds each
 // element of its operand, scaled, to e4m3 or e5m2 (runtime::floatToFp8, the
-// math CUDA's cast kernel shares) and stores the byte; matmul_fp8 widens
-// the bytes, divides them by their scales (torchao's emulated _scaled_mm:
-// mm(a.float() / sa, b.float() / sb)) and multiplies in f32 with oneDNN's
-// sgemm. The shapes are kernels.def's.
+// math CUDA's cast kernel shares) and stores the byte (in q's layout, and
+// with `both` in q's transpose too); matmul_fp8 widens the bytes and
+// multiplies in f32 with oneDNN's sgemm: tensorwise, the raw values, the
+// sum then times sa[1] sb[1] (the scales' reciprocals, as cuBLASLt's scale
+// pointers apply them); rowwise, the values divided by their rows' scales
+// (torchao's emulated _scaled_mm: mm(a.float() / sa, b.float() / sb)). The
+// shapes are kernels.def's.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/abi/abi.h"
@@ -62,10 +65,12 @@ std::vector<float> amaxes(const Rows &x, int64_t R, int64_t C, bool rowwise,
 }
 
 /// q = fp8(x * its scale): x's rows [R, C] into q [R, C], or into q [C, R]
-/// when trans; the scale of q's row (scale[R] or, with trans, scale[C])
-/// when rowwise, else scale[0].
+/// when trans; with qt (tensorwise, !trans: cast_fp8's `both`) each byte
+/// also into qt [C, R], q transposed. The scale of q's row (scale[R] or,
+/// with trans, scale[C]) when rowwise, else scale[0].
 void castRows(const Rows &x, int64_t R, int64_t C, const float *scale,
-              bool rowwise, bool trans, int64_t format, uint8_t *q) {
+              bool rowwise, bool trans, int64_t format, uint8_t *q,
+              uint8_t *qt) {
 #pragma omp parallel for schedule(static) if (R * C >= kParallelMin)
   for (int64_t r = 0; r < R; ++r)
     for (int64_t c = 0; c < C; ++c) {
@@ -76,65 +81,100 @@ void castRows(const Rows &x, int64_t R, int64_t C, const float *scale,
         q[c * R + r] = v;
       else
         q[r * C + c] = v;
+      if (qt)
+        qt[c * R + r] = v;
     }
+}
+
+/// A cast's format is an fp8 dtype code; `both` (q and qt from one read
+/// of x) only on a tensorwise cast without trans. Otherwise fatal, naming
+/// `kernel`.
+void checkCast(const char *kernel, int64_t format, bool rowwise, bool trans,
+               bool both) {
+  if (format != A::kF8E4M3 && format != A::kF8E5M2)
+    fatal("%s: format %lld is not an fp8 dtype code", kernel,
+          static_cast<long long>(format));
+  if (both && (rowwise || trans))
+    fatal("%s: both (q and qt) is a tensorwise cast's without trans, not "
+          "rowwise %d trans %d",
+          kernel, int(rowwise), int(trans));
 }
 
 } // namespace
 
-// x[R,C] (f32 or bf16) -> q[R,C] or [C,R] fp8, scale[1] | [R] | [C] f32.
+// x[R,C] (f32 or bf16) -> q[R,C] or [C,R] fp8, scale[2] = {s, 1/s} | [R] |
+// [C] f32, qt[C,R] fp8 when both.
 SHARDC_KERNEL(cast_fp8) {
   namespace K = A::cast_fp8;
   int64_t R = i[K::R], C = i[K::C], format = i[K::format];
-  bool rowwise = i[K::rowwise], trans = i[K::trans];
-  if (format != A::kF8E4M3 && format != A::kF8E5M2)
-    fatal("cast_fp8: format %lld is not an fp8 dtype code",
-          static_cast<long long>(format));
+  bool rowwise = i[K::rowwise], trans = i[K::trans], both = i[K::both];
+  checkCast("cast_fp8", format, rowwise, trans, both);
   Rows x{b[0], i[K::dtype] == A::kBF16, C};
   std::vector<float> amax = amaxes(x, R, C, rowwise, trans);
   float *scale = F(b[2]);
-  for (size_t k = 0; k < amax.size(); ++k)
-    scale[k] = fp8Scale(amax[k], format, rowwise);
-  castRows(x, R, C, scale, rowwise, trans, format, static_cast<uint8_t *>(b[1]));
+  if (rowwise) {
+    for (size_t k = 0; k < amax.size(); ++k)
+      scale[k] = fp8Scale(amax[k], format, true);
+  } else {
+    scale[0] = fp8Scale(amax[0], format, false);
+    scale[1] = 1.0f / scale[0]; // the dequantizing factor
+  }
+  castRows(x, R, C, scale, rowwise, trans, format, static_cast<uint8_t *>(b[1]),
+           both ? static_cast<uint8_t *>(b[3]) : nullptr);
   launchedAs(ctx, stream, "cast_fp8");
 }
 
-// a[M,K] b[N,K] fp8, sa[1]|[M] sb[1]|[N], bias[N]? -> y[M,N] in dtype.
+// a[M,K] b[N,K] fp8, sa[2]|[M] sb[2]|[N], bias[N]? -> y[M,N] in dtype (f32
+// when y_f32).
 SHARDC_KERNEL(matmul_fp8) {
   namespace K = A::matmul_fp8;
   int64_t M = i[K::M], Kd = i[K::K], N = i[K::N];
-  bool rowwise = i[K::rowwise], hasBias = i[K::has_bias];
-  // The operands dequantized as torchao's emulation divides them.
+  bool rowwise = i[K::rowwise], hasBias = i[K::has_bias], yF32 = i[K::y_f32];
+  const float *sa = F(b[2]), *sb = F(b[3]);
+  // The operands widened: tensorwise as they are (the scales multiply the
+  // sum, as cuBLASLt's scale pointers do), rowwise divided by their rows'
+  // scales (torchao's emulation).
   auto widen = [&](void *q, const float *scale, int64_t rows, int64_t format) {
     std::vector<float> out(rows * Kd);
     const auto *bytes = static_cast<const uint8_t *>(q);
 #pragma omp parallel for schedule(static) if (rows * Kd >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
-      float s = rowwise ? scale[r] : scale[0];
-      for (int64_t k = 0; k < Kd; ++k)
-        out[r * Kd + k] = fp8ToFloat(bytes[r * Kd + k], format) / s;
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < Kd; ++k) {
+        float v = fp8ToFloat(bytes[r * Kd + k], format);
+        out[r * Kd + k] = rowwise ? v / scale[r] : v;
+      }
     return out;
   };
-  std::vector<float> a = widen(b[0], F(b[2]), M, i[K::format_a]);
-  std::vector<float> w = widen(b[1], F(b[3]), N, i[K::format_b]);
-  // bias? y: through AsF32, so that a bf16 y is rounded once.
+  std::vector<float> a = widen(b[0], sa, M, i[K::format_a]);
+  std::vector<float> w = widen(b[1], sb, N, i[K::format_b]);
+  // bias? y: through AsF32, so that a bf16 y is rounded once (a y_f32 y is
+  // written as it is).
   void **io = b + 4;
   int64_t yk = hasBias ? 1 : 0;
   AsF32 t(io, yk + 1, i[K::dtype], "matmul_fp8");
   if (hasBias)
     t.in(0, N);
-  t.out(yk, M * N);
+  if (!yF32)
+    t.out(yk, M * N);
   float *y = F(t.buffers()[yk]);
   sgemm(false, true, M, N, Kd, 1.0f, a.data(), Kd, w.data(), Kd, 0.0f, y, N);
+  if (!rowwise) {
+    // The sum times the reciprocals' product (in f32, first). A pass of
+    // its own: the product is rounded before the bias is added (no FMA).
+    float s = sa[1] * sb[1];
+#pragma omp parallel for schedule(static) if (M * N >= kParallelMin)
+    for (int64_t k = 0; k < M * N; ++k)
+      y[k] *= s;
+  }
   if (hasBias) {
     // torchao adds the bias after the GEMM's output is rounded to its dtype.
     const float *bias = F(t.buffers()[0]);
-    bool bf16 = t.bf16();
+    bool round = t.bf16() && !yF32;
 #pragma omp parallel for schedule(static) if (M * N >= kParallelMin)
     for (int64_t r = 0; r < M; ++r)
       for (int64_t c = 0; c < N; ++c) {
         float v = y[r * N + c];
-        y[r * N + c] = (bf16 ? roundToBf16(v) : v) + bias[c];
+        y[r * N + c] = (round ? roundToBf16(v) : v) + bias[c];
       }
   }
   t.finish();
@@ -161,7 +201,8 @@ SHARDC_KERNEL(amax_group) {
   launchedAs(ctx, stream, "amax_group");
 }
 
-// amax[P,k] -> scale[k] = fp8Scale(max over p, rounded to amax_dtype).
+// amax[P,k] -> scale[k,2] = {s, 1/s}, s = fp8Scale(max over p, rounded to
+// amax_dtype).
 SHARDC_KERNEL(fp8_scales) {
   namespace K = A::fp8_scales;
   int64_t P = i[K::P], k = i[K::k], format = i[K::format];
@@ -172,19 +213,23 @@ SHARDC_KERNEL(fp8_scales) {
     float m = 0.0f;
     for (int64_t p = 0; p < P; ++p)
       m = std::fmax(m, amax[p * k + j]);
-    scale[j] = fp8Scale(bf16 ? roundToBf16(m) : m, format, false);
+    scale[2 * j] = fp8Scale(bf16 ? roundToBf16(m) : m, format, false);
+    scale[2 * j + 1] = 1.0f / scale[2 * j];
   }
   launchedAs(ctx, stream, "fp8_scales");
 }
 
-// x[R,C] (dtype), scale[1] -> q[R,C] (or [C,R] when trans) fp8 =
-// fp8(x * scale).
+// x[R,C] (dtype), scale[2] -> q[R,C] (or [C,R] when trans) fp8 =
+// fp8(x * scale[0]), and qt[C,R] when both: cast_fp8's cast with its scale
+// given.
 SHARDC_KERNEL(cast_fp8_scaled) {
   namespace K = A::cast_fp8_scaled;
   int64_t R = i[K::R], C = i[K::C], format = i[K::format];
-  bool trans = i[K::trans];
+  bool trans = i[K::trans], both = i[K::both];
+  checkCast("cast_fp8_scaled", format, false, trans, both);
   Rows x{b[0], i[K::dtype] == A::kBF16, C};
-  castRows(x, R, C, F(b[1]), false, trans, format, static_cast<uint8_t *>(b[2]));
+  castRows(x, R, C, F(b[1]), false, trans, format, static_cast<uint8_t *>(b[2]),
+           both ? static_cast<uint8_t *>(b[3]) : nullptr);
   launchedAs(ctx, stream, "cast_fp8_scaled");
 }
 

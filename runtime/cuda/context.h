@@ -174,16 +174,22 @@ struct RowGemm {
 /// gemm.cu: `g` through cuBLASLt on `stream`.
 void gemmRows(Context &c, int64_t stream, const RowGemm &g);
 
-/// An FP8 GEMM's f32 product d[M,N] of unscaled fp8 operands, to be divided
-/// by the casts' scales (sa[1] and sb[1], or sa[M] and sb[N] when rowwise),
-/// rounded to y's dtype (bf16 or f32) and given the bias (of that dtype,
-/// after the rounding, as torchao adds it). d may be y.
+/// An FP8 GEMM's f32 product d[M,N] of fp8 operands, to be dequantized:
+/// tensorwise, times sa[1] sb[1] (the scales' reciprocals, their product
+/// first); rowwise, divided by sa[m] and sb[n] (the casts' scales sa[M]
+/// and sb[N]); neither when `scaled` (cuBLASLt applied the tensorwise
+/// scales; sa and sb may then be null). Then rounded once to y's dtype and
+/// given the bias (after the rounding, as torchao adds it), rounded again.
+/// `bf16`: the GEMM's dtype is bf16 (else f32), the bias's and y's, except
+/// that y is f32 (kept unrounded) when yF32. d may be y.
 struct Fp8Product {
   const float *d, *sa, *sb;
   const void *bias;
   void *y;
   int64_t M, N;
   bool rowwise, bf16;
+  bool scaled = false;
+  bool yF32 = false;
 };
 /// float8.cu: y from p's product, on `stream`.
 void scaleFp8Product(Context &c, int64_t stream, const Fp8Product &p);

@@ -46,13 +46,16 @@ struct Shape {
   /// FP8 A and B (CUDA_R_8F_E4M3 or _E5M2; `type` is then C's and D's).
   bool fp8 = false;
   cudaDataType_t fp8A = CUDA_R_8F_E4M3, fp8B = CUDA_R_8F_E4M3;
+  /// FP8 with A's and B's dequantizing scales (CUBLASLT_MATMUL_DESC_A/B_
+  /// SCALE_POINTER: D = scaleA scaleB op(A) op(B)), given with each call.
+  bool fp8Scaled = false;
   cudaDataType_t outType() const { return f32Out ? CUDA_R_32F : type; }
   cudaDataType_t typeA() const { return fp8 ? fp8A : type; }
   cudaDataType_t typeB() const { return fp8 ? fp8B : type; }
   auto key() const {
     return std::make_tuple(m, n, k, lda, ldb, ldc, transA, transB, bias,
                            int(epilogue), int(type), f32Out, tf32,
-                           int(typeA()), int(typeB()));
+                           int(typeA()), int(typeB()), fp8Scaled);
   }
   cublasLtEpilogue_t effectiveEpilogue() const {
     return epilogue == CUBLASLT_EPILOGUE_DEFAULT && bias
@@ -191,23 +194,32 @@ bool pickAlgorithm(cuda::Context &ctx, Plan &p, const BatchedShape &bs,
   return true;
 }
 
-/// The bias and aux pointers of `p`'s epilogue (none where null): set
-/// before its heuristic, which depends on their alignment, and before each
-/// call.
-void setEpiloguePointers(const Plan &p, const void *bias, const void *aux) {
-  if (bias)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  if (aux)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+/// The device pointers a call gives besides its matrices: the epilogue's
+/// bias and aux matrix, and an FP8 GEMM's A and B scales (none where null).
+struct CallPointers {
+  const void *bias = nullptr, *aux = nullptr;
+  const float *scaleA = nullptr, *scaleB = nullptr;
+};
+
+/// `c`'s pointers into `p`'s descriptor: set before its heuristic, which
+/// depends on their alignment and presence, and before each call.
+void setCallPointers(const Plan &p, const CallPointers &c) {
+  std::pair<cublasLtMatmulDescAttributes_t, const void *> pointers[] = {
+      {CUBLASLT_MATMUL_DESC_BIAS_POINTER, c.bias},
+      {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, c.aux},
+      {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, c.scaleA},
+      {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, c.scaleB}};
+  for (auto [attr, ptr] : pointers)
+    if (ptr)
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.desc, attr, &ptr, sizeof(ptr)));
 }
 
-/// The descriptors of `bs` with its epilogue's bias and aux pointers (whose
-/// alignment the heuristic reads from them), then its algorithm; a plan
-/// with `declined` set if cuBLASLt has none and `mayDecline`.
+/// The descriptors of `bs` with the call's pointers (whose alignment the
+/// heuristic reads from them), then its algorithm; a plan with `declined`
+/// set if cuBLASLt has none and `mayDecline`.
 Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
-              const void *bias, const void *aux, bool mayDecline) {
+              const CallPointers &call, bool mayDecline) {
   const Shape &s = bs.s;
   Plan p;
   cublasComputeType_t compute =
@@ -228,9 +240,9 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
-  setEpiloguePointers(p, bias, aux);
+  setCallPointers(p, call);
   // Stored shapes: A is [m,k] (or [k,m] transposed), B [k,n] (or [n,k]).
-  if (bias) { // the bias in D's type, said rather than left to the default
+  if (call.bias) { // the bias in D's type, said rather than left to the default
     cudaDataType_t biasType = s.outType();
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
@@ -264,24 +276,27 @@ Plan makePlan(cuda::Context &ctx, const BatchedShape &bs, const Alignments &al,
 /// pointers' alignment classes (a map lookup once made). False, with
 /// nothing launched, where cuBLASLt has no algorithm and `mayDecline`.
 bool gemm(cuda::Context &ctx, int64_t stream, BatchedShape bs, const void *a,
-          const void *b, const void *bias, void *c, const void *aux = nullptr,
-          float beta = 0.0f, bool mayDecline = false) {
+          const void *b, const CallPointers &call, void *c, float beta = 0.0f,
+          bool mayDecline = false) {
   // Made once per key and kept for the process: never destroyed, so its
   // descriptors stay reachable at exit (LeakSanitizer reported them when a
   // static map was destroyed before its check).
   static auto &plans = *new std::map<PlanKey, Plan>();
   bs.s.tf32 = ctx.allowTf32 && bs.s.type == CUDA_R_32F;
+  if (bs.s.fp8Scaled != (call.scaleA && call.scaleB))
+    fatal("an FP8 GEMM's scale pointers: the shape says %s, the call gives "
+          "%s", bs.s.fp8Scaled ? "both" : "none",
+          call.scaleA || call.scaleB ? "some" : "none");
   Alignments al{alignmentOf(a), alignmentOf(b), alignmentOf(c),
-                alignmentOf(bias), alignmentOf(aux)};
+                alignmentOf(call.bias), alignmentOf(call.aux)};
   PlanKey key = planKey(bs, al);
   auto it = plans.find(key);
   if (it == plans.end())
-    it = plans.emplace(key, makePlan(ctx, bs, al, bias, aux, mayDecline))
-             .first;
+    it = plans.emplace(key, makePlan(ctx, bs, al, call, mayDecline)).first;
   const Plan &p = it->second;
   if (p.declined)
     return false;
-  setEpiloguePointers(p, bias, aux);
+  setCallPointers(p, call);
   float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(ctx.lt, p.desc, &alpha, a, p.a, b, p.b, &beta, c,
                               p.c, c, p.c, &p.algo, ctx.workspace,
@@ -292,8 +307,11 @@ bool gemm(cuda::Context &ctx, int64_t stream, BatchedShape bs, const void *a,
 void gemm(void *ctxPtr, int64_t stream, const Shape &s, const void *a,
           const void *b, const void *bias, void *c,
           const void *aux = nullptr, float beta = 0.0f) {
+  CallPointers call;
+  call.bias = bias;
+  call.aux = aux;
   gemm(*static_cast<cuda::Context *>(ctxPtr), stream, BatchedShape{s}, a, b,
-       bias, c, aux, beta);
+       call, c, beta);
 }
 
 /// RowGemm's column-major shape: Y^T = op(b)^T op(a)^T, b's rows the first
@@ -362,32 +380,54 @@ SHARDC_CUDA_KERNEL(linear_dgelu) {
   gemm(ctx, stream, s, b[1], b[0], hasBias ? b[4] : nullptr, b[3], b[2]);
 }
 
-// a[M,K] b[N,K] fp8 (format_a, format_b), sa sb (scale[1], or [M] and [N]
-// with rowwise), bias[N]? -> y[M,N]: cuBLASLt's FP8 GEMM in the TN format
-// Hopper requires, Y^T[N,M] = b (stored K-major, transposed) times a^T
-// (stored K-major), with unit scales into an f32 D (y itself on f32, the
-// backend's scratch on bf16); then float8.cu divides by the scales, rounds
-// to y's dtype and adds the bias, as torchao's emulation does.
+// a[M,K] b[N,K] fp8 (format_a, format_b), sa sb (tensorwise: {s, 1/s}
+// each; rowwise: [M] and [N]), bias[N]? -> y[M,N] (f32 when y_f32):
+// cuBLASLt's FP8 GEMM in the TN format Hopper requires, Y^T[N,M] = b
+// (stored K-major, transposed) times a^T (stored K-major).
+// - tensorwise without a bias: cuBLASLt's A and B scale pointers (the
+//   casts' reciprocals sb[1] and sa[1]) and y as D, in its dtype: one
+//   launch, the product rounded once;
+// - tensorwise with a bias: the same into an f32 scratch D, then float8.cu
+//   rounds it to y's dtype and adds the bias (torchao adds it after the
+//   rounding);
+// - rowwise: unit scales into an f32 D (y itself when f32), then float8.cu
+//   divides by the row scales, rounds and adds the bias, as torchao's
+//   emulation does.
 SHARDC_CUDA_KERNEL(matmul_fp8) {
   namespace K8 = A::matmul_fp8;
   cuda::Context &c = *static_cast<cuda::Context *>(ctx);
   int64_t M = i[K8::M], K = i[K8::K], N = i[K8::N];
-  bool hasBias = i[K8::has_bias] != 0;
+  bool hasBias = i[K8::has_bias] != 0, rowwise = i[K8::rowwise] != 0;
   bool bf16 = typeOf(i[K8::dtype], "matmul_fp8") == CUDA_R_16BF;
+  bool yF32 = !bf16 || i[K8::y_f32] != 0;
   void *y = b[hasBias ? 5 : 4];
-  float *d = bf16 ? static_cast<float *>(c.scratch(size_t(M * N) * 4)) : F(y);
+  const float *sa = F(b[2]), *sb = F(b[3]);
   auto fp8 = [](int64_t format) {
     return format == A::kF8E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
   };
   Shape s{N, M, K, K, K, N, /*transA=*/true, /*transB=*/false, false};
-  s.type = CUDA_R_32F;
   s.fp8 = true;
   s.fp8A = fp8(i[K8::format_b]);
   s.fp8B = fp8(i[K8::format_a]);
-  gemm(ctx, stream, s, b[1], b[0], nullptr, d);
-  cuda::Fp8Product p{d,         F(b[2]), F(b[3]), hasBias ? b[4] : nullptr,
-                     y,         M,       N,       i[K8::rowwise] != 0,
+  s.fp8Scaled = !rowwise;
+  bool direct = !rowwise && !hasBias;
+  s.type = direct && !yF32 ? CUDA_R_16BF : CUDA_R_32F;
+  float *d = direct || (yF32 && !hasBias)
+                 ? static_cast<float *>(y)
+                 : static_cast<float *>(c.scratch(size_t(M * N) * 4));
+  CallPointers call;
+  if (!rowwise) {
+    call.scaleA = sb + 1;
+    call.scaleB = sa + 1;
+  }
+  gemm(c, stream, BatchedShape{s}, b[1], b[0], call, d);
+  if (direct)
+    return;
+  cuda::Fp8Product p{d,         sa,      sb,      hasBias ? b[4] : nullptr,
+                     y,         M,       N,       rowwise,
                      bf16};
+  p.scaled = !rowwise;
+  p.yF32 = yF32;
   cuda::scaleFp8Product(c, stream, p);
 }
 
@@ -427,7 +467,9 @@ SHARDC_CUDA_KERNEL(matmul_bgrad) {
   g.f32Out = g.bf16 && i[K::y_f32] != 0;
   Shape s = rowShape(g);
   s.epilogue = side ? CUBLASLT_EPILOGUE_BGRADA : CUBLASLT_EPILOGUE_BGRADB;
-  if (gemm(c, stream, BatchedShape{s}, g.b, g.a, b[3], g.y, nullptr, 0.0f,
+  CallPointers call;
+  call.bias = b[3];
+  if (gemm(c, stream, BatchedShape{s}, g.b, g.a, call, g.y, 0.0f,
            /*mayDecline=*/true))
     return;
   static bool said = false; // once a process: the launch still runs
@@ -514,7 +556,7 @@ SHARDC_CUDA_KERNEL(batch_matmul) {
   std::vector<int64_t> idx(size_t(split), 0);
   int64_t ao = 0, bo = 0;
   for (int64_t o = 0; o < outer; ++o) {
-    gemm(c, stream, shape, bm + bo * Kd * N, a + ao * M * Kd, nullptr,
+    gemm(c, stream, shape, bm + bo * Kd * N, a + ao * M * Kd, CallPointers{},
          y + o * count * M * N);
     for (int64_t d = split - 1; d >= 0; --d) {
       ao += as[d];

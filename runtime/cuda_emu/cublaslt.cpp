@@ -36,8 +36,9 @@
 //   BGRADB    bias[n] = sum over k of op(B)     (columns of D)
 //
 // FP8 A and B (CUDA_R_8F_E4M3, _E5M2; checkFp8 refuses what Hopper's
-// cuBLASLt refuses), widened exactly (runtime::fp8ToFloat); no scale
-// pointers (unit scales).
+// cuBLASLt refuses), widened exactly (runtime::fp8ToFloat); the A and B
+// scale pointers (CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER, FP8 only) multiply
+// the f32 sum of products by their f32 product (with beta 0).
 // Data types f32 and bf16 (D, C, aux and bias as described); compute type
 // CUBLAS_COMPUTE_32F (also _FAST_16BF, computed in f32), and _FAST_TF32,
 // whose f32 operands are rounded to TF32 first (roundToTf32).
@@ -75,6 +76,9 @@ struct Desc {
   int64_t auxLd = 0, auxBatchStride = 0;
   cudaDataType_t auxType = CUDA_R_32F;
   bool auxTypeSet = false;
+  /// CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER: device f32s multiplying the
+  /// product (FP8 A and B only); null: 1.
+  const float *scaleA = nullptr, *scaleB = nullptr;
 };
 
 struct Layout {
@@ -343,6 +347,17 @@ cublasStatus_t checkFp8(const Desc &d, const Layout *const l[4]) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+/// The A and B scale pointers: cublasLt.h's "if set for an unsupported
+/// matrix data, scale, and compute type combination, calling
+/// cublasLtMatmul() will return CUBLAS_STATUS_INVALID_VALUE"; they scale
+/// FP8 operands only.
+cublasStatus_t checkScales(const Desc &d, const Layout &a, const Layout &b) {
+  if ((d.scaleA || d.scaleB) && !(isFp8(a.type) && isFp8(b.type)))
+    return fail("CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER set for a GEMM whose "
+                "A and B are not FP8");
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t chooseAlgo(const Desc &d, const Layout *const l[4],
                           const Preference &pref, Algo &algo) {
   if (cublasStatus_t s = checkFp8(d, l))
@@ -452,6 +467,15 @@ struct Matmul {
                                     int64_t(b.rows), fa.data(),
                                     int64_t(a.rows),
                                     beta != 0.0f ? 1.0f : 0.0f, acc.data(), m);
+      // FP8's scaleA scaleB, their f32 product times the f32 sum (alpha
+      // 1: the oneDNN GEMM's alpha is a primitive's constant, not a value
+      // a call may change).
+      if (d.scaleA || d.scaleB) {
+        float scale = (d.scaleA ? *d.scaleA : 1.0f) *
+                      (d.scaleB ? *d.scaleB : 1.0f);
+        for (float &v : acc)
+          v *= scale;
+      }
       char *aux = static_cast<char *>(d.aux) +
                   batch * d.auxBatchStride * typeBytes(auxType);
       const char *bias = static_cast<const char *>(d.bias) +
@@ -645,6 +669,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
   case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
     d.auxTypeSet = true;
     return setValue(d.auxType, buf, size, "EPILOGUE_AUX_DATA_TYPE");
+  case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+    return setValue(d.scaleA, buf, size, "A_SCALE_POINTER");
+  case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+    return setValue(d.scaleB, buf, size, "B_SCALE_POINTER");
   default:
     return fail("matmul descriptor attribute " + std::to_string(int(attr)) +
                 " is not emulated");
@@ -800,6 +828,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
     return fail("the epilogue needs an aux pointer");
   if (cublasStatus_t s = checkEpilogue(mm.d, m))
     return s;
+  if (cublasStatus_t s = checkScales(mm.d, mm.a, mm.b))
+    return s;
+  if ((mm.d.scaleA || mm.d.scaleB) && mm.beta != 0.0f)
+    return fail("FP8 scale pointers with a nonzero beta are not emulated");
   // No algorithm: cublasLt.h's "implicit heuristics query with default
   // search preferences".
   Algo algo;

@@ -77,71 +77,202 @@ TEST_F(CudaKernels, CastBf16) {
           {}, 0, /*exact=*/true);
 }
 
-// The float8 kernels (--float8): the casts bit for bit against the CPU's
-// (the rounding is runtime/math.h's on both) in each scale mode and
-// layout, on f32 and bf16; the FP8 GEMM (cuBLASLt's, TN) against the CPU's
-// dequantized sgemm, on f32 and bf16 outputs with a bias.
+/// Kernel `id` on the CPU (host buffers) and on the device with buffer j
+/// at element offset at[j] of its allocation (a pointer not 16-byte
+/// aligned: the kernels' element-by-element paths); every output compared
+/// bit for bit.
+void compareUnaligned(cuda::Context &ctx, Id id, KernelFn cpu,
+                      std::vector<Buffer> bufs, std::vector<size_t> bytesAt,
+                      std::vector<int64_t> ints) {
+  ASSERT_EQ(A::checkKernelArgs(A::kernelInfo(id), int64_t(bufs.size()),
+                               ints.data(), int64_t(ints.size()), 0),
+            "");
+  std::vector<std::vector<char>> host;
+  std::vector<void *> hostPtrs, devPtrs, allocs;
+  for (Buffer &b : bufs)
+    host.push_back(b.host);
+  for (auto &h : host)
+    hostPtrs.push_back(h.data());
+  cpu(nullptr, hostPtrs.data(), ints.data(), nullptr, A::kComputeStream);
+  for (size_t j = 0; j < bufs.size(); ++j) {
+    char *d = nullptr;
+    CUDA_CHECK(cudaMalloc(&d, bufs[j].host.size() + bytesAt[j] + 1));
+    if (bufs[j].output)
+      CUDA_CHECK(cudaMemset(d, 0xff, bufs[j].host.size() + bytesAt[j] + 1));
+    else
+      CUDA_CHECK(cudaMemcpy(d + bytesAt[j], bufs[j].host.data(),
+                            bufs[j].host.size(), cudaMemcpyHostToDevice));
+    allocs.push_back(d);
+    devPtrs.push_back(d + bytesAt[j]);
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::kernelTable()[int64_t(id)](&ctx, devPtrs.data(), ints.data(), nullptr,
+                                   A::kComputeStream);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  for (size_t j = 0; j < bufs.size(); ++j) {
+    std::vector<char> got(bufs[j].host.size());
+    CUDA_CHECK(
+        cudaMemcpy(got.data(), devPtrs[j], got.size(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(allocs[j]));
+    if (bufs[j].output) {
+      EXPECT_EQ(got, host[j]) << "buffer " << j;
+    }
+  }
+}
+
+// The float8 kernels (--float8): the casts, the scales and the byte
+// transpose bit for bit against the CPU's (the rounding is
+// runtime/math.h's on both) in each scale mode and layout, with both, on
+// f32 and bf16, in both formats; on shapes whose R and C are not
+// multiples of the transposing tiles (128 x 64) nor of the 128-bit packs
+// (37 x 70, 130 x 47, 1 x 16), and on one whose tensorwise amax takes
+// many blocks (512 x 1024); with unaligned buffers. The FP8 GEMM
+// (cuBLASLt's, TN) against the CPU's, on f32 and bf16 outputs with a bias,
+// and with y_f32.
 TEST_F(CudaKernels, Float8) {
   namespace C8 = A::cast_fp8;
-  const int64_t R = 48, C = 32;
-  auto x = randomVec(R * C, 21, 3.0f);
-  for (int64_t rowwise : {0, 1})
-    for (int64_t trans : {0, 1})
-      for (int64_t format : {int64_t(A::kF8E4M3), int64_t(A::kF8E5M2)}) {
-        int64_t scales = rowwise ? (trans ? C : R) : 1;
+  namespace CS = A::cast_fp8_scaled;
+  const std::vector<int64_t> formats = {A::kF8E4M3, A::kF8E5M2};
+  const std::vector<int64_t> dtypes = {A::kF32, A::kBF16};
+  struct Shape {
+    int64_t R, C;
+  };
+  for (auto [R, C] : {Shape{48, 32}, Shape{37, 70}, Shape{130, 47},
+                      Shape{1, 16}, Shape{512, 1024}}) {
+    SCOPED_TRACE("x[" + std::to_string(R) + "," + std::to_string(C) + "]");
+    auto x = randomVec(R * C, unsigned(21 + R), 3.0f);
+    x[size_t(R * C * 2 / 3)] = -41.0f; // the amax, late in x
+    bool large = R * C > 100000;
+    for (int64_t dtype : dtypes) {
+      SCOPED_TRACE(dtype == A::kBF16 ? "bf16" : "f32");
+      Buffer in = dtype == A::kBF16 ? bf16s(x) : floats(x);
+      for (int64_t format : formats) {
+        for (int64_t rowwise : {0, 1})
+          for (int64_t trans : {0, 1}) {
+            if (large && rowwise && format == A::kF8E5M2)
+              continue; // the layouts once are enough at this size
+            int64_t scales = rowwise ? (trans ? C : R) : 2;
+            compare(Id::cast_fp8, shardc_k_cast_fp8,
+                    {in, out(R * C, 1), out(scales)},
+                    packInts(Id::cast_fp8, {{C8::R, R},
+                                            {C8::C, C},
+                                            {C8::dtype, dtype},
+                                            {C8::format, format},
+                                            {C8::rowwise, rowwise},
+                                            {C8::trans, trans},
+                                            {C8::both, 0}}),
+                    {}, 0, /*exact=*/true);
+          }
+        // q and qt from one read of x.
         compare(Id::cast_fp8, shardc_k_cast_fp8,
-                {floats(x), out(R * C, 1), out(scales)},
+                {in, out(R * C, 1), out(2), out(R * C, 1)},
                 packInts(Id::cast_fp8, {{C8::R, R},
                                         {C8::C, C},
+                                        {C8::dtype, dtype},
                                         {C8::format, format},
-                                        {C8::rowwise, rowwise},
-                                        {C8::trans, trans}}),
+                                        {C8::rowwise, 0},
+                                        {C8::trans, 0},
+                                        {C8::both, 1}}),
                 {}, 0, /*exact=*/true);
       }
-  compare(Id::cast_fp8, shardc_k_cast_fp8, {bf16s(x), out(R * C, 1), out(C)},
-          packInts(Id::cast_fp8, {{C8::R, R},
-                                  {C8::C, C},
-                                  {C8::dtype, A::kBF16},
-                                  {C8::format, A::kF8E4M3},
-                                  {C8::rowwise, 1},
-                                  {C8::trans, 1}}),
-          {}, 0, /*exact=*/true);
-
-  // The float8 all-gather's kernels (rt-float8-all-gather).
-  auto y = randomVec(R * C / 2, 23, 5.0f);
-  for (int64_t dtype : {int64_t(A::kF32), int64_t(A::kBF16)}) {
-    auto in = [&](const Vec &v) { return dtype == A::kBF16 ? bf16s(v) : floats(v); };
-    compare(Id::amax_group, shardc_k_amax_group, {in(x), in(y), out(2)},
-            packInts(Id::amax_group,
-                     {{A::amax_group::k, 2}, {A::amax_group::dtype, dtype}},
-                     {R * C, R * C / 2}),
-            {}, 0, /*exact=*/true);
-    for (int64_t trans : {0, 1})
-      compare(Id::cast_fp8_scaled, shardc_k_cast_fp8_scaled,
-              {in(x), floats({37.5f}), out(R * C, 1)},
-              packInts(Id::cast_fp8_scaled,
-                       {{A::cast_fp8_scaled::R, R},
-                        {A::cast_fp8_scaled::C, C},
-                        {A::cast_fp8_scaled::dtype, dtype},
-                        {A::cast_fp8_scaled::format, A::kF8E4M3},
-                        {A::cast_fp8_scaled::trans, trans}}),
+      // cast_fp8_scaled: q, q transposed, or q and qt.
+      Buffer pair = floats({37.5f, 1.0f / 37.5f});
+      for (auto [trans, both] :
+           {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {0, 1}}) {
+        std::vector<Buffer> b = {in, pair, out(R * C, 1)};
+        if (both)
+          b.push_back(out(R * C, 1));
+        compare(Id::cast_fp8_scaled, shardc_k_cast_fp8_scaled, b,
+                packInts(Id::cast_fp8_scaled, {{CS::R, R},
+                                               {CS::C, C},
+                                               {CS::dtype, dtype},
+                                               {CS::format, A::kF8E5M2},
+                                               {CS::trans, trans},
+                                               {CS::both, both}}),
+                {}, 0, /*exact=*/true);
+      }
+      // The all-gather's amaxes: x and its first half.
+      std::vector<float> half(x.begin(), x.begin() + R * C / 2);
+      compare(Id::amax_group, shardc_k_amax_group,
+              {in, dtype == A::kBF16 ? bf16s(half) : floats(half), out(2)},
+              packInts(Id::amax_group,
+                       {{A::amax_group::k, 2}, {A::amax_group::dtype, dtype}},
+                       {R * C, R * C / 2}),
               {}, 0, /*exact=*/true);
+    }
+    // The byte transpose.
+    Buffer bytes = out(R * C, 1);
+    bytes.output = false; // an input
+    for (int64_t k = 0; k < R * C; ++k)
+      bytes.host[size_t(k)] = char(k * 7 + 3);
+    compare(Id::transpose_fp8, shardc_k_transpose_fp8, {bytes, out(R * C, 1)},
+            packInts(Id::transpose_fp8,
+                     {{A::transpose_fp8::R, R}, {A::transpose_fp8::C, C}}),
+            {}, 0, /*exact=*/true);
+  }
+
+  for (int64_t dtype : dtypes)
     compare(Id::fp8_scales, shardc_k_fp8_scales,
-            {floats({1.5f, 3.0f, 2.75f, 0.1f, 7.3f, 0.0f}), out(2)},
+            {floats({1.5f, 3.0f, 2.75f, 0.1f, 7.3f, 0.0f}), out(2 * 2)},
             packInts(Id::fp8_scales, {{A::fp8_scales::P, 3},
                                       {A::fp8_scales::k, 2},
                                       {A::fp8_scales::format, A::kF8E4M3},
                                       {A::fp8_scales::amax_dtype, dtype}}),
             {}, 0, /*exact=*/true);
+
+  // Unaligned buffers (a shard of a gathered weight starts anywhere): the
+  // amaxes' heads before the first 16-byte boundary, the casts' element
+  // paths.
+  {
+    const int64_t R = 33, C = 40;
+    auto x = randomVec(R * C, 29, 2.0f);
+    for (int64_t dtype : dtypes) {
+      SCOPED_TRACE(dtype == A::kBF16 ? "bf16 unaligned" : "f32 unaligned");
+      Buffer in = dtype == A::kBF16 ? bf16s(x) : floats(x);
+      size_t e = A::dtypeBytes(dtype);
+      compareUnaligned(
+          ctx, Id::amax_group, shardc_k_amax_group, {in, in, out(2)},
+          {e, 3 * e, 0},
+          packInts(Id::amax_group,
+                   {{A::amax_group::k, 2}, {A::amax_group::dtype, dtype}},
+                   {R * C, R * C}));
+      for (auto [trans, both] :
+           {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {0, 1}}) {
+        std::vector<Buffer> b = {in, out(R * C, 1), out(2)};
+        std::vector<size_t> at = {e, 1, 0};
+        if (both) {
+          b.push_back(out(R * C, 1));
+          at.push_back(3);
+        }
+        compareUnaligned(ctx, Id::cast_fp8, shardc_k_cast_fp8, b, at,
+                         packInts(Id::cast_fp8, {{C8::R, R},
+                                                 {C8::C, C},
+                                                 {C8::dtype, dtype},
+                                                 {C8::format, A::kF8E4M3},
+                                                 {C8::rowwise, 0},
+                                                 {C8::trans, trans},
+                                                 {C8::both, both}}));
+      }
+      for (int64_t trans : {0, 1})
+        compareUnaligned(ctx, Id::cast_fp8, shardc_k_cast_fp8,
+                         {in, out(R * C, 1), out(trans ? C : R)}, {e, 1, 0},
+                         packInts(Id::cast_fp8, {{C8::R, R},
+                                                 {C8::C, C},
+                                                 {C8::dtype, dtype},
+                                                 {C8::format, A::kF8E4M3},
+                                                 {C8::rowwise, 1},
+                                                 {C8::trans, trans},
+                                                 {C8::both, 0}}));
+    }
+    Buffer bytes = out(R * C, 1);
+    bytes.output = false;
+    for (int64_t k = 0; k < R * C; ++k)
+      bytes.host[size_t(k)] = char(k * 5 + 1);
+    compareUnaligned(ctx, Id::transpose_fp8, shardc_k_transpose_fp8,
+                     {bytes, out(R * C, 1)}, {3, 1},
+                     packInts(Id::transpose_fp8, {{A::transpose_fp8::R, R},
+                                                  {A::transpose_fp8::C, C}}));
   }
-  Buffer bytes = out(R * C, 1);
-  bytes.output = false; // an input
-  for (int64_t k = 0; k < R * C; ++k)
-    bytes.host[size_t(k)] = char(k * 7 + 3);
-  compare(Id::transpose_fp8, shardc_k_transpose_fp8, {bytes, out(R * C, 1)},
-          packInts(Id::transpose_fp8,
-                   {{A::transpose_fp8::R, R}, {A::transpose_fp8::C, C}}),
-          {}, 0, /*exact=*/true);
 
   namespace M8 = A::matmul_fp8;
   const int64_t M = 32, K = 48, N = 16;
@@ -156,11 +287,19 @@ TEST_F(CudaKernels, Float8) {
   Buffer qa = codes(M * K, 0x50), qb = codes(N * K, 0x48); // |v| < 16
   auto bias = randomVec(N, 22);
   for (int64_t rowwise : {0, 1}) {
-    std::vector<float> sa(rowwise ? M : 1), sb(rowwise ? N : 1);
-    for (float &v : sa)
-      v = std::ldexp(1.0f, int(gen() % 9)); // rowwise's powers of two
-    for (float &v : sb)
-      v = 0.75f + float(gen() % 64);
+    // Rowwise: the casts' scales (powers of two for a); tensorwise: the
+    // {s, 1/s} pairs.
+    std::vector<float> sa, sb;
+    if (rowwise) {
+      for (int64_t m = 0; m < M; ++m)
+        sa.push_back(std::ldexp(1.0f, int(gen() % 9)));
+      for (int64_t n = 0; n < N; ++n)
+        sb.push_back(0.75f + float(gen() % 64));
+    } else {
+      float s = std::ldexp(1.0f, int(gen() % 9)), t = 0.75f + float(gen() % 64);
+      sa = {s, 1.0f / s};
+      sb = {t, 1.0f / t};
+    }
     std::vector<std::pair<int64_t, int64_t>> ints = {
         {M8::M, M},
         {M8::K, K},
@@ -176,7 +315,83 @@ TEST_F(CudaKernels, Float8) {
     compare(Id::matmul_fp8, shardc_k_matmul_fp8,
             {qa, qb, floats(sa), floats(sb), bf16s(bias), outBf16(M * N)},
             packInts(Id::matmul_fp8, ints), {}, 1e-2);
+    // y_f32: a bf16 GEMM's y in f32, unrounded (the bias bf16).
+    ints.push_back({M8::y_f32, 1});
+    compare(Id::matmul_fp8, shardc_k_matmul_fp8,
+            {qa, qb, floats(sa), floats(sb), bf16s(bias), out(M * N)},
+            packInts(Id::matmul_fp8, ints), {}, 1e-4);
   }
+
+  // scaleFp8Product on its own, bit for bit: d times sa[1] sb[1]
+  // (tensorwise, unscaled), d / sa[m] / sb[n] (rowwise) or d (scaled),
+  // rounded to bf16 unless f32 or yF32, the bias added and rounded again.
+  auto d = randomVec(M * N, 24, 40.0f);
+  std::vector<float> ra(M), rb(N);
+  for (float &v : ra)
+    v = std::ldexp(1.0f, int(gen() % 9));
+  for (float &v : rb)
+    v = 0.75f + float(gen() % 64);
+  std::vector<float> pa = {3.0f, 1.0f / 3.0f}, pb = {7.0f, 1.0f / 7.0f};
+  for (int way = 0; way < 3; ++way) // tensorwise, rowwise, scaled
+    for (auto [bf16, yF32] :
+         {std::pair{false, false}, {true, false}, {true, true}}) {
+      SCOPED_TRACE("way " + std::to_string(way) + (bf16 ? " bf16" : "") +
+                   (yF32 ? " yF32" : ""));
+      bool yBf16 = bf16 && !yF32;
+      std::vector<char> want(size_t(M * N) * (yBf16 ? 2 : 4));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          float v = d[m * N + n];
+          if (way == 0)
+            v = v * (pa[1] * pb[1]);
+          else if (way == 1)
+            v = v / ra[m] / rb[n];
+          float bv = bf16 ? roundToBf16(bias[n]) : bias[n];
+          if (yBf16) {
+            uint16_t h = floatToBf16(roundToBf16(v) + bv);
+            std::memcpy(want.data() + 2 * (m * N + n), &h, 2);
+          } else {
+            float y = v + bv;
+            std::memcpy(want.data() + 4 * (m * N + n), &y, 4);
+          }
+        }
+      std::vector<void *> dev;
+      auto put = [&](const void *host, size_t bytes) {
+        void *p = nullptr;
+        CUDA_CHECK(cudaMalloc(&p, bytes));
+        CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+        dev.push_back(p);
+        return static_cast<float *>(p);
+      };
+      const float *sa = way == 0   ? put(pa.data(), 8)
+                        : way == 1 ? put(ra.data(), size_t(M) * 4)
+                                   : nullptr; // scaled: none
+      const float *sb = way == 0   ? put(pb.data(), 8)
+                        : way == 1 ? put(rb.data(), size_t(N) * 4)
+                                   : nullptr;
+      Buffer bb = bf16 ? bf16s(bias) : floats(bias);
+      std::vector<char> poison(want.size(), char(0xff)); // y's NaNs
+      cuda::Fp8Product p{put(d.data(), d.size() * 4),
+                         sa,
+                         sb,
+                         put(bb.host.data(), bb.host.size()),
+                         put(poison.data(), poison.size()),
+                         M,
+                         N,
+                         /*rowwise=*/way == 1,
+                         bf16};
+      p.scaled = way == 2;
+      p.yF32 = yF32;
+      CUDA_CHECK(cudaDeviceSynchronize());
+      cuda::scaleFp8Product(ctx, A::kComputeStream, p);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<char> got(want.size());
+      CUDA_CHECK(
+          cudaMemcpy(got.data(), p.y, got.size(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(got, want);
+      for (void *q : dev)
+        CUDA_CHECK(cudaFree(q));
+    }
 }
 
 TEST_F(CudaKernels, Norms) {

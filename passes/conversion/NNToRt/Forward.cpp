@@ -37,7 +37,7 @@ LogicalResult lowerLinear(StepBuilder &s, nn::LinearOp l) {
     bool in_out = l.getWeightInOut();
     Float8Operand a{l.getInput(), m, k, false, l.getFloat8Grad() == "lhs"};
     Float8Operand w{l.getWeight(), in_out ? k : n, in_out ? n : k, in_out,
-                    false};
+                    false, /*isWeight=*/true};
     return lowerFloat8Gemm(s, l, recipe, a, w, l.getBias(), l.getResult());
   }
   SmallVector<Value> bufs = {s.buf(l.getInput()), s.buf(l.getWeight())};

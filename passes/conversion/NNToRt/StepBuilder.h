@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <functional>
@@ -120,11 +121,19 @@ public:
   /// tensor (under its reshapes, which keep its bytes), its stored rows and
   /// columns, the fp8 format, rowwise and the layout (kFirst). GEMMs that
   /// read one tensor alike (q, k and v of one norm's output) share its
-  /// cast: its fp8 buffer and scales.
+  /// cast: its fp8 buffer and scales; a tensorwise cast of an activation or
+  /// a gradient read in the other layout too writes both (cast_fp8's both).
   using Float8CastKey =
       std::tuple<mlir::Value, int64_t, int64_t, int64_t, int64_t, int64_t>;
-  llvm::DenseMap<Float8CastKey, std::pair<mlir::Value, mlir::Value>>
-      float8Casts;
+  struct Float8Cast {
+    mlir::Value q, scale;
+    mlir::Operation *kernel;
+  };
+  llvm::DenseMap<Float8CastKey, Float8Cast> float8Casts;
+  /// The tensors float8 linears read as weights (under reshapes): never
+  /// cast in both layouts at once, which would keep a transposed fp8 copy
+  /// of a gathered weight from the forward to the backward.
+  llvm::DenseSet<mlir::Value> float8Weights;
 
 private:
   mlir::LogicalResult checkSupported(mlir::Operation *op, bool typed);
@@ -188,6 +197,8 @@ struct Float8Operand {
   mlir::Value value;
   int64_t rows, cols;
   bool kFirst, isGrad;
+  /// A linear's weight (StepBuilder::float8Weights).
+  bool isWeight = false;
 };
 
 /// y = a b^T in float8 under `recipe` (Float8.cpp): each operand cast to

@@ -4,9 +4,11 @@
 // gradient is written in bf16 and cast to f32 before its reduce-scatter:
 //
 //   matmul(a, b, x) {bf16};           cast(x, y) {bf16 -> f32}
+//   matmul_fp8(qa, qb, sa, sb, x) {bf16}; cast(x, y)
 //   sum_to(g, x) {bf16};              cast(x, y)
 //   layer_norm_grad(.., dw, db) {bf16}; cast(dw, yw); cast(db, yb)
-//     => matmul(a, b, y) {y_f32}, sum_to(g, y) {y_f32},
+//     => matmul(a, b, y) {y_f32}, matmul_fp8(.., y) {y_f32},
+//        sum_to(g, y) {y_f32},
 //        layer_norm_grad(.., yw, yb) {wb_f32}
 //
 // where x is an allocation the producer writes and the cast alone reads.
@@ -81,6 +83,7 @@ struct RtFuseCastsPass
     getOperation().walk([&](rt::KernelOp k) {
       if (k.getComputeType().isBF16() &&
           (isKernel(k, abi::KernelId::matmul) ||
+           isKernel(k, abi::KernelId::matmul_fp8) ||
            isKernel(k, abi::KernelId::sum_to) ||
            isKernel(k, abi::KernelId::layer_norm_grad)))
         producers.push_back(k);
@@ -102,13 +105,17 @@ struct RtFuseCastsPass
       setFlag(k, abi::layer_norm_grad::wb_f32);
       return;
     }
-    bool mm = isKernel(k, abi::KernelId::matmul);
-    unsigned out = mm ? 2 : 1;
+    // The output y is the last buffer of each; its flag y_f32.
+    unsigned out = k.getBuffers().size() - 1;
+    int64_t flag = isKernel(k, abi::KernelId::matmul) ? abi::matmul::y_f32
+                   : isKernel(k, abi::KernelId::matmul_fp8)
+                       ? abi::matmul_fp8::y_f32
+                       : abi::sum_to::y_f32;
     rt::KernelOp c = widening(k.getBuffers()[out], k);
     if (!c || !hoistable(c.getBuffers()[1], k))
       return;
     fuseInto(k, c, out);
-    setFlag(k, mm ? abi::matmul::y_f32 : abi::sum_to::y_f32);
+    setFlag(k, flag);
   }
 };
 

@@ -72,7 +72,7 @@ SmallVector<rt::KernelOp> float8Readers(rt::AllGatherOp gather, Value w) {
         llvm::is_contained(k.getBuffers().drop_front(), w))
       return {};
     ArrayRef<int64_t> i = k.getInts();
-    if (i[C8::format] != abi::kF8E4M3 || i[C8::rowwise] != 0)
+    if (i[C8::format] != abi::kF8E4M3 || i[C8::rowwise] != 0 || i[C8::both])
       return {};
     casts.push_back(k);
   }
@@ -169,7 +169,7 @@ llvm::DenseMap<Value, Value> buildScales(ArrayRef<Candidate> cands,
   Location loc = first.getLoc();
   Value ctx = first.getCtx();
   Value amax = rt::AllocOp::create(b, loc, k * 4);
-  Value scales = rt::AllocOp::create(b, loc, k * 4);
+  Value scales = rt::AllocOp::create(b, loc, k * 8); // {s, 1/s} a weight
   SmallVector<Value> bufs(sources);
   bufs.push_back(amax);
   launchKernel(b, loc, ctx, KernelId::amax_group, bufs, ints,
@@ -182,7 +182,7 @@ llvm::DenseMap<Value, Value> buildScales(ArrayRef<Candidate> cands,
                   rt::dtypeCode(first.getDtype()), scales);
   llvm::DenseMap<Value, Value> scaleOf;
   for (auto [j, s] : llvm::enumerate(sources))
-    scaleOf[s] = rt::ViewOp::create(b, loc, scales, int64_t(j) * 4, 4);
+    scaleOf[s] = rt::ViewOp::create(b, loc, scales, int64_t(j) * 8, 8);
   return scaleOf;
 }
 
@@ -201,7 +201,7 @@ void rewrite(const Candidate &c, Value scale, const abi::MeshGrid &mesh,
   OpBuilder b(c.castAt);
   Value qx = rt::AllocOp::create(b, loc, n);
   launchKernel(b, loc, ctx, KernelId::cast_fp8_scaled, {x, scale, qx},
-               {1, n, dtype, abi::kF8E4M3, 0}, dtype);
+               {1, n, dtype, abi::kF8E4M3, /*trans=*/0, /*both=*/0}, dtype);
   b.setInsertionPoint(w);
   Value wq = rt::AllocOp::create(b, loc, P * n);
   b.setInsertionPoint(g);

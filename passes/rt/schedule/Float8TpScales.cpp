@@ -8,9 +8,9 @@
 // takes its scale from the max of the tp ranks' amaxes, which is its own
 // amax where the ranks hold copies:
 //
-//   cast_fp8(x -> q, s)                        (rowwise 0)
+//   cast_fp8(x -> q, s[, qt])                  (rowwise 0)
 //     => amax_group(x -> a); all_gather(a -> a[T], tp axis);
-//        fp8_scales(a[T] -> s); cast_fp8_scaled(x, s -> q)
+//        fp8_scales(a[T] -> s); cast_fp8_scaled(x, s -> q[, qt])
 //
 // Runs after rt-float8-all-gather, whose gathered weights take the tp max
 // with the shard axis's.
@@ -39,8 +39,9 @@ void globalize(rt::KernelOp cast, const abi::MeshGrid &mesh) {
   ArrayRef<int64_t> i = cast.getInts();
   int64_t R = i[C8::R], C = i[C8::C], dtype = i[C8::dtype];
   int64_t format = i[C8::format];
-  Value x = cast.getBuffers()[0], q = cast.getBuffers()[1],
-        scale = cast.getBuffers()[2];
+  // x q scale, and qt with both.
+  SmallVector<Value> bufs(cast.getBuffers());
+  Value x = bufs[0], scale = bufs[2];
   OpBuilder b(cast);
   Location loc = cast.getLoc();
   Value ctx = cast.getCtx();
@@ -49,8 +50,12 @@ void globalize(rt::KernelOp cast, const abi::MeshGrid &mesh) {
                {1, dtype, R * C}, dtype);
   gatherFp8Scales(b, loc, ctx, amax, 1, {mesh.tpAxis()}, mesh, format, dtype,
                   scale);
-  launchKernel(b, loc, ctx, abi::KernelId::cast_fp8_scaled, {x, scale, q},
-               {R, C, dtype, format, i[C8::trans]}, dtype, cast.getStream());
+  SmallVector<Value> out = {x, scale, bufs[1]};
+  if (i[C8::both])
+    out.push_back(bufs[3]);
+  launchKernel(b, loc, ctx, abi::KernelId::cast_fp8_scaled, out,
+               {R, C, dtype, format, i[C8::trans], i[C8::both]}, dtype,
+               cast.getStream());
   cast.erase();
 }
 

@@ -138,6 +138,19 @@ struct Player {
     return memorySeconds(double(i[Mb::K]) * count * e);
   }
 
+  /// What matmul_fp8 adds to its GEMM where the GEMM alone cannot finish
+  /// it (rowwise scales, or a bias added after the rounding): the f32
+  /// product written and read again, y written (runtime/cuda/gemm.cu).
+  /// Tensorwise without a bias is cuBLASLt's scale pointers alone.
+  double fp8ScalingSeconds(rt::KernelOp k) const {
+    namespace M8 = abi::matmul_fp8;
+    ArrayRef<int64_t> i = k.getInts();
+    if (!i[M8::rowwise] && !i[M8::has_bias])
+      return 0;
+    double y = i[M8::y_f32] ? 4.0 : double(abi::dtypeBytes(i[M8::dtype]));
+    return memorySeconds(double(i[M8::M] * i[M8::N]) * (8.0 + y));
+  }
+
   /// Bytes a kernel that touches only a part of one of its buffers moves,
   /// or nullopt for the others (costed by their buffers' sizes): a slice
   /// reads its part of x and writes y, and a concatenation's part reads x
@@ -162,10 +175,11 @@ struct Player {
     }
     case abi::KernelId::cast_fp8: {
       // x read twice (its amax, then the cast), one byte an element
-      // written (the scales are negligible).
+      // written a layout (two with both; the scales are negligible).
       namespace C8 = abi::cast_fp8;
       double n = double(i[C8::R] * i[C8::C]);
-      return n * (2.0 * double(abi::dtypeBytes(i[C8::dtype])) + 1.0);
+      return n * (2.0 * double(abi::dtypeBytes(i[C8::dtype])) + 1.0 +
+                  (i[C8::both] ? 1.0 : 0.0));
     }
     default:
       return std::nullopt;
@@ -194,6 +208,8 @@ struct Player {
       work = double(g->batch) * m.gemmSeconds(g->m, g->n, g->k, gemmDtype);
       if (info && abi::kernelId(*info) == abi::KernelId::matmul_bgrad)
         work += biasGradSeconds(k);
+      if (info && abi::kernelId(*info) == abi::KernelId::matmul_fp8)
+        work += fp8ScalingSeconds(k);
     } else if (info) {
       switch (abi::kernelId(*info)) {
       case abi::KernelId::linear_cross_entropy: {

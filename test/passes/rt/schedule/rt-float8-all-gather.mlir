@@ -9,14 +9,14 @@
 // CHECK-LABEL: func.func @shardc_micro_step
 // CHECK: rt.kernel %{{.*}}, "silu"
 // CHECK-NEXT: %[[AMAX:.*]] = rt.alloc 4 : !rt.buffer
-// CHECK-NEXT: %[[SCALES:.*]] = rt.alloc 4 : !rt.buffer
+// CHECK-NEXT: %[[SCALES:.*]] = rt.alloc 8 : !rt.buffer
 // CHECK-NEXT: rt.kernel %{{.*}}, "amax_group"(%[[W:.*]], %[[AMAX]]) {{.*}}ints = array<i64: 1, 0, 128>}
 // CHECK-NEXT: %[[AMAXES:.*]] = rt.alloc 8 : !rt.buffer
 // CHECK-NEXT: rt.all_gather %{{.*}}(%[[AMAX]]) -> (%[[AMAXES]]) {axis = 0 : i64, counts = array<i64: 1>, dtype = f32, stream = 0 : i64}
 // CHECK-NEXT: rt.kernel %{{.*}}, "fp8_scales"(%[[AMAXES]], %[[SCALES]]) {{.*}}ints = array<i64: 2, 1, 7, 0>}
-// CHECK-NEXT: %[[S:.*]] = rt.view %[[SCALES]][0] size 4
+// CHECK-NEXT: %[[S:.*]] = rt.view %[[SCALES]][0] size 8
 // CHECK-NEXT: %[[QX:.*]] = rt.alloc 128 : !rt.buffer
-// CHECK-NEXT: rt.kernel %{{.*}}, "cast_fp8_scaled"(%[[W]], %[[S]], %[[QX]]) {{.*}}ints = array<i64: 1, 128, 0, 7, 0>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "cast_fp8_scaled"(%[[W]], %[[S]], %[[QX]]) {{.*}}ints = array<i64: 1, 128, 0, 7, 0, 0>}
 // CHECK-NEXT: rt.event_record %{{.*}} {event = 0 : i64, stream = 0 : i64}
 // CHECK-NEXT: rt.event_wait %{{.*}} {event = 0 : i64, stream = 1 : i64}
 // CHECK-NEXT: %[[WQ:.*]] = rt.alloc 256 : !rt.buffer
@@ -32,7 +32,7 @@
 // CHECK-NEXT: %[[T:.*]] = rt.alloc 256 : !rt.buffer
 // CHECK-NEXT: rt.kernel %{{.*}}, "transpose_fp8"(%[[WQ]], %[[T]]) {{.*}}ints = array<i64: 16, 16>}
 // CHECK-NEXT: rt.kernel %{{.*}}, "matmul_fp8"(%{{.*}}, %[[T]], %{{.*}}, %[[S]], %{{.*}})
-// CHECK: rt.kernel %{{.*}}, "cast_fp8"(%{{.*}}) {{.*}}ints = array<i64: 16, 16, 0, 7, 0, 0>}
+// CHECK: rt.kernel %{{.*}}, "cast_fp8"(%{{.*}}) {{.*}}ints = array<i64: 16, 16, 0, 7, 0, 0, 0>}
 
 module attributes {fsdp.mesh = array<i64: 1, 2>} {
 func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
@@ -60,22 +60,22 @@ func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, 
   rt.event_wait %ctx {event = 3 : i64, stream = 0 : i64}
   rt.event_wait %ctx {event = 5 : i64, stream = 0 : i64}
   %qx = rt.alloc 256 : !rt.buffer
-  %sx = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "cast_fp8"(%x, %qx, %sx) {ints = array<i64: 16, 16, 0, 7, 0, 0>, floats = array<f64>}
+  %sx = rt.alloc 8 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%x, %qx, %sx) {ints = array<i64: 16, 16, 0, 7, 0, 0, 0>, floats = array<f64>}
   %qw = rt.alloc 256 : !rt.buffer
-  %sw = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "cast_fp8"(%gw, %qw, %sw) {ints = array<i64: 16, 16, 0, 7, 0, 0>, floats = array<f64>}
+  %sw = rt.alloc 8 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%gw, %qw, %sw) {ints = array<i64: 16, 16, 0, 7, 0, 0, 0>, floats = array<f64>}
   %y = rt.alloc 1024 : !rt.buffer
-  rt.kernel %ctx, "matmul_fp8"(%qx, %qw, %sx, %sw, %y) {ints = array<i64: 16, 16, 16, 7, 7, 0, 0, 0>, floats = array<f64>}
+  rt.kernel %ctx, "matmul_fp8"(%qx, %qw, %sx, %sw, %y) {ints = array<i64: 16, 16, 16, 7, 7, 0, 0, 0, 0>, floats = array<f64>}
   %qt = rt.alloc 256 : !rt.buffer
-  %st = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "cast_fp8"(%gw, %qt, %st) {ints = array<i64: 16, 16, 0, 7, 0, 1>, floats = array<f64>}
-  rt.kernel %ctx, "matmul_fp8"(%qx, %qt, %sx, %st, %y) {ints = array<i64: 16, 16, 16, 7, 7, 0, 0, 0>, floats = array<f64>}
+  %st = rt.alloc 8 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%gw, %qt, %st) {ints = array<i64: 16, 16, 0, 7, 0, 1, 0>, floats = array<f64>}
+  rt.kernel %ctx, "matmul_fp8"(%qx, %qt, %sx, %st, %y) {ints = array<i64: 16, 16, 16, 7, 7, 0, 0, 0, 0>, floats = array<f64>}
   %gn2 = rt.alloc 64 : !rt.buffer
   rt.kernel %ctx, "silu"(%gn, %gn2) {ints = array<i64: 16, 0>, floats = array<f64>}
   %qv = rt.alloc 256 : !rt.buffer
-  %sv = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "cast_fp8"(%gv, %qv, %sv) {ints = array<i64: 16, 16, 0, 7, 0, 0>, floats = array<f64>}
+  %sv = rt.alloc 8 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%gv, %qv, %sv) {ints = array<i64: 16, 16, 0, 7, 0, 0, 0>, floats = array<f64>}
   rt.kernel %ctx, "silu"(%gv, %y) {ints = array<i64: 256, 0>, floats = array<f64>}
   return
 }
@@ -90,10 +90,10 @@ func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, 
 // CHECK-LABEL: func.func @shardc_micro_step
 // CHECK: rt.kernel %{{.*}}, "amax_group"(%[[W:.*]], %{{.*}}) {{.*}}ints = array<i64: 1, 0, 128>}
 // CHECK: rt.kernel %{{.*}}, "fp8_scales"(%{{.*}}) {{.*}}ints = array<i64: 2, 1, 7, 1>}
-// CHECK: rt.kernel %{{.*}}, "cast_fp8_scaled"(%[[C:.*]], %{{.*}}, %{{.*}}) {dtype = bf16, {{.*}}ints = array<i64: 1, 128, 1, 7, 0>}
+// CHECK: rt.kernel %{{.*}}, "cast_fp8_scaled"(%[[C:.*]], %{{.*}}, %{{.*}}) {dtype = bf16, {{.*}}ints = array<i64: 1, 128, 1, 7, 0, 0>}
 // CHECK: rt.all_gather %{{.*}}(%{{.*}}) -> (%{{.*}}) {axis = 0 : i64, counts = array<i64: 128>, dtype = f8E4M3FN, group = 0 : i64}
 // CHECK: rt.all_gather %{{.*}} {axis = 0 : i64, counts = array<i64: 128>, dtype = bf16, group = 0 : i64}
-// CHECK: "cast_fp8"(%{{.*}}) {dtype = bf16, {{.*}}ints = array<i64: 16, 16, 1, 7, 1, 0>}
+// CHECK: "cast_fp8"(%{{.*}}) {dtype = bf16, {{.*}}ints = array<i64: 16, 16, 1, 7, 1, 0, 0>}
 module attributes {fsdp.mesh = array<i64: 1, 2>} {
 func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %io: !rt.buffer, %arena: !rt.buffer) {
   %w = rt.view %p[0] : !rt.buffer
@@ -115,13 +115,13 @@ func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, 
   rt.event_wait %ctx {event = 1 : i64, stream = 0 : i64}
   rt.event_wait %ctx {event = 3 : i64, stream = 0 : i64}
   %qw = rt.alloc 256 : !rt.buffer
-  %sw = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "cast_fp8"(%gw, %qw, %sw) {dtype = bf16, ints = array<i64: 16, 16, 1, 7, 0, 0>, floats = array<f64>}
+  %sw = rt.alloc 8 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%gw, %qw, %sw) {dtype = bf16, ints = array<i64: 16, 16, 1, 7, 0, 0, 0>, floats = array<f64>}
   %qv = rt.alloc 256 : !rt.buffer
   %sv = rt.alloc 64 : !rt.buffer
-  rt.kernel %ctx, "cast_fp8"(%gv, %qv, %sv) {dtype = bf16, ints = array<i64: 16, 16, 1, 7, 1, 0>, floats = array<f64>}
+  rt.kernel %ctx, "cast_fp8"(%gv, %qv, %sv) {dtype = bf16, ints = array<i64: 16, 16, 1, 7, 1, 0, 0>, floats = array<f64>}
   %y = rt.alloc 512 : !rt.buffer
-  rt.kernel %ctx, "matmul_fp8"(%qv, %qw, %sv, %sw, %y) {dtype = bf16, ints = array<i64: 16, 16, 16, 7, 7, 0, 0, 1>, floats = array<f64>}
+  rt.kernel %ctx, "matmul_fp8"(%qv, %qw, %sv, %sw, %y) {dtype = bf16, ints = array<i64: 16, 16, 16, 7, 7, 0, 0, 1, 0>, floats = array<f64>}
   return
 }
 }
@@ -142,8 +142,8 @@ func.func @shardc_micro_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, 
   rt.event_record %ctx {event = 1 : i64, stream = 1 : i64}
   rt.event_wait %ctx {event = 1 : i64, stream = 0 : i64}
   %qw = rt.alloc 256 : !rt.buffer
-  %sw = rt.alloc 4 : !rt.buffer
-  rt.kernel %ctx, "cast_fp8"(%gw, %qw, %sw) {ints = array<i64: 16, 16, 0, 7, 0, 0>, floats = array<f64>}
+  %sw = rt.alloc 8 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%gw, %qw, %sw) {ints = array<i64: 16, 16, 0, 7, 0, 0, 0>, floats = array<f64>}
   return
 }
 }
