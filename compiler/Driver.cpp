@@ -416,26 +416,45 @@ Expected<DriverOptions> choosePlan(const DriverOptions &options) {
          << " --reshard-after-forward=" << best->reshard
          << " --prefetch-forward " << best->prefetch << " --prefetch-backward "
          << best->prefetch << " --micro-batch " << best->microBatch
+         << (options.training.deterministicAttention
+                 ? ""
+                 : " --deterministic-attention=false")
          << "; run the trainer with --grad-accum " << best->gradAccum << "\n";
   outs().flush();
   return chosen;
 }
 
 /// --calibrate FILE: shardc-calibrate, beside shardc (it runs itself on two
-/// local ranks under mpirun for the collectives).
-Error calibrate(const std::string &file) {
+/// local ranks under mpirun for the collectives); with --target cuda,
+/// shardc-calibrate-cuda (the GPU), or shardc-calibrate-cuda-emu with
+/// --cuda-emulation (the emulated device, quick sizes).
+Error calibrate(const DriverOptions &given) {
+  const std::string &file = given.predict.calibrate;
+  bool cuda = given.output.target == "cuda";
+  bool emulated = cuda && given.output.cudaEmulation;
   std::string self = sys::fs::getMainExecutable(nullptr, nullptr);
   SmallString<256> tool(sys::path::parent_path(self));
-  sys::path::append(tool, "shardc-calibrate");
+  sys::path::append(tool, !cuda      ? "shardc-calibrate"
+                          : emulated ? "shardc-calibrate-cuda-emu"
+                                     : "shardc-calibrate-cuda");
   if (!sys::fs::can_execute(tool))
     return fail("--calibrate: the measuring tool '" + tool.str().str() +
-                "' is missing (it is built beside shardc)");
-  if (!sys::findProgramByName("mpirun"))
+                "' is missing (it is built beside shardc" +
+                (cuda ? std::string(emulated ? " where the emulated CUDA "
+                                               "device is built"
+                                             : " where nvcc is found")
+                      : std::string()) +
+                ")");
+  if (!cuda && !sys::findProgramByName("mpirun"))
     return fail("--calibrate measures MPI between two local ranks: mpirun "
                 "is not on PATH");
   std::vector<StringRef> args = {tool, file};
   std::string message;
   int rc = sys::ExecuteAndWait(tool, args, std::nullopt, {}, 0, 0, &message);
+  // shardc-calibrate-cuda's exit 3: no CUDA device here.
+  if (cuda && !emulated && rc == 3)
+    return fail("--calibrate --target cuda: no CUDA device here; "
+                "--cuda-emulation calibrates the emulated device instead");
   if (rc != 0)
     return fail("--calibrate: " + tool.str().str() + " failed" +
                 (message.empty() ? "" : ": " + message));
@@ -467,7 +486,7 @@ Error checkOutputDirectory(const std::string &path) {
 
 Error shardc::compile(const DriverOptions &given) {
   if (!given.predict.calibrate.empty())
-    return calibrate(given.predict.calibrate);
+    return calibrate(given);
   if (Error e = checkOutputDirectory(given.outputPath()))
     return e;
   DriverOptions options = given;

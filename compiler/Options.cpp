@@ -226,6 +226,18 @@ void DriverOptions::bindOptions() {
                 "fused SDPA (rt-fused-attention; the forward keeps each "
                 "row's log-sum-exp for the backward); =false keeps them on "
                 "shardc's f32-math attention kernels"));
+  bind(training.deterministicAttention, "deterministic-attention",
+       cl::desc("--target cuda: cuDNN's SDPA backward =true deterministic "
+                "(the default: the same dq, dk and dv bits run after run; "
+                "its workspace holds the bf16 dP matrix, O(seq^2): 8,966 "
+                "MiB a layer's launch for llama3-8b at micro-batch 2 x "
+                "8192) or =false non-deterministic (dq accumulated in f32 "
+                "atomics as FlashAttention's: bitwise run-to-run "
+                "differences in dq, dk and dv, and an O(seq) workspace: 774 "
+                "MiB there). The memory plan and --report size the "
+                "workspace by it. The CPU target, and attention off cuDNN "
+                "(--fused-attention=false, f32), ignore it: always "
+                "deterministic"));
   bind(training.fuseLayout, "fuse-layout",
        cl::desc("Layout as a compiler decision: attention reads q, k and v "
                 "from the QKV projection's rows and writes o and its "
@@ -296,7 +308,11 @@ void DriverOptions::bindOptions() {
                 "by shape, attention, memory bandwidth, launch overhead; MPI "
                 "between two local ranks) at the thread count the "
                 "environment gives (OMP_NUM_THREADS), write FILE for "
-                "--predict FILE, and exit"),
+                "--predict FILE, and exit. With --target cuda: the GPU's "
+                "cuBLASLt GEMMs by dtype (f32, tf32, bf16, fp8) and shape, "
+                "cuDNN's attention by head dimension, bandwidth and "
+                "launches (--cuda-emulation: the emulated device, tiny "
+                "sizes)"),
        cl::value_desc("FILE"));
   bind(training.optimizer, "optimizer",
        cl::desc("The compiled optimizer: adamw or sgd (with momentum)"));
@@ -506,6 +522,7 @@ PipelineOptions DriverOptions::pipeline() const {
   p.allowTf32 = training.allowTf32;
   p.fuseEpilogues = training.fuseEpilogues;
   p.fusedAttention = training.fusedAttention;
+  p.deterministicAttention = training.deterministicAttention;
   p.fuseLayout = training.fuseLayout;
   p.predict = predict.machine;
   p.gpusPerNode = predict.gpusPerNode;

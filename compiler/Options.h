@@ -84,6 +84,9 @@ struct TrainingOptions {
   bool fuseEpilogues = true;
   /// --fused-attention: rt-fused-attention (bf16 attention on cuDNN).
   bool fusedAttention = true;
+  /// --deterministic-attention: cuDNN's deterministic SDPA backward (true)
+  /// or the non-deterministic one, with far less workspace (false).
+  bool deterministicAttention = true;
   /// --fuse-layout: the layout passes (rt-attention-layout, rt-fuse-casts,
   /// rt-concat-views, rt-slice-views, rt-group-elementwise) and bf16
   /// residual norms.

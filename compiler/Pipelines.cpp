@@ -80,6 +80,7 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
   if (options.fusedAttention) {
     RtFusedAttentionOptions attention;
     attention.target = options.target;
+    attention.deterministic = options.deterministicAttention;
     pm.addNestedPass<func::FuncOp>(createRtFusedAttention(attention));
   }
   if (options.fuseLayout)

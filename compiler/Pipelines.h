@@ -53,6 +53,8 @@ struct PipelineOptions {
   bool fuseEpilogues = true;
   /// rt-fused-attention (where the target has fused attention).
   bool fusedAttention = true;
+  /// rt-fused-attention's `deterministic` (--deterministic-attention).
+  bool deterministicAttention = true;
   /// The layout passes (rt-attention-layout, rt-fuse-casts,
   /// rt-concat-views, rt-slice-views, rt-group-elementwise) and
   /// rt-fuse-residual-norm on bf16.

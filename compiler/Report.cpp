@@ -183,6 +183,9 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   // its largest workspace (one launch's at a time) and the log-sum-exp
   // rows its forwards keep for the backward.
   int64_t attentionWorkspace = 0, attentionStats = 0;
+  // Its backward's algorithm (sdpa_grad's deterministic): -1 none, 0
+  // non-deterministic, 1 deterministic.
+  int64_t attentionDeterministic = -1;
   // --float8: the micro-step's FP8 GEMMs, and the fp8 bytes their casts
   // write.
   int64_t fp8Gemms = 0, fp8Bytes = 0;
@@ -230,6 +233,8 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
         if (fwd)
           attentionStats += i[abi::sdpa::B] * i[abi::sdpa::H] *
                             i[abi::sdpa::T] * int64_t(sizeof(float));
+        else
+          attentionDeterministic = i[abi::sdpa_grad::deterministic];
       });
     }
     fn.walk([&](Operation *op) {
@@ -292,7 +297,15 @@ void shardc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       "(micro-step arena less the gathered parameters)");
   if (attentionWorkspace) {
     row("  attention workspace    ", attentionWorkspace, 0,
-        "(of the activations: cuDNN SDPA, the largest launch's)");
+        attentionDeterministic == 0
+            ? "(of the activations: cuDNN SDPA, the largest launch's; "
+              "non-deterministic backward, --deterministic-attention=false: "
+              "no O(seq^2) dP buffer)"
+        : attentionDeterministic == 1
+            ? "(of the activations: cuDNN SDPA, the largest launch's; "
+              "deterministic backward, --deterministic-attention=true: its "
+              "O(seq^2) dP buffer)"
+            : "(of the activations: cuDNN SDPA, the largest launch's)");
     row("  attention stats        ", attentionStats, 0,
         "(of the activations: log-sum-exp rows kept for backward)");
   }

@@ -562,7 +562,9 @@ def RtFusedAttention : Pass<"rt-fused-attention", "mlir::func::FuncOp"> {
     which also writes each query row's log-sum-exp (a new f32 [B,H,T]
     buffer), and `sdpa_grad`, which reads the forward's output and that
     instead of recomputing the forward. Each gets a workspace buffer of
-    `abi::sdpaWorkspaceBytes`. Every other bf16 `attention` (a forward
+    `abi::sdpaWorkspaceBytes`; sdpa_grad's last int is `deterministic`
+    (--deterministic-attention), which also sizes its workspace. Every
+    other bf16 `attention` (a forward
     recomputed for the backward, inference) becomes `sdpa` as well. f32
     attention stays on the target's kernels; other targets: no change. Runs after convert-nn-to-rt, before memory
     planning.
@@ -580,6 +582,10 @@ def RtFusedAttention : Pass<"rt-fused-attention", "mlir::func::FuncOp"> {
   let options = [
     Option<"target", "target", "std::string", "\"cpu\"",
            "The target whose fused attention is used">,
+    Option<"deterministic", "deterministic", "bool", "true",
+           "sdpa_grad's last int: 1, the deterministic backward (workspace "
+           "with an O(T S) dP buffer); 0, the non-deterministic one (dQ "
+           "accumulated in f32 in any order, O(T D) workspace)">,
   ];
 }
 

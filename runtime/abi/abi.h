@@ -23,7 +23,7 @@ namespace shardc::abi {
 
 /// The manifest's "format": bumped whenever anything below changes, so that
 /// a runtime refuses a program compiled against another contract.
-inline constexpr int64_t kFormatVersion = 11;
+inline constexpr int64_t kFormatVersion = 12;
 
 //===----------------------------------------------------------------------===//
 // Kernels
@@ -469,19 +469,34 @@ inline void attentionGradIntsOf(const int64_t *g,
 /// asks for through cudnn-frontend 1.32 (runtime/cuda/sdpa.cpp declines a
 /// shape whose graphs ask for more):
 ///  - forward: 4 MiB for the engine;
-///  - backward, deterministic (set_deterministic_algorithm): the dP matrix,
+///  - backward, deterministic (set_deterministic_algorithm(true), sdpa_grad's
+///    `deterministic` 1, --deterministic-attention=true): the dP matrix,
 ///    bf16 [B,H,T up to 64,S up to 128], the engine's; the softmax sums,
 ///    f32 [B,H,T]; a dQ accumulator, f32 [B,H,T,D] (the ordered-dQ engine's
 ///    instead of dP); with grouped heads (G < H), dK and dV per query head,
 ///    f32 [B,H,S,D] each, summed into the kv heads; 4 MiB for the engine.
+///  - backward, non-deterministic (set_deterministic_algorithm(false),
+///    `deterministic` 0): the same less dP, which is O(T S). From
+///    cudnn-frontend's SDPA backward node
+///    (include/cudnn_frontend/node/scaled_dot_product_flash_attention.h,
+///    pre_validate/expand: use_dp_workspace is forced only by dBias or the
+///    deterministic algorithm, and on cuDNN >= 9.0 is otherwise false, so
+///    the graph takes the non-virtual dQ_accum of b*h_q*s_q*d_qk floats and
+///    get_fe_workspace_size_node adds it to softmax_sum's b*h_q*s_q floats):
+///    the engine accumulates dQ with f32 atomics, FlashAttention-2's
+///    scheme, whose summation order varies run to run. O(T D), not O(T S):
+///    llama3-8b at B=2 T=8192 (H=32 G=8 D=128) is 774 MiB instead of
+///    8,966 MiB.
 constexpr int64_t sdpaWorkspaceBytes(int64_t B, int64_t H, int64_t G,
                                      int64_t T, int64_t S, int64_t D,
-                                     bool grad) {
+                                     bool grad, bool deterministic = true) {
   constexpr int64_t kEngine = int64_t(4) << 20;
   if (!grad)
     return kEngine;
   int64_t rows = B * H * T;
-  int64_t dP = B * H * ((T + 63) / 64 * 64) * ((S + 127) / 128 * 128) * 2;
+  int64_t dP = deterministic ? B * H * ((T + 63) / 64 * 64) *
+                                   ((S + 127) / 128 * 128) * 2
+                             : 0;
   int64_t heads = G < H ? 2 * B * H * S * D * 4 : 0;
   return alignTo(dP) + alignTo(rows * 4) + alignTo(rows * D * 4) +
          alignTo(heads) + kEngine;

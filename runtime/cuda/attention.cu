@@ -768,6 +768,7 @@ SHARDC_CUDA_KERNEL(sdpa) {
 SHARDC_CUDA_KERNEL(sdpa_grad) {
   SdpaShape ds;
   Shape s = sdpaShapeOf("sdpa_grad", i, f, ds);
+  ds.deterministic = i[A::sdpa_grad::deterministic] != 0;
   auto &c = *static_cast<cuda::Context *>(ctx);
   if (int64_t(s.B) * s.H * s.T > 0 && s.S > 0 &&
       sdpaBackward(c, ds, b[0], b[1], b[2], b[3],

@@ -1,7 +1,9 @@
 //===- sdpa.cpp - cuDNN's fused attention for the CUDA backend ------------===//
 //
 // See sdpa.h. The graphs (sdpa_graph.h) are cudnn-frontend's SDPA node
-// forward with stats, and its backward with the deterministic algorithm;
+// forward with stats, and its backward with the deterministic algorithm or
+// not (SdpaShape::deterministic, sdpa_grad's int; the forward's graphs are
+// built with the deterministic backward, the default);
 // every operand is given by its strides: dense [B,H,T,D] / [B,G,S,D], or
 // rows of a fused projection's output (abi::kAttentionRows).
 //
@@ -148,7 +150,9 @@ forwardGraph(const SdpaShape &s,
   return g;
 }
 
-/// dQ, dK, dV (bf16) from Q, K, V, O, dO and Stats; deterministic.
+/// dQ, dK, dV (bf16) from Q, K, V, O, dO and Stats; deterministic or not
+/// by s.deterministic (without, cudnn-frontend takes an f32 dQ accumulator
+/// [B,H,T,D] in its workspace instead of the engine's dP buffer).
 std::shared_ptr<Graph>
 backwardGraph(const SdpaShape &s,
               std::shared_ptr<const fe::DeviceProperties> device) {
@@ -163,7 +167,7 @@ backwardGraph(const SdpaShape &s,
                    .set_name("shardc_sdpa_backward")
                    .set_attn_scale(s.scale)
                    .set_causal_mask(s.causal)
-                   .set_deterministic_algorithm(true);
+                   .set_deterministic_algorithm(s.deterministic);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dO, stats, attrs);
   output(dq, kUidDQ, s, 'q');
   output(dk, kUidDK, s, 'k');
@@ -222,7 +226,7 @@ struct Entry {
 
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                        bool, float, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t>;
+                       int64_t, int64_t, int64_t, bool>;
 
 std::mutex cacheMutex;
 std::map<Key, Entry> cache;
@@ -254,7 +258,7 @@ const SdpaGraphs *graphsFor(cuda::Context &c, const SdpaShape &s, int64_t fwdByt
   std::lock_guard<std::mutex> lock(cacheMutex);
   Key key{s.B,       s.H,      s.G,      s.T,    s.S,    s.D,
           s.causal,  s.scale,  fwdBytes, bwdBytes, s.layout, s.ld_q,
-          s.ld_k,    s.ld_v,   s.ld_o};
+          s.ld_k,    s.ld_v,   s.ld_o,   s.deterministic};
   auto it = cache.find(key);
   if (it == cache.end()) {
     Entry e;
@@ -278,9 +282,11 @@ const SdpaGraphs *graphsFor(cuda::Context &c, const SdpaShape &s, int64_t fwdByt
                    describe(s).c_str(), why.c_str());
     else
       std::fprintf(stderr,
-                   "note: attention %s: cuDNN %lld fused SDPA (workspace "
-                   "%lld and %lld bytes of the plan's %lld and %lld)\n",
+                   "note: attention %s: cuDNN %lld fused SDPA, %s "
+                   "backward (workspace %lld and %lld bytes of the plan's "
+                   "%lld and %lld)\n",
                    describe(s).c_str(), (long long)cudnnVersion(),
+                   s.deterministic ? "deterministic" : "non-deterministic",
                    (long long)e.graphs.forwardWorkspace,
                    (long long)e.graphs.backwardWorkspace, (long long)fwdBytes,
                    (long long)bwdBytes);
@@ -305,7 +311,7 @@ SdpaPath cuda::sdpaForward(cuda::Context &c, const SdpaShape &s, const void *q,
                            void *workspace, int64_t workspaceBytes,
                            int64_t stream) {
   int64_t bwdBytes = abi::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D,
-                                             /*grad=*/true);
+                                             /*grad=*/true, s.deterministic);
   const SdpaGraphs *g = graphsFor(c, s, workspaceBytes, bwdBytes);
   if (!g)
     return SdpaPath::Declined;

@@ -36,6 +36,11 @@ struct SdpaShape {
   bool causal;
   float scale;
   int64_t layout = 0, ld_q = 0, ld_k = 0, ld_v = 0, ld_o = 0;
+  /// The backward's algorithm (sdpa_grad's `deterministic`): cuDNN's
+  /// deterministic one (set_deterministic_algorithm(true), a dP workspace
+  /// O(T S)), or the non-deterministic one (dQ accumulated in f32 in any
+  /// order, O(T D) workspace). The forward is the same either way.
+  bool deterministic = true;
 };
 
 /// q, k, v -> o, lse on `stream`, with `workspaceBytes` of device workspace.
@@ -44,7 +49,8 @@ SdpaPath sdpaForward(Context &c, const SdpaShape &s, const void *q,
                      void *workspace, int64_t workspaceBytes, int64_t stream);
 
 /// q, k, v, o, lse, do -> dq, dk (summed over each group's query heads), dv.
-/// Deterministic: the same bits run after run.
+/// With s.deterministic, the same bits run after run; without, dq, dk and
+/// dv may differ in their last bits from run to run.
 SdpaPath sdpaBackward(Context &c, const SdpaShape &s, const void *q,
                       const void *k, const void *v, const void *o,
                       const float *lse, const void *dO, void *dq, void *dk,

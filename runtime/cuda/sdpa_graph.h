@@ -1,7 +1,7 @@
 //===- sdpa_graph.h - the cuDNN graphs of shardc's attention -----*- C++ -*-===//
 //
 // The cudnn-frontend graphs sdpa.cpp runs: forward with stats, and the
-// deterministic backward. Separate from sdpa.h so that a test can build the
+// backward, deterministic or not by SdpaShape::deterministic. Separate from sdpa.h so that a test can build the
 // very same graphs for a described device (device-less compilation) or on
 // the emulated device.
 //

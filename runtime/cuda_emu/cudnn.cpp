@@ -12,8 +12,13 @@
 //    and ordered once).
 //  - One engine (global index 0) runs every graph cudnn_graph.cpp
 //    implements: the heuristics return one engine config for it, no knobs,
-//    no workspace, no numerical or behaviour notes (it is deterministic and
-//    compiles nothing at run time). A graph using something it lacks gets no
+//    no numerical or behaviour notes (it is deterministic, whichever SDPA
+//    backward the frontend built, and compiles nothing at run time). Its
+//    workspace is what the real engine asks for (engineWorkspace: the
+//    deterministic SDPA backward's dP buffer, else none); execute checks
+//    the variant pack's workspace is device memory spanning that much, and
+//    scribbles over it (NaN bytes) before the graph runs, so that a plan
+//    giving less shows. A graph using something it lacks gets no
 //    config, and cudnnGetLastErrorString says what.
 //  - Execute binds the variant pack (device pointers, by-value scalars read
 //    at once) and enqueues the graph's evaluation on the handle's stream
@@ -680,7 +685,8 @@ Value query(const Desc &d, cudnnBackendAttributeName_t a) {
     return number(CUDNN_TYPE_INT64, 1);
   case CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE:
   case CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE:
-    return number(CUDNN_TYPE_INT64, 0);
+    return number(CUDNN_TYPE_INT64,
+                  d.program ? engineWorkspace(*d.program) : 0);
   case CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED:
     return number(CUDNN_TYPE_INT32, 0);
   case CUDNN_ATTR_ENGINECFG_KNOB_CHOICES:
@@ -758,9 +764,24 @@ void execute(cudnnHandle_t handle, const Desc &plan, const Desc &pack) {
          "the plan or the variant pack is not finalized");
   std::shared_ptr<const Program> program = plan.program;
   Binding binding = bind(*program, pack.uids, pack.pointers);
+  // The engine's workspace: device memory of at least what it asked for.
+  int64_t wsBytes = engineWorkspace(*program);
+  char *ws = nullptr;
+  if (const Value *w = find(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE))
+    if (w->bytes.size() == sizeof(void *))
+      std::memcpy(&ws, w->bytes.data(), sizeof ws);
+  if (wsBytes > 0 && (!ws || !shardc::emu::isDeviceMemory(ws) ||
+                      !shardc::emu::isDeviceMemory(ws + wsBytes - 1)))
+    fail(CUDNN_STATUS_BAD_PARAM,
+         "the variant pack's workspace is not " + std::to_string(wsBytes) +
+             " bytes of device memory (what the engine asked for)");
   cudaError_t err = enqueue(
       handle->stream, "cudnnBackendExecute",
-      [program, binding = std::move(binding)]() { run(*program, binding); });
+      [program, binding = std::move(binding), ws, wsBytes]() {
+        if (wsBytes > 0)
+          std::memset(ws, 0xff, size_t(wsBytes)); // NaN, as scratch is left
+        run(*program, binding);
+      });
   if (err != cudaSuccess)
     fail(CUDNN_STATUS_EXECUTION_FAILED_CUDART,
          std::string("the stream refused the work: ") + cudaGetErrorName(err));

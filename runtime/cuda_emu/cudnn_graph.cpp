@@ -696,6 +696,42 @@ std::shared_ptr<const Program> buildProgram(const std::vector<OpInfo> &ops) {
   return p;
 }
 
+int64_t engineWorkspace(const Program &p) {
+  // The backward reads Stats [B,H,T,1] f32; the forward writes it.
+  const TensorInfo *stats = nullptr;
+  for (const Tensor &t : p.tensors)
+    if (t.producer < 0 && !t.info.isVirtual && !t.info.byValue &&
+        t.info.type == CUDNN_DATA_FLOAT && t.info.dims.size() == 4 &&
+        t.info.dims[3] == 1)
+      stats = &t.info;
+  if (!stats)
+    return 0;
+  const Dims &bht = stats->dims;
+  int64_t S = 0;
+  bool matmuls = false;
+  for (const Step &st : p.steps) {
+    if (st.op.kind != OpKind::Matmul)
+      continue;
+    matmuls = true;
+    const TensorInfo &out = p.tensors[size_t(st.out)].info;
+    // An f32 matmul result in memory: the non-deterministic graph's dQ
+    // accumulator (the frontend's workspace, not the engine's).
+    if (!out.isVirtual && out.type == CUDNN_DATA_FLOAT)
+      return 0;
+    // The scores [B,H,T,S]: Q K^T (and dO V^T), the virtual result over
+    // stats' rows of a matmul whose A is a graph input (the other matmuls
+    // multiply intermediates: P^T dO, dS^T Q, dS K).
+    if (out.isVirtual && out.dims.size() == 4 && out.dims[0] == bht[0] &&
+        out.dims[1] == bht[1] && out.dims[2] == bht[2] && !st.in.empty() &&
+        p.tensors[size_t(st.in[0])].producer < 0)
+      S = std::max(S, out.dims[3]);
+  }
+  if (!matmuls || S == 0)
+    return 0;
+  return bht[0] * bht[1] * ((bht[2] + 63) / 64 * 64) * ((S + 127) / 128 * 128) *
+         2;
+}
+
 std::string describe(const Program &p) {
   std::string out;
   const char *kinds[] = {"pointwise", "matmul", "reduction", "reshape"};

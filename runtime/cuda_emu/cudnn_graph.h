@@ -83,6 +83,17 @@ std::string describe(const Program &p);
 /// Why the emulated engine cannot run `p` ("" if it can).
 const std::string &unsupportedReason(const Program &p);
 
+/// The workspace (bytes) the real cuDNN's engine asks for `p` beyond the
+/// frontend's own (which cudnn-frontend sizes and places itself): for the
+/// SDPA backward (a graph reading f32 Stats [B,H,T,1]) in its dP form --
+/// set_deterministic_algorithm(true), whose dQ is the dS.K matmul's output
+/// itself -- the engine's bf16 dP matrix [B,H,T up to 64,S up to 128], the
+/// ABI's bound's term (abi::sdpaWorkspaceBytes); 0 for every other graph,
+/// the non-deterministic backward's included (its dQ goes through an f32
+/// dQ accumulator, the frontend's workspace). The emulated engine asks for
+/// this much, and scribbles over it on each run, as the real one uses it.
+int64_t engineWorkspace(const Program &p);
+
 /// One execute's tensors: device pointers and by-value scalars by uid.
 struct Binding {
   std::map<int64_t, void *> pointers;

@@ -198,6 +198,8 @@ TEST_F(CudaSdpa, KernelEntries) {
     std::vector<int64_t> i = attentionInts(A::KernelId::attention, s);
     i.insert(i.begin() + A::sdpa::ws_bytes,
              A::sdpaWorkspaceBytes(s.B, s.H, s.G, s.T, s.S, s.D, grad));
+    if (grad)
+      i.push_back(1); // deterministic
     EXPECT_EQ(int64_t(i.size()), A::kernelInfo(id).numInts);
     return i;
   };
@@ -222,6 +224,18 @@ TEST_F(CudaSdpa, KernelEntries) {
           {bf16s(q), bf16s(k), bf16s(v), bf16s(of), floats(lse), bf16s(dO),
            outBf16(qn), outBf16(kn), outBf16(kn), floats(wsB)},
           gi, fl, 1.6e-2);
+  // The non-deterministic backward (deterministic 0), in its smaller
+  // workspace: the same results within the same tolerance.
+  std::vector<int64_t> ni = gi;
+  ni[A::sdpa_grad::deterministic] = 0;
+  ni[A::sdpa_grad::ws_bytes] = A::sdpaWorkspaceBytes(
+      s.B, s.H, s.G, s.T, s.S, s.D, true, /*deterministic=*/false);
+  EXPECT_LT(ni[A::sdpa_grad::ws_bytes], gi[A::sdpa_grad::ws_bytes]);
+  std::vector<float> wsN(size_t(ni[A::sdpa_grad::ws_bytes] / 4));
+  compare(A::KernelId::sdpa_grad, shardc_k_sdpa_grad,
+          {bf16s(q), bf16s(k), bf16s(v), bf16s(of), floats(lse), bf16s(dO),
+           outBf16(qn), outBf16(kn), outBf16(kn), floats(wsN)},
+          ni, fl, 1.6e-2);
 }
 
 // Layout Rows (rt-attention-layout), through the kernel table: q, k and v
@@ -277,6 +291,8 @@ protected:
       i[K::ld_o] = HD;
       if (id == A::KernelId::sdpa || id == A::KernelId::sdpa_grad)
         i.insert(i.begin() + A::sdpa::ws_bytes, ws);
+      if (id == A::KernelId::sdpa_grad)
+        i.push_back(1); // deterministic
       EXPECT_EQ(int64_t(i.size()), A::kernelInfo(id).numInts);
       return i;
     };

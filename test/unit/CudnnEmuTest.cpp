@@ -52,10 +52,16 @@ using namespace shardc::runtime::cuda;
 struct Shape {
   int64_t B, H, G, T, S, D;
   bool causal;
+  /// The backward's algorithm (SdpaShape::deterministic).
+  bool deterministic = true;
   float scale() const { return 1.0f / std::sqrt(float(D)); }
   int64_t q() const { return B * H * T * D; }
   int64_t kv() const { return B * G * S * D; }
-  SdpaShape sdpa() const { return {B, H, G, T, S, D, causal, scale()}; }
+  SdpaShape sdpa() const {
+    SdpaShape s{B, H, G, T, S, D, causal, scale()};
+    s.deterministic = deterministic;
+    return s;
+  }
   std::string name() const {
     return "B=" + std::to_string(B) + " H=" + std::to_string(H) +
            " G=" + std::to_string(G) + " T=" + std::to_string(T) +
@@ -302,12 +308,20 @@ constexpr int64_t kGpuCudnnVersion = 91400;
 /// keys not a multiple of 128, backend 9.15 or older.
 bool workaround(const Shape &s) { return s.S % 128 != 0; }
 
-/// The backward's workspace, all the frontend's own: the softmax sum
-/// (rowsum(dO O)), f32 [B,H,T]; then, with the workaround, the sequence
-/// lengths of the queries and of the keys, INT32 [B] each.
+/// The backward's workspace: the frontend's own -- without the
+/// deterministic algorithm, the f32 dQ accumulator [B,H,T,D]; the softmax
+/// sum (rowsum(dO O)), f32 [B,H,T]; then, with the workaround, the
+/// sequence lengths of the queries and of the keys, INT32 [B] each -- and
+/// after it the engine's: with the deterministic algorithm, the dP matrix,
+/// bf16 [B,H,T up to 64,S up to 128], as the real engine asks
+/// (cudnn_graph.h's engineWorkspace).
 int64_t backwardWorkspace(const Shape &s) {
-  return int64_t(s.B * s.H * s.T * sizeof(float)) +
-         (workaround(s) ? int64_t(2 * s.B * sizeof(int32_t)) : 0);
+  int64_t dQAccum = s.deterministic ? 0 : s.B * s.H * s.T * s.D * 4;
+  int64_t dP = s.deterministic ? s.B * s.H * ((s.T + 63) / 64 * 64) *
+                                     ((s.S + 127) / 128 * 128) * 2
+                               : 0;
+  return dQAccum + int64_t(s.B * s.H * s.T * sizeof(float)) +
+         (workaround(s) ? int64_t(2 * s.B * sizeof(int32_t)) : 0) + dP;
 }
 
 /// The workaround's sequence lengths as the workspace holds them.
@@ -379,6 +393,18 @@ TEST_F(CudnnEmu, PlainHeads) {
 /// have it).
 TEST_F(CudnnEmu, KeysAMultipleOf128) {
   check({1, 4, 2, 40, 128, 64, false}, handle, stream);
+}
+
+/// The non-deterministic backward (set_deterministic_algorithm(false)):
+/// the frontend's f32 dQ accumulator instead of the engine's dP, the same
+/// results (the emulated engine is deterministic either way).
+TEST_F(CudnnEmu, NonDeterministic) {
+  Shape s{2, 8, 2, 37, 37, 64, true};
+  s.deterministic = false;
+  check(s, handle, stream);
+  Shape d = s;
+  d.deterministic = true;
+  EXPECT_LT(backwardWorkspace(s), backwardWorkspace(d));
 }
 
 /// The workaround's sequence lengths are the full ones, uploaded by the

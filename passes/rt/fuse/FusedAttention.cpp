@@ -13,6 +13,10 @@
 // instead of recomputing the forward. lse is a new buffer, live from the
 // forward to the gradient (the memory plan counts it); each launch gets a
 // workspace buffer of abi::sdpaWorkspaceBytes, live for that launch only.
+// sdpa_grad's last int is the pass's `deterministic` option
+// (--deterministic-attention): 1, cuDNN's deterministic backward, whose
+// workspace holds an O(T S) dP buffer; 0, the non-deterministic one (dQ
+// accumulated in f32 in any order), whose workspace is O(T D).
 //
 // A pair is matched on its buffers: the gradient's q, k and v are the
 // latest attention's before it in the block, with the same shape, mask,
@@ -78,13 +82,23 @@ Value allocBefore(Operation *op, int64_t bytes) {
   return rt::AllocOp::create(b, op->getLoc(), bytes);
 }
 
-/// `k`'s ints with the workspace bytes of sdpa (`grad`: sdpa_grad) after.
-SmallVector<int64_t> sdpaInts(rt::KernelOp k, bool grad, int64_t &ws) {
+static_assert(int64_t(abi::sdpa_grad::deterministic) ==
+                      int64_t(abi::sdpa::kNumInts) &&
+                  int64_t(abi::sdpa_grad::kNumInts) ==
+                      int64_t(abi::sdpa::kNumInts) + 1,
+              "sdpa_grad's ints are sdpa's, then deterministic");
+
+/// `k`'s ints with the workspace bytes of sdpa (`grad`: sdpa_grad) after;
+/// sdpa_grad's end with `deterministic`, which sizes its workspace.
+SmallVector<int64_t> sdpaInts(rt::KernelOp k, bool grad, bool deterministic,
+                              int64_t &ws) {
   ArrayRef<int64_t> i = k.getInts();
   ws = abi::sdpaWorkspaceBytes(i[A::B], i[A::H], i[A::G], i[A::T], i[A::S],
-                               i[A::D], grad);
+                               i[A::D], grad, deterministic);
   SmallVector<int64_t> ints(i.begin(), i.end());
   ints.insert(ints.begin() + A::layout, ws);
+  if (grad)
+    ints.push_back(deterministic ? 1 : 0);
   return ints;
 }
 
@@ -105,7 +119,7 @@ Value fuseForward(rt::KernelOp fwd) {
   ArrayRef<int64_t> i = fwd.getInts();
   Value lse = allocBefore(fwd, i[A::B] * i[A::H] * i[A::T] * 4);
   int64_t ws = 0;
-  SmallVector<int64_t> ints = sdpaInts(fwd, false, ws);
+  SmallVector<int64_t> ints = sdpaInts(fwd, false, true, ws);
   Value work = allocBefore(fwd, ws);
   ValueRange fb = fwd.getBuffers();
   replaceKernel(fwd, abi::KernelId::sdpa,
@@ -115,11 +129,11 @@ Value fuseForward(rt::KernelOp fwd) {
 
 /// The pair (fwd, grad) through the fused kernels: sdpa_grad reads the
 /// forward's o and lse.
-void fuse(rt::KernelOp fwd, rt::KernelOp grad) {
+void fuse(rt::KernelOp fwd, rt::KernelOp grad, bool deterministic) {
   Value o = fwd.getBuffers()[3];
   Value lse = fuseForward(fwd);
   int64_t ws = 0;
-  SmallVector<int64_t> ints = sdpaInts(grad, true, ws);
+  SmallVector<int64_t> ints = sdpaInts(grad, true, deterministic, ws);
   Value work = allocBefore(grad, ws);
   ValueRange gb = grad.getBuffers();
   replaceKernel(grad, abi::KernelId::sdpa_grad,
@@ -151,7 +165,7 @@ struct RtFusedAttentionPass
       ++uses[fwd];
     for (auto &[fwd, grad] : pairs)
       if (uses[fwd] == 1)
-        fuse(fwd, grad);
+        fuse(fwd, grad, deterministic);
     SmallVector<rt::KernelOp> alone;
     getOperation().walk([&](rt::KernelOp fwd) {
       if (isKernel(fwd, abi::KernelId::attention) &&

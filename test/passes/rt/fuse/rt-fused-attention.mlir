@@ -1,5 +1,6 @@
 // RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(rt-fused-attention{target=cuda}))' | FileCheck %s
 // RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(rt-fused-attention{target=cpu}))' | FileCheck %s --check-prefix=CPU
+// RUN: shardc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(rt-fused-attention{target=cuda deterministic=false}))' | FileCheck %s --check-prefix=NONDET
 
 // A bf16 causal attention (B=1 H=4 G=2 T=S=16 D=8) and its gradient: sdpa
 // keeps o and the log-sum-exp rows (1*4*16 f32 = 256 bytes) for sdpa_grad;
@@ -12,8 +13,17 @@
 // CHECK-NEXT: rt.kernel %{{.*}}, "sdpa"(%[[Q:.*]], %[[K:.*]], %[[V:.*]], %[[O:.*]], %[[LSE]], %[[WF]]) {dtype = bf16, floats = array<f64: 3.500000e-01>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4194304, 0, 0, 0, 0, 0>}
 // CHECK: rt.kernel %{{.*}}, "linear"
 // CHECK: %[[WB:.*]] = rt.alloc 4266240
-// CHECK-NEXT: rt.kernel %{{.*}}, "sdpa_grad"(%[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %[[DO:.*]], %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]], %[[WB]]) {dtype = bf16, floats = array<f64: 3.500000e-01>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4266240, 0, 0, 0, 0, 0>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "sdpa_grad"(%[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %[[DO:.*]], %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]], %[[WB]]) {dtype = bf16, floats = array<f64: 3.500000e-01>, ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4266240, 0, 0, 0, 0, 0, 1>}
 // CHECK-NOT: "attention
+// deterministic=false (--deterministic-attention=false): sdpa_grad's last
+// int is 0 and its workspace has no dP (4266240 - 4*64*128*2 = 4200704);
+// the forward is unchanged.
+// NONDET-LABEL: func.func @pair
+// NONDET: rt.alloc 4194304
+// NONDET-NEXT: "sdpa"({{.*}}ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4194304, 0, 0, 0, 0, 0>}
+// NONDET: %[[WB:.*]] = rt.alloc 4200704
+// NONDET-NEXT: "sdpa_grad"({{.*}}, %[[WB]]) {{.*}}ints = array<i64: 1, 4, 2, 16, 16, 8, 1, 1, 4200704, 0, 0, 0, 0, 0, 0>}
+// NONDET-NOT: "attention
 // CPU-LABEL: func.func @pair
 // CPU: "attention"
 // CPU: "attention_grad"
@@ -34,6 +44,7 @@ func.func @pair(%ctx: !rt.context, %q: !rt.buffer, %k: !rt.buffer, %v: !rt.buffe
 
 // f32 attention stays on the target's kernels.
 // CHECK-LABEL: func.func @f32
+// NONDET-LABEL: func.func @f32
 // CHECK: "attention"(
 // CHECK: "attention_grad"(
 // CHECK-NOT: sdpa

@@ -81,7 +81,7 @@ func.func @gpt2(%ctx: !rt.context, %w: !rt.buffer, %x: !rt.buffer, %dy: !rt.buff
 // layout after ws_bytes; o is z, which both read.
 // CHECK-LABEL: func.func @sdpa
 // CHECK: "sdpa"(%{{.*}}, %{{.*}}, %{{.*}}, %[[Z:.*]], %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 1, 24, 24, 24, 8>}
-// CHECK: "sdpa_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %[[Z]], %{{.*}}, %[[DZ:.*]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 1, 24, 24, 24, 8>}
+// CHECK: "sdpa_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %[[Z]], %{{.*}}, %[[DZ:.*]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 1, 24, 24, 24, 8, 1>}
 // CHECK-NOT: "transpose"
 func.func @sdpa(%ctx: !rt.context, %w: !rt.buffer, %dz: !rt.buffer) {
   %qkv = rt.alloc 1536 : !rt.buffer
@@ -112,7 +112,7 @@ func.func @sdpa(%ctx: !rt.context, %w: !rt.buffer, %dz: !rt.buffer) {
   %dk = rt.alloc 512 : !rt.buffer
   %dv = rt.alloc 512 : !rt.buffer
   %wsb = rt.alloc 4194304 : !rt.buffer
-  rt.kernel %ctx, "sdpa_grad"(%q, %k, %v, %o, %lse, %do, %dq, %dk, %dv, %wsb) {dtype = bf16, floats = array<f64: 0.5>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 0, 0, 0, 0, 0>}
+  rt.kernel %ctx, "sdpa_grad"(%q, %k, %v, %o, %lse, %do, %dq, %dk, %dv, %wsb) {dtype = bf16, floats = array<f64: 0.5>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 0, 0, 0, 0, 0, 1>}
   %tq = rt.alloc 512 : !rt.buffer
   rt.kernel %ctx, "transpose"(%dq, %tq) {dtype = bf16, floats = array<f64>, ints = array<i64: 4, 1, 2, 2, 16, 4, 0, 2, 1, 3>}
   %pq = rt.alloc 1536 : !rt.buffer
@@ -141,7 +141,7 @@ func.func @sdpa(%ctx: !rt.context, %w: !rt.buffer, %dz: !rt.buffer) {
 // CHECK-LABEL: func.func @sdpa_recompute
 // CHECK: "sdpa"(%{{.*}}, %{{.*}}, %{{.*}}, %[[Z:.*]], %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 1, 24, 24, 24, 8>}
 // CHECK: "matmul"(%[[DZ]], %[[Z]], %{{.*}})
-// CHECK: "sdpa_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %[[Z]], %{{.*}}, %[[DZ:.*]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 1, 24, 24, 24, 8>}
+// CHECK: "sdpa_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %[[Z]], %{{.*}}, %[[DZ:.*]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 1, 24, 24, 24, 8, 1>}
 // CHECK-NOT: "transpose"
 func.func @sdpa_recompute(%ctx: !rt.context, %w: !rt.buffer, %dz: !rt.buffer) {
   %qkv = rt.alloc 1536 : !rt.buffer
@@ -176,7 +176,7 @@ func.func @sdpa_recompute(%ctx: !rt.context, %w: !rt.buffer, %dz: !rt.buffer) {
   %dk = rt.alloc 512 : !rt.buffer
   %dv = rt.alloc 512 : !rt.buffer
   %wsb = rt.alloc 4194304 : !rt.buffer
-  rt.kernel %ctx, "sdpa_grad"(%q, %k, %v, %o, %lse, %do, %dq, %dk, %dv, %wsb) {dtype = bf16, floats = array<f64: 0.5>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 0, 0, 0, 0, 0>}
+  rt.kernel %ctx, "sdpa_grad"(%q, %k, %v, %o, %lse, %do, %dq, %dk, %dv, %wsb) {dtype = bf16, floats = array<f64: 0.5>, ints = array<i64: 2, 2, 2, 16, 16, 4, 1, 1, 4194304, 0, 0, 0, 0, 0, 1>}
   %tq = rt.alloc 512 : !rt.buffer
   rt.kernel %ctx, "transpose"(%dq, %tq) {dtype = bf16, floats = array<f64>, ints = array<i64: 4, 1, 2, 2, 16, 4, 0, 2, 1, 3>}
   %pq = rt.alloc 1536 : !rt.buffer
