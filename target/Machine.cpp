@@ -7,6 +7,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 using namespace shardc;
@@ -144,6 +145,55 @@ void bracket(const int64_t *grid, size_t n, int64_t v, size_t &lo, size_t &hi,
                         std::log2(double(grid[hi])));
 }
 
+/// Whether `gemms` has a point in `dtype`.
+bool hasDtype(const std::vector<GemmPoint> &gemms, const std::string &dtype) {
+  return std::any_of(gemms.begin(), gemms.end(),
+                     [&](const GemmPoint &g) { return g.dtype == dtype; });
+}
+
+/// The sorted distinct m, n and k of `points`.
+void gridOf(const std::vector<GemmPoint> &points, std::vector<int64_t> &ms,
+            std::vector<int64_t> &ns, std::vector<int64_t> &ks) {
+  ms.clear(), ns.clear(), ks.clear();
+  for (const GemmPoint &g : points) {
+    ms.push_back(g.m);
+    ns.push_back(g.n);
+    ks.push_back(g.k);
+  }
+  for (std::vector<int64_t> *v : {&ms, &ns, &ks}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+}
+
+/// FLOP/s at m x n x k: trilinear interpolation of log throughput over the
+/// grid ms x ns x ks of `points` (clamped at its edges).
+double gridRate(const std::vector<GemmPoint> &points,
+                const std::vector<int64_t> &ms, const std::vector<int64_t> &ns,
+                const std::vector<int64_t> &ks, int64_t m, int64_t n,
+                int64_t k) {
+  auto at = [&](size_t im, size_t in, size_t ik) {
+    for (const GemmPoint &g : points)
+      if (g.m == ms[im] && g.n == ns[in] && g.k == ks[ik])
+        return std::log(g.flopsPerS);
+    return 0.0;
+  };
+  size_t m0, m1, n0, n1, k0, k1;
+  double wm, wn, wk;
+  bracket(ms.data(), ms.size(), m, m0, m1, wm);
+  bracket(ns.data(), ns.size(), n, n0, n1, wn);
+  bracket(ks.data(), ks.size(), k, k0, k1, wk);
+  double logRate = 0;
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 2; ++c) {
+        double w = (a ? wm : 1 - wm) * (b ? wn : 1 - wn) * (c ? wk : 1 - wk);
+        if (w > 0)
+          logRate += w * at(a ? m1 : m0, b ? n1 : n0, c ? k1 : k0);
+      }
+  return std::exp(logRate);
+}
+
 bool fail(std::string &error, const std::string &message) {
   error = message;
   return false;
@@ -189,33 +239,225 @@ double Machine::gemmSeconds(int64_t m, int64_t n, int64_t k,
   double flops = 2.0 * double(m) * double(n) * double(k);
   if (flops <= 0)
     return 0;
-  if (!calibrated)
+  if (!calibrated && !measuredGpu)
     return flops / (peak(dtype) * gemmEfficiency *
                     (dtype == "fp8" ? fp8GemmShare : 1.0) * dimFactor(m) *
                     dimFactor(n) * dimFactor(k));
-  // Trilinear interpolation of log throughput over the measured grid.
+  if (calibrated) {
+    using namespace calibration;
+    return flops / gridRate(gemms,
+                            std::vector<int64_t>(std::begin(kGemmRows),
+                                                 std::end(kGemmRows)),
+                            std::vector<int64_t>(std::begin(kGemmDims),
+                                                 std::end(kGemmDims)),
+                            std::vector<int64_t>(std::begin(kGemmDims),
+                                                 std::end(kGemmDims)),
+                            m, n, k);
+  }
+  // A GPU's: the dtype's grid; TF32 falls back to f32 and FP8 to bf16
+  // where they were not measured.
+  std::string d = dtype;
+  if (!hasDtype(gemms, d))
+    d = d == "tf32" ? "f32" : d == "fp8" ? "bf16" : d;
+  std::vector<GemmPoint> points;
+  for (const GemmPoint &g : gemms)
+    if (g.dtype == d)
+      points.push_back(g);
+  std::vector<int64_t> ms, ns, ks;
+  gridOf(points, ms, ns, ks);
+  return flops / gridRate(points, ms, ns, ks, m, n, k);
+}
+
+/// A GPU's calibration file (Calibration.h, "device": "cuda"): its
+/// measured GEMMs, attention, bandwidth and launches over the bundled GPU
+/// of its name (h100-sxm for another), whose published peaks MFU is taken
+/// against and whose links and collective efficiency --predict keeps (one
+/// GPU measures no NVLink). A GPU none of whose bundled names fits (the
+/// emulated device) has for peaks its own best measured rates.
+static bool loadGpuCalibration(const std::string &spec,
+                               const llvm::json::Object &o, Machine &machine,
+                               std::string &error) {
   using namespace calibration;
-  const size_t nr = std::size(kGemmRows), nd = std::size(kGemmDims);
-  auto at = [&](size_t im, size_t in, size_t ik) {
-    for (const GemmPoint &g : gemms)
-      if (g.m == kGemmRows[im] && g.n == kGemmDims[in] && g.k == kGemmDims[ik])
-        return std::log(g.flopsPerS);
-    return 0.0;
+  std::string name = o.getString(kKeyName).value_or("a GPU").str();
+  std::string upper = name;
+  for (char &c : upper)
+    c = char(std::toupper(static_cast<unsigned char>(c)));
+  const char *base = "h100-sxm";
+  bool known = true;
+  if (upper.find("H200") != std::string::npos)
+    base = "h200";
+  else if (upper.find("A100") != std::string::npos)
+    base = "a100-sxm-80";
+  else if (upper.find("B200") != std::string::npos)
+    base = "b200";
+  else if (upper.find("H100") == std::string::npos)
+    known = false;
+  Machine m;
+  for (const Machine &b : bundledMachines())
+    if (b.name == base)
+      m = b;
+  m.name = name;
+  m.measuredGpu = true;
+  m.emulated = o.getBoolean(kKeyEmulated).value_or(false);
+  auto number = [&](const char *key, double &out) {
+    std::optional<double> v = o.getNumber(key);
+    if (!v || !(*v > 0))
+      return fail(error, spec + ": calibration key \"" + key +
+                             "\" is missing or not positive");
+    out = *v;
+    return true;
   };
-  size_t m0, m1, n0, n1, k0, k1;
-  double wm, wn, wk;
-  bracket(kGemmRows, nr, m, m0, m1, wm);
-  bracket(kGemmDims, nd, n, n0, n1, wn);
-  bracket(kGemmDims, nd, k, k0, k1, wk);
-  double logRate = 0;
-  for (int a = 0; a < 2; ++a)
-    for (int b = 0; b < 2; ++b)
-      for (int c = 0; c < 2; ++c) {
-        double w = (a ? wm : 1 - wm) * (b ? wn : 1 - wn) * (c ? wk : 1 - wk);
-        if (w > 0)
-          logRate += w * at(a ? m1 : m0, b ? n1 : n0, c ? k1 : k0);
-      }
-  return flops / std::exp(logRate);
+  if (!number(kKeyMemoryBytes, m.memoryBytes) ||
+      !number(kKeyMemoryBandwidth, m.memoryBandwidth) ||
+      !number(kKeyLaunch, m.launchSeconds))
+    return false;
+  m.memoryEfficiency = 1; // measured: what a streaming kernel attains
+  if (std::optional<double> g = o.getNumber(kKeyGraphLaunch)) {
+    if (!(*g > 0))
+      return fail(error, spec + ": calibration key \"" + kKeyGraphLaunch +
+                             "\" is not positive");
+    // The trainer replays its steps from CUDA graphs.
+    m.graphLaunchSeconds = *g;
+    m.launchSeconds = *g;
+  }
+  const llvm::json::Array *gemms = o.getArray(kKeyGemm);
+  if (!gemms)
+    return fail(error, spec + ": calibration key \"gemm\" is missing");
+  for (const llvm::json::Value &v : *gemms) {
+    const llvm::json::Object *g = v.getAsObject();
+    std::optional<int64_t> gm = g ? g->getInteger(kKeyM) : std::nullopt,
+                           gn = g ? g->getInteger(kKeyN) : std::nullopt,
+                           gk = g ? g->getInteger(kKeyK) : std::nullopt;
+    std::optional<double> rate = g ? g->getNumber(kKeyFlopsPerS) : std::nullopt;
+    std::optional<llvm::StringRef> dtype =
+        g ? g->getString(kKeyDtype) : std::nullopt;
+    if (!gm || !gn || !gk || !rate || !(*rate > 0) || !dtype || *gm <= 0 ||
+        *gn <= 0 || *gk <= 0)
+      return fail(error, spec + ": a \"gemm\" entry lacks a dtype, positive "
+                                "m, n, k or a positive flops_per_s");
+    if (std::none_of(std::begin(kCudaGemmDtypes), std::end(kCudaGemmDtypes),
+                     [&](const char *d) { return *dtype == d; }))
+      return fail(error, spec + ": a \"gemm\" entry's dtype '" + dtype->str() +
+                             "' is none of f32, tf32, bf16, fp8");
+    m.gemms.push_back({*gm, *gn, *gk, *rate, dtype->str()});
+  }
+  // Each dtype's entries a full grid; f32 and bf16 measured.
+  for (const char *d : kCudaGemmDtypes) {
+    std::vector<GemmPoint> points;
+    for (const GemmPoint &g : m.gemms)
+      if (g.dtype == d)
+        points.push_back(g);
+    if (points.empty()) {
+      if (std::string(d) == "f32" || std::string(d) == "bf16")
+        return fail(error, spec + ": no " + d + " GEMM measured");
+      continue;
+    }
+    std::vector<int64_t> ms, ns, ks;
+    gridOf(points, ms, ns, ks);
+    for (int64_t r : ms)
+      for (int64_t n : ns)
+        for (int64_t k : ks)
+          if (std::none_of(points.begin(), points.end(),
+                           [&](const GemmPoint &g) {
+                             return g.m == r && g.n == n && g.k == k;
+                           }))
+            return fail(error, spec + ": no " + d + " GEMM measured at " +
+                                   std::to_string(r) + " x " +
+                                   std::to_string(n) + " x " +
+                                   std::to_string(k) +
+                                   " (each dtype's GEMMs make a full grid)");
+  }
+  if (const llvm::json::Array *eps = o.getArray(kKeyGemmEpilogue))
+    for (const llvm::json::Value &v : *eps) {
+      const llvm::json::Object *e = v.getAsObject();
+      std::optional<int64_t> em = e ? e->getInteger(kKeyM) : std::nullopt,
+                             en = e ? e->getInteger(kKeyN) : std::nullopt,
+                             ek = e ? e->getInteger(kKeyK) : std::nullopt;
+      std::optional<double> with = e ? e->getNumber(kKeyFlopsPerS)
+                                     : std::nullopt,
+                            plain = e ? e->getNumber(kKeyPlainFlopsPerS)
+                                      : std::nullopt;
+      std::optional<llvm::StringRef> kind =
+          e ? e->getString(kKeyEpilogue) : std::nullopt;
+      if (!em || !en || !ek || !with || !(*with > 0) || !plain ||
+          !(*plain > 0) || !kind)
+        return fail(error, spec + ": a \"gemm_epilogue\" entry lacks its "
+                                  "epilogue, m, n, k or positive rates");
+      m.epilogues.push_back({kind->str(),
+                             e->getString(kKeyDtype).value_or("bf16").str(),
+                             *em, *en, *ek, *with, *plain});
+    }
+  const llvm::json::Array *sdpa = o.getArray(kKeySdpa);
+  if (!sdpa || sdpa->empty())
+    return fail(error, spec + ": calibration key \"sdpa\" is missing or "
+                              "empty");
+  for (const llvm::json::Value &v : *sdpa) {
+    const llvm::json::Object *a = v.getAsObject();
+    std::optional<int64_t> d = a ? a->getInteger(kKeyHeadDim) : std::nullopt,
+                           t = a ? a->getInteger(kKeySeq) : std::nullopt;
+    std::optional<double> f = a ? a->getNumber(kKeyFlopsPerS) : std::nullopt,
+                          g = a ? a->getNumber(kKeyGradFlopsPerS)
+                                : std::nullopt;
+    if (!d || !t || *d <= 0 || *t <= 0 || !f || !(*f > 0) || !g ||
+        !(*g > 0))
+      return fail(error, spec + ": an \"sdpa\" entry lacks a positive "
+                                "head_dim, seq, flops_per_s or "
+                                "grad_flops_per_s");
+    m.sdpa.push_back({*d, *t, *f, *g});
+  }
+  // The peaks: the bundled GPU's published ones, else the best measured.
+  if (!known) {
+    auto best = [&](const char *dtype) {
+      double r = 0;
+      for (const GemmPoint &g : m.gemms)
+        if (g.dtype == dtype)
+          r = std::max(r, g.flopsPerS);
+      return r;
+    };
+    m.peakF32 = best("f32");
+    m.peakBf16 = best("bf16");
+    m.peakTf32 = best("tf32");
+    m.peakFp8 = best("fp8");
+  }
+  if (hasDtype(m.gemms, "fp8") && m.peakFp8 <= 0)
+    m.peakFp8 = std::max_element(m.gemms.begin(), m.gemms.end(),
+                                 [](const GemmPoint &a, const GemmPoint &b) {
+                                   return (a.dtype == "fp8" ? a.flopsPerS
+                                                            : 0.0) <
+                                          (b.dtype == "fp8" ? b.flopsPerS
+                                                            : 0.0);
+                                 })
+                    ->flopsPerS;
+  // cuDNN's attention as Predict reads it (fractions of the bf16 peak,
+  // head dimensions from 128 and below): at each class's longest length
+  // (a training step's), the widest head standing for the long class when
+  // none reached 128.
+  auto pick = [&](bool longHeads) -> const SdpaPoint * {
+    const SdpaPoint *best = nullptr;
+    for (const SdpaPoint &p : m.sdpa)
+      if ((p.headDim >= 128) == longHeads &&
+          (!best || p.seq > best->seq ||
+           (p.seq == best->seq && p.headDim > best->headDim)))
+        best = &p;
+    return best;
+  };
+  const SdpaPoint *lng = pick(true), *shrt = pick(false);
+  if (!lng)
+    lng = shrt;
+  if (!shrt)
+    shrt = lng;
+  m.fusedAttention = lng->flopsPerS / m.peakBf16;
+  m.fusedAttentionGrad = lng->gradFlopsPerS / m.peakBf16;
+  m.fusedAttentionShort = shrt->flopsPerS / m.peakBf16;
+  m.fusedAttentionGradShort = shrt->gradFlopsPerS / m.peakBf16;
+  m.summary = std::string(m.emulated ? "the emulated device, " : "") +
+              "calibrated by shardc --calibrate --target cuda (" + spec +
+              "); peaks and links: " +
+              (known ? std::string(base) + "'s published figures"
+                     : std::string("its best measured rates and h100-sxm's "
+                                   "links"));
+  machine = m;
+  return true;
 }
 
 bool shardc::loadMachine(const std::string &spec, Machine &machine,
@@ -248,6 +490,15 @@ bool shardc::loadMachine(const std::string &spec, Machine &machine,
                     (version ? std::to_string(*version) : "missing") +
                     ", this shardc reads version " + std::to_string(kVersion) +
                     ": calibrate again with shardc --calibrate");
+  std::optional<llvm::StringRef> device = o->getString(kKeyDevice);
+  if (o->get(kKeyDevice) && !device)
+    return fail(error, spec + ": calibration key \"" + kKeyDevice +
+                           "\" is not a string");
+  if (device && *device == kDeviceCuda)
+    return loadGpuCalibration(spec, *o, machine, error);
+  if (device && *device != kDeviceCpu)
+    return fail(error, spec + ": a calibration of device '" + device->str() +
+                           "': this shardc reads \"cpu\" and \"cuda\"");
   Machine m;
   m.calibrated = true;
   m.concurrentStreams = false; // the CPU backend runs its streams in order

@@ -15,17 +15,48 @@
 
 namespace shardc {
 
-/// A measured GEMM: f32 throughput of an m x n x k product.
+/// A measured GEMM: throughput of an m x n x k product in `dtype` (a host
+/// calibration's are f32; a GPU's f32, tf32, bf16 or fp8).
 struct GemmPoint {
   int64_t m, n, k;
   double flopsPerS;
+  std::string dtype = "f32";
+};
+
+/// cuDNN's fused attention measured on a GPU (sdpa, sdpa_grad; bf16,
+/// causal) at head dimension D and length T: forward and backward FLOP/s.
+struct SdpaPoint {
+  int64_t headDim, seq;
+  double flopsPerS, gradFlopsPerS;
+};
+
+/// A GEMM with a cuBLASLt epilogue (`epilogue`: "bgrad", matmul_bgrad)
+/// beside the plain GEMM of its shape, measured on a GPU.
+struct EpiloguePoint {
+  std::string epilogue, dtype;
+  int64_t m, n, k;
+  double flopsPerS, plainFlopsPerS;
 };
 
 struct Machine {
   std::string name;    ///< the bundled name, or the calibration's
   std::string summary; ///< one line: the device and where its figures are from
+  /// A host calibration (the CPU backend: measured GEMMs and attention,
+  /// in-order streams, a measured ring between local ranks).
   bool calibrated = false;
   int64_t threads = 0; ///< a calibration's thread count
+  /// A GPU calibration (`shardc --calibrate FILE --target cuda`): GEMMs by
+  /// dtype and shape (gemms), cuDNN's attention (sdpa, as the fused
+  /// fractions of the bf16 peak), bandwidth and launches measured; the
+  /// peaks (for MFU) and the links those of the bundled GPU of its name
+  /// (Machine.cpp). Otherwise played out as a bundled GPU.
+  bool measuredGpu = false;
+  bool emulated = false; ///< a GPU calibration of the emulated device
+  std::vector<SdpaPoint> sdpa;
+  std::vector<EpiloguePoint> epilogues;
+  /// Seconds a kernel costs replayed from a CUDA graph, beyond its work (a
+  /// GPU calibration's; launchSeconds is then this).
+  double graphLaunchSeconds = 0;
 
   // Compute, per device (GPU or process).
   /// Peak dense FLOP/s: f32 (no TF32) and bf16 (tensor cores).
@@ -78,8 +109,9 @@ struct Machine {
   double defaultBudget() const;
   /// Peak FLOP/s of the dtype GEMMs run in ("f32" or "bf16").
   double peak(const std::string &dtype) const;
-  /// Seconds of an f32/bf16 GEMM of m x n x k (2mnk FLOPs) at the shape's
-  /// attained throughput.
+  /// Seconds of an f32/tf32/bf16/fp8 GEMM of m x n x k (2mnk FLOPs) at the
+  /// shape's attained throughput (a calibration's: interpolated in its
+  /// grid, a GPU's in the dtype's).
   double gemmSeconds(int64_t m, int64_t n, int64_t k,
                      const std::string &dtype) const;
 };

@@ -24,6 +24,11 @@ the reference the GPU's is compared with there (manifest.json).
              (shardc-cuda-kernel-bench: microseconds, least bytes, GB/s),
              and --float8's FP8 GEMMs and casts at Llama-3-8B's shapes beside
              torch._scaled_mm (fp8_gemm_peer.py);
+- calibrate: shardc-calibrate-cuda (`shardc --calibrate FILE --target
+             cuda`'s tool): cuBLASLt GEMMs by dtype and shape, cuDNN's SDPA,
+             bandwidth and launches, saved as <gpu>-<date>-calibration.json
+             in the log directory for `shardc --predict FILE` (commit it
+             beside the log); --dry checks that the file predicts;
 - curves:    each small model's GPU curve against the CPU's (worst relative
              difference; f32 within 1e-5), and --cuda-graphs=false bit
              for bit against the replayed graphs; the meshes run their
@@ -263,6 +268,13 @@ def build(args):
     if os.path.exists(bench):
         pack(bench, out)
         manifest["membench"] = os.path.basename(bench)
+    # The GPU's calibration for --predict (`calibrate`): the emulated
+    # device's build for --dry.
+    calibrate = os.path.join(bindir,
+                             "shardc-calibrate-cuda-emu" if args.dry else "shardc-calibrate-cuda")
+    if os.path.exists(calibrate):
+        pack(calibrate, out)
+        manifest["calibrate"] = os.path.basename(calibrate)
     curves = {k: v for k, v in CURVES.items() if not args.dry or k in ("tiny", "tiny-mesh2")}
     for name, (model, shape, cuda_only, ranks) in curves.items():
         tokens = os.path.join(out, "curves", f"{name}.bin")
@@ -368,6 +380,46 @@ def part_membench(args, m):
     print(text.rstrip())
     if rc != 0:
         args.failures.append(f"membench: fp8_gemm_peer.py exit {rc}")
+
+
+def part_calibrate(args, m):
+    """The GPU measured for --predict (shardc-calibrate-cuda, quick sizes on
+    the emulated device): <gpu>-<date>-calibration.json in the log
+    directory. Where shardc is at hand (--dry), the file is checked to
+    predict the speed model's step; on the GPU machine, which has no
+    shardc, that is for here: shardc MODEL --target cuda --report
+    --predict FILE."""
+    if "calibrate" not in m:
+        print("calibrate: skipped (not built)")
+        args.failures.append("calibrate: not built")
+        return
+    path = os.path.join(args.log_dir, f"{gpu_tag(m)}-{time.strftime('%Y-%m-%d')}-calibration.json")
+    cmd = [os.path.join(args.out, "bin", m["calibrate"]), path]
+    rc, text = sh(cmd, env=exe_env(args.out), check=False, timeout=1800)
+    print(text.rstrip())
+    if rc != 0 or not os.path.exists(path):
+        args.failures.append(f"calibrate: exit {rc}")
+        return
+    with open(path) as f:
+        cal = json.load(f)
+    print(f"calibrate: wrote {path} ({cal['name']}, {len(cal['gemm'])} GEMMs, "
+          f"{len(cal['sdpa'])} SDPA shapes)")
+    args.calibration = path
+    shardc = shutil.which(args.shardc) or args.shardc
+    if not os.access(shardc, os.X_OK):
+        print(f"calibrate: predict with it where shardc is built: shardc MODEL --target cuda "
+              f"--report --predict {os.path.basename(path)}")
+        return
+    model = m.get("speed_shape", {}).get("model", "tiny")
+    flags = ["--target", "cuda"] + (["--cuda-emulation"] if m["emulated"] else [])
+    rc, text = sh([shardc, model_path(model), *flags, "--report", "--predict", path,
+                   "--emit", "rt", "-o", os.devnull], check=False)
+    lines = [l for l in text.splitlines()
+             if l.startswith(("prediction on", "predicted step time:"))]
+    print("\n".join(lines))
+    if rc != 0 or not any(l.startswith("predicted step time:") for l in lines):
+        print(text.rstrip()[-2000:])
+        args.failures.append("calibrate: --predict with the file failed")
 
 
 def train(args, exe, tokens, steps, extra=(), prefix=(), timeout=900, env=None):
@@ -866,7 +918,7 @@ def part_rates(args, m):
 
 
 PARTS = {"env": part_env, "rates": part_rates, "kernels": part_kernels,
-         "membench": part_membench, "curves": part_curves,
+         "membench": part_membench, "calibrate": part_calibrate, "curves": part_curves,
          "sanitizer": part_sanitizer, "speed": part_speed, "llama": part_llama,
          "offload": part_offload,
          "trace": part_trace}
@@ -889,6 +941,13 @@ def predict_machine(m):
     return next((v for k, v in PREDICT_MACHINES.items() if k in name), None)
 
 
+def gpu_tag(m):
+    """The GPU's short name for file names: the last word of its name (h100,
+    h200, ...), or 'emulated' / 'unknown'."""
+    gpu = gpu_name(m)
+    return gpu.split()[-1].lower() if gpu not in ("emulated", "unknown") else gpu
+
+
 def write_results(args, m):
     """The run's results file: {commit, gpu, date, runs}, each run {run,
     model, tok_s, ms, peak_mib, predicted_ms} (predicted_ms: this build's
@@ -897,7 +956,7 @@ def write_results(args, m):
     tools/bench/results/ with the run's log."""
     gpu = gpu_name(m)
     date = time.strftime("%Y-%m-%d")
-    tag = gpu.split()[-1].lower() if gpu not in ("emulated", "unknown") else gpu
+    tag = gpu_tag(m)
     path = args.results_file or os.path.join(args.log_dir, f"{tag}-{date}.json")
     with open(path, "w") as f:
         json.dump({"commit": m.get("commit", "unknown"), "gpu": gpu, "date": date,
