@@ -199,6 +199,22 @@ bool fail(std::string &error, const std::string &message) {
   return false;
 }
 
+/// A "gemm" entry's m, n, k and flops_per_s, and its dtype if it has one;
+/// nullopt where m, n, k or a positive flops_per_s is missing.
+std::optional<GemmPoint> gemmEntry(const llvm::json::Value &v,
+                                   std::optional<llvm::StringRef> &dtype) {
+  using namespace calibration;
+  const llvm::json::Object *g = v.getAsObject();
+  dtype = g ? g->getString(kKeyDtype) : std::nullopt;
+  std::optional<int64_t> gm = g ? g->getInteger(kKeyM) : std::nullopt,
+                         gn = g ? g->getInteger(kKeyN) : std::nullopt,
+                         gk = g ? g->getInteger(kKeyK) : std::nullopt;
+  std::optional<double> rate = g ? g->getNumber(kKeyFlopsPerS) : std::nullopt;
+  if (!gm || !gn || !gk || !rate || !(*rate > 0))
+    return std::nullopt;
+  return GemmPoint{*gm, *gn, *gk, *rate};
+}
+
 } // namespace
 
 const std::vector<Machine> &shardc::bundledMachines() {
@@ -324,22 +340,17 @@ static bool loadGpuCalibration(const std::string &spec,
   if (!gemms)
     return fail(error, spec + ": calibration key \"gemm\" is missing");
   for (const llvm::json::Value &v : *gemms) {
-    const llvm::json::Object *g = v.getAsObject();
-    std::optional<int64_t> gm = g ? g->getInteger(kKeyM) : std::nullopt,
-                           gn = g ? g->getInteger(kKeyN) : std::nullopt,
-                           gk = g ? g->getInteger(kKeyK) : std::nullopt;
-    std::optional<double> rate = g ? g->getNumber(kKeyFlopsPerS) : std::nullopt;
-    std::optional<llvm::StringRef> dtype =
-        g ? g->getString(kKeyDtype) : std::nullopt;
-    if (!gm || !gn || !gk || !rate || !(*rate > 0) || !dtype || *gm <= 0 ||
-        *gn <= 0 || *gk <= 0)
+    std::optional<llvm::StringRef> dtype;
+    std::optional<GemmPoint> g = gemmEntry(v, dtype);
+    if (!g || !dtype || g->m <= 0 || g->n <= 0 || g->k <= 0)
       return fail(error, spec + ": a \"gemm\" entry lacks a dtype, positive "
                                 "m, n, k or a positive flops_per_s");
     if (std::none_of(std::begin(kCudaGemmDtypes), std::end(kCudaGemmDtypes),
                      [&](const char *d) { return *dtype == d; }))
       return fail(error, spec + ": a \"gemm\" entry's dtype '" + dtype->str() +
                              "' is none of f32, tf32, bf16, fp8");
-    m.gemms.push_back({*gm, *gn, *gk, *rate, dtype->str()});
+    g->dtype = dtype->str();
+    m.gemms.push_back(*g);
   }
   // Each dtype's entries a full grid; f32 and bf16 measured.
   for (const char *d : kCudaGemmDtypes) {
@@ -534,15 +545,12 @@ bool shardc::loadMachine(const std::string &spec, Machine &machine,
   if (!gemms)
     return fail(error, spec + ": calibration key \"gemm\" is missing");
   for (const llvm::json::Value &v : *gemms) {
-    const llvm::json::Object *g = v.getAsObject();
-    std::optional<int64_t> gm = g ? g->getInteger(kKeyM) : std::nullopt,
-                           gn = g ? g->getInteger(kKeyN) : std::nullopt,
-                           gk = g ? g->getInteger(kKeyK) : std::nullopt;
-    std::optional<double> rate = g ? g->getNumber(kKeyFlopsPerS) : std::nullopt;
-    if (!gm || !gn || !gk || !rate || !(*rate > 0))
+    std::optional<llvm::StringRef> dtype; // a host's are f32, unsaid
+    std::optional<GemmPoint> g = gemmEntry(v, dtype);
+    if (!g)
       return fail(error, spec + ": a \"gemm\" entry lacks m, n, k or a "
                                 "positive flops_per_s");
-    m.gemms.push_back({*gm, *gn, *gk, *rate});
+    m.gemms.push_back(*g);
   }
   for (int64_t r : kGemmRows)
     for (int64_t n : kGemmDims)

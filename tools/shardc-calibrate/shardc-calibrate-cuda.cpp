@@ -27,6 +27,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/kernels.h"
 #include "target/Calibration.h"
+#include "tools/shardc-calibrate/Common.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -37,6 +38,7 @@
 #include <vector>
 
 namespace A = shardc::abi;
+using shardc::calibrate::packed;
 namespace C = shardc::calibration;
 namespace cuda = shardc::runtime::cuda;
 using shardc::runtime::KernelFn;
@@ -60,14 +62,6 @@ struct DeviceBuffer {
   DeviceBuffer(const DeviceBuffer &) = delete;
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
 };
-
-std::vector<int64_t> packed(A::KernelId id,
-                            std::vector<std::pair<int, int64_t>> named) {
-  std::vector<int64_t> ints(size_t(A::kernelInfo(id).numInts), 0);
-  for (auto [k, v] : named)
-    ints[size_t(k)] = v;
-  return ints;
-}
 
 struct Calibrator {
   cuda::Context ctx;
@@ -422,12 +416,5 @@ int main(int argc, char **argv) {
           quoted(C::kKeyLaunch) + ": " + number(plain) + ", " +
           quoted(C::kKeyGraphLaunch) + ": " + number(graph) + "}\n";
 
-  FILE *f = std::fopen(file.c_str(), "w");
-  if (!f || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {
-    std::fprintf(stderr, "shardc-calibrate-cuda: cannot write '%s': %s\n",
-                 file.c_str(), std::strerror(errno));
-    return 1;
-  }
-  std::fprintf(stderr, "shardc-calibrate-cuda: wrote %s\n", file.c_str());
-  return 0;
+  return shardc::calibrate::writeCalibration("shardc-calibrate-cuda", file, json) ? 0 : 1;
 }

@@ -19,6 +19,7 @@
 #include "runtime/cpu/gemm.h"
 #include "runtime/kernels.h"
 #include "target/Calibration.h"
+#include "tools/shardc-calibrate/Common.h"
 
 #include <mpi.h>
 #include <omp.h>
@@ -32,6 +33,7 @@
 #include <vector>
 
 namespace A = shardc::abi;
+using shardc::calibrate::packed;
 namespace C = shardc::calibration;
 
 namespace {
@@ -54,14 +56,6 @@ template <typename F> double timeIt(F f, double minSeconds = 0.2) {
     elapsed = now() - start;
   } while (elapsed < minSeconds);
   return elapsed / calls;
-}
-
-std::vector<int64_t> packed(A::KernelId id,
-                            std::vector<std::pair<int, int64_t>> named) {
-  std::vector<int64_t> ints(size_t(A::kernelInfo(id).numInts), 0);
-  for (auto [k, v] : named)
-    ints[size_t(k)] = v;
-  return ints;
 }
 
 double gemmRate(int64_t m, int64_t n, int64_t k) {
@@ -277,12 +271,5 @@ int main(int argc, char **argv) {
                 C::kKeyCollectiveLatency, latency, C::kKeyCollectiveBandwidth,
                 bandwidth);
   json += line;
-  FILE *f = std::fopen(file.c_str(), "w");
-  if (!f || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {
-    std::fprintf(stderr, "shardc-calibrate: cannot write '%s': %s\n",
-                 file.c_str(), std::strerror(errno));
-    return 1;
-  }
-  std::fprintf(stderr, "shardc-calibrate: wrote %s\n", file.c_str());
-  return 0;
+  return shardc::calibrate::writeCalibration("shardc-calibrate", file, json) ? 0 : 1;
 }
