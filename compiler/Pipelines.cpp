@@ -118,6 +118,8 @@ void shardc::buildNNToRtPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createRtFloat8AllGather());
   if (options.float8 == "tensorwise" && options.tp > 1)
     pm.addNestedPass<func::FuncOp>(createRtFloat8TpScales());
+  if (options.float8 == "tensorwise")
+    pm.addNestedPass<func::FuncOp>(createRtFuseAmax());
   pm.addNestedPass<func::FuncOp>(createRtCoalesceCollectives());
   if (options.offload == abi::kOffloadCpu)
     pm.addPass(createRtOffloadToHost());

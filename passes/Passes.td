@@ -363,6 +363,32 @@ def RtFloat8TpScales : Pass<"rt-float8-tp-scales", "mlir::func::FuncOp"> {
   }];
 }
 
+def RtFuseAmax : Pass<"rt-fuse-amax", "mlir::func::FuncOp"> {
+  let summary = "A float8 cast's amax written by the kernel that writes its input";
+  let description = [{
+    --float8=tensorwise: a tensorwise `cast_fp8` (rowwise 0) whose input is
+    the whole output of a kernel that can write that output's amax as well
+    (kernels.def's `amax`: `add_rms_norm`'s y, `swiglu`'s y,
+    `swiglu_grad`'s dg and du), on the same stream with nothing between
+    them touching the input, becomes `fp8_scales` of that amax and
+    `cast_fp8_scaled`: the input is read once instead of twice, as
+    torch.compile fuses torchao's amax into the op before it. An
+    `amax_group` of one such tensor (rt-float8-tp-scales) is dropped, its
+    amax being the producer's. The same bytes and scales, bit for bit.
+    Runs after `rt-float8-tp-scales`, before memory planning.
+
+    Example:
+    ```mlir
+    rt.kernel %ctx, "swiglu"(%g, %u, %y) {dtype = bf16, ints = array<i64: 256, 1, 0>, floats = array<f64>}
+    rt.kernel %ctx, "cast_fp8"(%y, %q, %s, %qt) {dtype = bf16, ints = array<i64: 8, 32, 1, 7, 0, 0, 1>, floats = array<f64>}
+    // becomes
+    rt.kernel %ctx, "swiglu"(%g, %u, %y, %a) {dtype = bf16, ints = array<i64: 256, 1, 1>, floats = array<f64>}
+    rt.kernel %ctx, "fp8_scales"(%a, %s) {ints = array<i64: 1, 1, 7, 1>, floats = array<f64>}
+    rt.kernel %ctx, "cast_fp8_scaled"(%y, %s, %q, %qt) {dtype = bf16, ints = array<i64: 8, 32, 1, 7, 0, 1>, floats = array<f64>}
+    ```
+  }];
+}
+
 def RtCoalesceCollectives : Pass<"rt-coalesce-collectives", "mlir::func::FuncOp"> {
   let summary = "One all-gather per FSDP group";
   let description = [{

@@ -181,6 +181,15 @@ SHARDC_KERNEL(matmul_fp8) {
   launchedAs(ctx, stream, "matmul_fp8");
 }
 
+float shardc::runtime::cpu::amaxOf(const void *x, bool bf16, int64_t n) {
+  Rows rows{x, bf16, n};
+  float m = 0.0f;
+#pragma omp parallel for schedule(static) reduction(max : m) if (n >= kParallelMin)
+  for (int64_t e = 0; e < n; ++e)
+    m = std::fmax(m, std::fabs(rows.at(0, e)));
+  return m;
+}
+
 // The float8 all-gather (rt-float8-all-gather).
 
 // x_1..x_k (dtype) -> amax[k] f32: amax_j = max |x_j|.
@@ -190,14 +199,8 @@ SHARDC_KERNEL(amax_group) {
   bool bf16 = i[K::dtype] == A::kBF16;
   const int64_t *n = i + K::kNumInts;
   float *amax = F(b[k]);
-  for (int64_t j = 0; j < k; ++j) {
-    Rows x{b[j], bf16, n[j]};
-    float m = 0.0f;
-#pragma omp parallel for schedule(static) reduction(max : m) if (n[j] >= kParallelMin)
-    for (int64_t e = 0; e < n[j]; ++e)
-      m = std::fmax(m, std::fabs(x.at(0, e)));
-    amax[j] = m;
-  }
+  for (int64_t j = 0; j < k; ++j)
+    amax[j] = amaxOf(b[j], bf16, n[j]);
   launchedAs(ctx, stream, "amax_group");
 }
 

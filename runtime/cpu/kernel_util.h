@@ -20,6 +20,11 @@ inline void launchedAs(void *ctx, int64_t stream, const char *kernel) {
     static_cast<Context *>(ctx)->countLaunch(stream, kernel);
 }
 
+/// max |x[0, n)| over f32 elements, or bf16 ones when `bf16`
+/// (runtime/cpu/float8.cpp): amax_group's, and the `amax` a producer fused
+/// with a float8 cast's writes (kernels.def, rt-fuse-amax).
+float amaxOf(const void *x, bool bf16, int64_t n);
+
 /// The row of kernel `id` in runtime/abi/kernels.def, at compile time.
 constexpr const abi::KernelInfo &abiRow(abi::KernelId id) {
   return abi::kKernels[int64_t(id)];

@@ -28,6 +28,7 @@ using shardc::runtime::floatToBf16;
 using shardc::runtime::rowMax;
 
 using shardc::runtime::cpu::AsF32;
+using shardc::runtime::cpu::amaxOf;
 using shardc::runtime::cpu::AttentionLayout;
 using shardc::runtime::cpu::HeadBlock;
 using shardc::runtime::cpu::DenseAttention;
@@ -382,6 +383,8 @@ SHARDC_KERNEL(add_rms_norm) {
     rmsNormRow(sr, w, y + m * C, C, eps);
   }
   t.finish();
+  if (i[K::amax]) // rt-fuse-amax: max |y| as stored
+    F(b[5])[0] = amaxOf(b[4], round, M * C);
   launched(ctx, stream);
 }
 
@@ -454,6 +457,8 @@ SHARDC_KERNEL(swiglu) {
   for (int64_t k = 0; k < n; ++k)
     y[k] = shardc::runtime::swiglu(g[k], u[k], bf16);
   t.finish();
+  if (i[K::amax]) // rt-fuse-amax: max |y| as stored
+    F(b[3])[0] = amaxOf(b[2], bf16, n);
   launched(ctx, stream);
 }
 
@@ -472,6 +477,10 @@ SHARDC_KERNEL(swiglu_grad) {
   for (int64_t k = 0; k < n; ++k)
     shardc::runtime::swigluGrad(g[k], u[k], dy[k], bf16, dg[k], du[k]);
   t.finish();
+  if (i[K::amax]) { // rt-fuse-amax: max |dg| and max |du| as stored
+    F(b[5])[0] = amaxOf(b[3], bf16, n);
+    F(b[6])[0] = amaxOf(b[4], bf16, n);
+  }
   launched(ctx, stream);
 }
 

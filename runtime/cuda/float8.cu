@@ -208,9 +208,7 @@ __global__ void __launch_bounds__(kThreads)
   FOR_EACH(k, head + (n - after)) { // the elements outside the packs
     m = fmaxf(m, fabsf(toFloat(x[k < head ? k : after + (k - head)])));
   }
-  m = blockMax(m);
-  if (threadIdx.x == 0)
-    atomicMax(reinterpret_cast<int *>(amax), __float_as_int(m));
+  blockAmaxInto(amax, m);
 }
 
 // scale[2] holding the amax in scale[0] -> scale = {s, 1/s}, s =

@@ -280,6 +280,22 @@ __device__ inline float blockMax(float v) {
   return result;
 }
 
+/// amax[0] = max(amax[0], the block's max of m): an atomic max on the bits
+/// (m >= 0, so the int order is the float order; amax zeroed before the
+/// launch). Every thread of the block calls it. The float8 amaxes, and the
+/// producers rt-fuse-amax gives a float8 cast's amax (kernels.def).
+__device__ inline void blockAmaxInto(float *amax, float m) {
+  m = blockMax(m);
+  if (threadIdx.x == 0)
+    atomicMax(reinterpret_cast<int *>(amax), __float_as_int(m));
+}
+
+/// |v| as an element of T stores it (rounded once), for an amax of what
+/// a kernel writes.
+template <typename T> __device__ inline float storedAbs(float v) {
+  return fabsf(toFloat(fromFloat<T>(v)));
+}
+
 /// The threads of the one-block reduction kernels (lossScaleKernel,
 /// meanRowLossKernel): their launches and their __launch_bounds__, so that
 /// a build never gives them more registers than 1024 threads can have.

@@ -80,27 +80,36 @@ __device__ float applyAt(const Op &op, const P *in, int e,
 /// x_j[n] -> y[n] = op(x_j[k]...), in f32 on elements of storage type T
 /// (one rounding per output): grid-stride, 128-bit loads and stores (4 f32
 /// or 8 bf16) when every pointer is 16-byte aligned (`vec`; the tail by the
-/// first threads), one element at a time otherwise.
+/// first threads), one element at a time otherwise. Returns the max |y|
+/// of the thread's elements as stored (an amax, where a caller wants one).
 template <typename T, typename Op, typename... X>
-__device__ void mapElements(Op op, T *y, int64_t n, bool vec, const X *...x) {
+__device__ float mapElements(Op op, T *y, int64_t n, bool vec,
+                             const X *...x) {
   constexpr int kN = Pack<T>::kN;
   int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   int64_t step = int64_t(gridDim.x) * blockDim.x;
   int64_t done = 0;
+  float m = 0.0f;
   if (vec) {
     int64_t packs = n / kN;
     for (int64_t k = start; k < packs; k += step) {
       Pack<T> in[sizeof...(X) + 1], out;
       int j = 0;
       ((in[j++].load(x, k)), ...);
-      for (int e = 0; e < kN; ++e)
+      for (int e = 0; e < kN; ++e) {
         out.v[e] = applyAt(op, in, e, std::index_sequence_for<X...>{});
+        m = fmaxf(m, storedAbs<T>(out.v[e]));
+      }
       out.store(y, k);
     }
     done = packs * kN;
   }
-  for (int64_t k = done + start; k < n; k += step)
-    y[k] = fromFloat<T>(op(toFloat(x[k])...));
+  for (int64_t k = done + start; k < n; k += step) {
+    float v = op(toFloat(x[k])...);
+    y[k] = fromFloat<T>(v);
+    m = fmaxf(m, storedAbs<T>(v));
+  }
+  return m;
 }
 
 // x_j[n] -> y[n] = op(x_1[k], ...)
@@ -116,6 +125,13 @@ template <typename Op, typename T>
 __global__ void map2Kernel(Op op, const T *x, const T *z, T *y, int64_t n,
                            bool vec) {
   mapElements(op, y, n, vec, x, z);
+}
+// map2Kernel, and amax[0] = max(amax[0], max |y|) (zeroed before the
+// launch): a producer of a float8 cast's input (rt-fuse-amax).
+template <typename Op, typename T>
+__global__ void map2AmaxKernel(Op op, const T *x, const T *z, T *y, int64_t n,
+                               bool vec, float *amax) {
+  blockAmaxInto(amax, mapElements(op, y, n, vec, x, z));
 }
 
 // acc[n], g[n], ctl[2] -> out[n] (out may be acc) = ctl[0] ? acc + ctl[1] g
@@ -174,15 +190,19 @@ void launchMap(void *ctx, int64_t stream, int64_t dtype, const char *kernel,
 
 // g[n], u[n], dy[n] -> dg[n], du[n] of SwiGLU (runtime::swigluGrad), in f32
 // on elements of T: grid-stride, 128-bit loads and stores where every
-// pointer is 16-byte aligned (`vec`; the tail by the first threads).
+// pointer is 16-byte aligned (`vec`; the tail by the first threads). With
+// amax (rt-fuse-amax; both zeroed before the launch) also amax[0] = max
+// |dg| and amaxDu[0] = max |du| as stored.
 template <typename T>
 __global__ void swigluGradKernel(const T *g, const T *u, const T *dy, T *dg,
-                                 T *du, int64_t n, bool vec) {
+                                 T *du, int64_t n, bool vec, float *amax,
+                                 float *amaxDu) {
   constexpr int kN = Pack<T>::kN;
   constexpr bool bf16 = sizeof(T) == 2;
   int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   int64_t step = int64_t(gridDim.x) * blockDim.x;
   int64_t done = 0;
+  float mg = 0.0f, mu = 0.0f;
   if (vec) {
     int64_t packs = n / kN;
     for (int64_t k = start; k < packs; k += step) {
@@ -190,8 +210,11 @@ __global__ void swigluGradKernel(const T *g, const T *u, const T *dy, T *dg,
       pg.load(g, k);
       pu.load(u, k);
       pdy.load(dy, k);
-      for (int e = 0; e < kN; ++e)
+      for (int e = 0; e < kN; ++e) {
         swigluGrad(pg.v[e], pu.v[e], pdy.v[e], bf16, pdg.v[e], pdu.v[e]);
+        mg = fmaxf(mg, storedAbs<T>(pdg.v[e]));
+        mu = fmaxf(mu, storedAbs<T>(pdu.v[e]));
+      }
       pdg.store(dg, k);
       pdu.store(du, k);
     }
@@ -202,6 +225,12 @@ __global__ void swigluGradKernel(const T *g, const T *u, const T *dy, T *dg,
     swigluGrad(toFloat(g[k]), toFloat(u[k]), toFloat(dy[k]), bf16, a, c);
     dg[k] = fromFloat<T>(a);
     du[k] = fromFloat<T>(c);
+    mg = fmaxf(mg, storedAbs<T>(a));
+    mu = fmaxf(mu, storedAbs<T>(c));
+  }
+  if (amax) { // the same in every thread
+    blockAmaxInto(amax, mg);
+    blockAmaxInto(amaxDu, mu);
   }
 }
 
@@ -474,25 +503,32 @@ __global__ void layerNormKernel(const T *x, const T *w, const T *bias, T *y,
 }
 
 // x[M,C] -> y[M,C] = w[C] * x / rms(x) (elements of T; one block a row);
-// with x null, of the residual sum s[M,C] = ra + rb, written too
+// with x null, of the residual sum s[M,C] = ra + rb, written too; with
+// amax (zeroed before the launch), amax[0] = max |y| as stored too
 template <typename T>
 __global__ void rmsNormKernel(const T *x, const T *w, T *y, int64_t C,
                               float eps, const T *ra, const T *rb, T *rs,
-                              bool vec) {
+                              bool vec, float *amax) {
   constexpr int kN = Pack<T>::kN;
   const T *row = normRow(x, ra, rb, rs, C, vec);
   double unused;
   float rstd;
   normStats(row, C, vec, false, eps, unused, rstd);
   T *out = y + blockIdx.x * C;
+  float m = 0.0f;
   forRowPacks<T>(C, vec, [&](int64_t c0, int n) {
     float v[kN], wv[kN];
     loadCols(row, c0, n, v);
     loadCols(w, c0, n, wv);
-    for (int e = 0; e < kN; ++e)
+    for (int e = 0; e < kN; ++e) {
       v[e] = wv[e] * (v[e] * rstd);
+      if (e < n)
+        m = fmaxf(m, storedAbs<T>(v[e]));
+    }
     storeCols(out, c0, n, v);
   });
+  if (amax) // the same in every thread
+    blockAmaxInto(amax, m);
 }
 
 /// Softmax of one column of T (stride `inner`), as runtime/math.h's
@@ -1033,12 +1069,29 @@ SHARDC_CUDA_KERNEL(silu) {
             b[1], static_cast<const void *>(b[0]));
 }
 
-// g[n], u[n] -> y[n] = silu(g) u (on bf16 silu(g) rounded first)
+// g[n], u[n] -> y[n] = silu(g) u (on bf16 silu(g) rounded first); with
+// amax, amax[0] = max |y| too
 SHARDC_CUDA_KERNEL(swiglu) {
   namespace K = A::swiglu;
   bool bf16 = i[K::dtype] == A::kBF16;
-  launchMap(ctx, stream, i[K::dtype], "swiglu", SwigluOp{bf16}, i[K::n], b[2],
-            static_cast<const void *>(b[0]), static_cast<const void *>(b[1]));
+  int64_t n = i[K::n];
+  if (!i[K::amax]) {
+    launchMap(ctx, stream, i[K::dtype], "swiglu", SwigluOp{bf16}, n, b[2],
+              static_cast<const void *>(b[0]),
+              static_cast<const void *>(b[1]));
+    return;
+  }
+  cudaStream_t s = streamOf(ctx, stream);
+  float *amax = static_cast<float *>(b[3]);
+  CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+  withDtype(i[K::dtype], "swiglu", [&](auto t) {
+    using T = decltype(t);
+    auto *kernel = &map2AmaxKernel<SwigluOp, T>;
+    SHARDC_LAUNCH(kernel, gridFor(n / Pack<T>::kN + 1), kThreads, 0, s,
+                  SwigluOp{bf16}, static_cast<const T *>(b[0]),
+                  static_cast<const T *>(b[1]), static_cast<T *>(b[2]), n,
+                  aligned16(b[0], b[1], b[2]), amax);
+  });
 }
 
 // g[n], u[n], dy[n] -> dg[n] = silu'(g) (dy u), du[n] = dy silu(g)
@@ -1048,6 +1101,12 @@ SHARDC_CUDA_KERNEL(swiglu_grad) {
   if (n == 0)
     return;
   cudaStream_t s = streamOf(ctx, stream);
+  float *amax = i[K::amax] ? static_cast<float *>(b[5]) : nullptr;
+  float *amaxDu = i[K::amax] ? static_cast<float *>(b[6]) : nullptr;
+  if (amax) {
+    CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+    CUDA_CHECK(cudaMemsetAsync(amaxDu, 0, sizeof(float), s));
+  }
   withDtype(i[K::dtype], "swiglu_grad", [&](auto t) {
     using T = decltype(t);
     auto *kernel = &swigluGradKernel<T>;
@@ -1055,7 +1114,7 @@ SHARDC_CUDA_KERNEL(swiglu_grad) {
     auto out = [&](int k) { return static_cast<T *>(b[k]); };
     SHARDC_LAUNCH(kernel, gridFor(n / Pack<T>::kN + 1), kThreads, 0, s, in(0),
                   in(1), in(2), out(3), out(4), n,
-                  aligned16(b[0], b[1], b[2], b[3], b[4]));
+                  aligned16(b[0], b[1], b[2], b[3], b[4]), amax, amaxDu);
   });
 }
 
@@ -1194,11 +1253,13 @@ SHARDC_CUDA_KERNEL(adamw) {
 }
 
 /// A norm launch, one block a row, on T: x (null with the residual fused:
-/// ra + rb written to rs), w, bias (null: none) -> y.
+/// ra + rb written to rs), w, bias (null: none) -> y; and on rms, amax
+/// (null: none) = max |y|.
 template <typename T>
 void launchNorm(cudaStream_t s, bool layer, int64_t M, int64_t C, double eps,
                 void *x, void *w, void *bias, void *y, void *ra = nullptr,
-                void *rb = nullptr, void *rs = nullptr) {
+                void *rb = nullptr, void *rs = nullptr,
+                float *amax = nullptr) {
   auto p = [](void *q) { return static_cast<T *>(q); };
   bool vec = packedRows<T>(C, p(x), p(w), p(bias), p(y), p(ra), p(rb), p(rs));
   if (layer) {
@@ -1207,8 +1268,10 @@ void launchNorm(cudaStream_t s, bool layer, int64_t M, int64_t C, double eps,
                   p(y), C, float(eps), p(ra), p(rb), p(rs), vec);
   } else {
     auto *kernel = &rmsNormKernel<T>;
+    if (amax)
+      CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
     SHARDC_LAUNCH(kernel, unsigned(M), kThreads, 0, s, p(x), p(w), p(y), C,
-                  float(eps), p(ra), p(rb), p(rs), vec);
+                  float(eps), p(ra), p(rb), p(rs), vec, amax);
   }
 }
 
@@ -1248,13 +1311,14 @@ SHARDC_CUDA_KERNEL(rms_norm) {
 }
 
 // a[M,C], b[M,C], w[C] -> s = a + b, y = rms_norm(s) (f32 or bf16, as
-// add_layer_norm)
+// add_layer_norm); with amax, amax[0] = max |y| too
 SHARDC_CUDA_KERNEL(add_rms_norm) {
   namespace K = A::add_rms_norm;
+  float *amax = i[K::amax] ? static_cast<float *>(b[5]) : nullptr;
   withDtype(i[K::dtype], "add_rms_norm", [&](auto t) {
     launchNorm<decltype(t)>(streamOf(ctx, stream), false, i[K::M], i[K::C],
                             f[K::f::eps], nullptr, b[2], nullptr, b[4], b[0],
-                            b[1], b[3]);
+                            b[1], b[3], amax);
   });
 }
 

@@ -435,7 +435,12 @@ TEST_F(CudaKernels, Norms) {
   }
   compare(Id::add_rms_norm, shardc_k_add_rms_norm,
           {floats(x), floats(h), floats(w), out(M * C), out(M * C)},
-          packInts(Id::add_rms_norm, {{AR::M, M}, {AR::C, C}}),
+          packInts(Id::add_rms_norm, {{AR::M, M}, {AR::C, C}, {AR::amax, 0}}),
+          packFloats(Id::add_rms_norm, {{AR::f::eps, 1e-6}}));
+  // With the amax of y (rt-fuse-amax): one atomic max a row's block.
+  compare(Id::add_rms_norm, shardc_k_add_rms_norm,
+          {floats(x), floats(h), floats(w), out(M * C), out(M * C), out(1)},
+          packInts(Id::add_rms_norm, {{AR::M, M}, {AR::C, C}, {AR::amax, 1}}),
           packFloats(Id::add_rms_norm, {{AR::f::eps, 1e-6}}));
   for (float maxNorm : {0.0f, 0.5f, 1e6f})
     compare(Id::clip_coef, shardc_k_clip_coef,
@@ -444,7 +449,8 @@ TEST_F(CudaKernels, Norms) {
 }
 
 // SwiGLU's fused kernels against the CPU's, f32 and bf16, n not a multiple
-// of a pack (the tail) and a pack's multiple.
+// of a pack (the tail) and a pack's multiple; with and without the amaxes
+// of their outputs.
 TEST_F(CudaKernels, Swiglu) {
   for (int64_t n : {int64_t(1003), int64_t(1024)})
     for (int64_t dtype : {A::kF32, A::kBF16}) {
@@ -456,13 +462,29 @@ TEST_F(CudaKernels, Swiglu) {
       auto o = [&] { return bf16 ? outBf16(n) : out(n); };
       double tol = bf16 ? 8e-3 : 1e-5;
       compare(Id::swiglu, shardc_k_swiglu, {in(64, 4.0f), in(65, 1.0f), o()},
-              packInts(Id::swiglu,
-                       {{A::swiglu::n, n}, {A::swiglu::dtype, dtype}}),
+              packInts(Id::swiglu, {{A::swiglu::n, n},
+                                    {A::swiglu::dtype, dtype},
+                                    {A::swiglu::amax, 0}}),
               {}, tol);
       compare(Id::swiglu_grad, shardc_k_swiglu_grad,
               {in(64, 4.0f), in(65, 1.0f), in(66, 1.0f), o(), o()},
               packInts(Id::swiglu_grad, {{A::swiglu_grad::n, n},
-                                         {A::swiglu_grad::dtype, dtype}}),
+                                         {A::swiglu_grad::dtype, dtype},
+                                         {A::swiglu_grad::amax, 0}}),
+              {}, tol);
+      // With the outputs' amaxes (rt-fuse-amax), f32 whatever the dtype.
+      compare(Id::swiglu, shardc_k_swiglu,
+              {in(64, 4.0f), in(65, 1.0f), o(), out(1)},
+              packInts(Id::swiglu, {{A::swiglu::n, n},
+                                    {A::swiglu::dtype, dtype},
+                                    {A::swiglu::amax, 1}}),
+              {}, tol);
+      compare(Id::swiglu_grad, shardc_k_swiglu_grad,
+              {in(64, 4.0f), in(65, 1.0f), in(66, 1.0f), o(), o(), out(1),
+               out(1)},
+              packInts(Id::swiglu_grad, {{A::swiglu_grad::n, n},
+                                         {A::swiglu_grad::dtype, dtype},
+                                         {A::swiglu_grad::amax, 1}}),
               {}, tol);
     }
 }

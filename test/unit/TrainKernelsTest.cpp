@@ -590,13 +590,15 @@ std::vector<std::vector<char>> swigluRun(bool fused, int64_t dtype, int64_t n,
     std::vector<void *> f = {tg.data(), tu.data(), y.data()};
     SHARDC_LAUNCH(swiglu, nullptr, f,
                   packInts(Id::swiglu, {{A::swiglu::n, n},
-                                        {A::swiglu::dtype, dtype}}),
+                                        {A::swiglu::dtype, dtype},
+                                        {A::swiglu::amax, 0}}),
                   nullptr, A::kComputeStream);
     std::vector<void *> bk = {tg.data(), tu.data(), tdy.data(), dg.data(),
                               du.data()};
     SHARDC_LAUNCH(swiglu_grad, nullptr, bk,
                   packInts(Id::swiglu_grad, {{A::swiglu_grad::n, n},
-                                             {A::swiglu_grad::dtype, dtype}}),
+                                             {A::swiglu_grad::dtype, dtype},
+                                             {A::swiglu_grad::amax, 0}}),
                   nullptr, A::kComputeStream);
     return {y, dg, du};
   }
@@ -650,6 +652,89 @@ TEST(TrainKernels, SwigluIsItsUnfusedKernels) {
     expectNear(floatsOf(got[0]), y, 1e-5);
     expectNear(floatsOf(got[1]), dg, 1e-5);
     expectNear(floatsOf(got[2]), du, 1e-5);
+  }
+}
+
+/// max |v| over the elements of a typed buffer (f32, or bf16 bits), by a
+/// plain loop: the amax a fused producer must write.
+float naiveAmax(const std::vector<char> &v, int64_t dtype) {
+  float m = 0.0f;
+  bool bf16 = dtype == A::kBF16;
+  for (size_t k = 0; k < v.size() / (bf16 ? 2 : 4); ++k) {
+    float x;
+    if (bf16) {
+      uint16_t h;
+      std::memcpy(&h, v.data() + 2 * k, 2);
+      x = shardc::runtime::bf16ToFloat(h);
+    } else {
+      std::memcpy(&x, v.data() + 4 * k, 4);
+    }
+    m = std::max(m, std::fabs(x));
+  }
+  return m;
+}
+
+// rt-fuse-amax: add_rms_norm, swiglu and swiglu_grad with `amax` write the
+// bytes they write without it, and the max |y| of each output as stored
+// (a plain loop over those bytes), on f32 and bf16.
+TEST(TrainKernels, FusedAmaxIsTheOutputsMax) {
+  const int64_t M = 7, C = 143, n = M * C;
+  Vec g = randomVec(n, 71, 4.0f), u = randomVec(n, 72), dy = randomVec(n, 73),
+      w = randomVec(C, 74);
+  for (int64_t dtype : {A::kF32, A::kBF16}) {
+    SCOPED_TRACE(dtype == A::kBF16 ? "bf16" : "f32");
+    auto typed = [&](const Vec &v) { return typedBuffer(v, dtype); };
+    std::vector<char> tg = typed(g), tu = typed(u), tdy = typed(dy),
+                      tw = typed(w);
+    std::vector<std::vector<char>> unfused; // the outputs without amax
+    for (int64_t amax : {0, 1}) {
+      std::vector<char> y = typed(Vec(n)), dg = typed(Vec(n)),
+                        du = typed(Vec(n)), s = typed(Vec(n)),
+                        yn = typed(Vec(n));
+      float a[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+      // The amax buffers only with amax, as kernels.def counts them.
+      auto with = [&](std::vector<void *> b, std::vector<float *> extra) {
+        if (amax)
+          b.insert(b.end(), extra.begin(), extra.end());
+        return b;
+      };
+      std::vector<void *> f = with({tg.data(), tu.data(), y.data()}, {&a[0]});
+      SHARDC_LAUNCH(swiglu, nullptr, f,
+                    packInts(Id::swiglu, {{A::swiglu::n, n},
+                                          {A::swiglu::dtype, dtype},
+                                          {A::swiglu::amax, amax}}),
+                    nullptr, A::kComputeStream);
+      std::vector<void *> bk = with(
+          {tg.data(), tu.data(), tdy.data(), dg.data(), du.data()},
+          {&a[1], &a[2]});
+      SHARDC_LAUNCH(swiglu_grad, nullptr, bk,
+                    packInts(Id::swiglu_grad, {{A::swiglu_grad::n, n},
+                                               {A::swiglu_grad::dtype, dtype},
+                                               {A::swiglu_grad::amax, amax}}),
+                    nullptr, A::kComputeStream);
+      std::vector<void *> nb = with(
+          {tg.data(), tdy.data(), tw.data(), s.data(), yn.data()}, {&a[3]});
+      namespace AR = A::add_rms_norm;
+      SHARDC_LAUNCH(add_rms_norm, nullptr, nb,
+                    packInts(Id::add_rms_norm, {{AR::M, M},
+                                                {AR::C, C},
+                                                {AR::dtype, dtype},
+                                                {AR::amax, amax}}),
+                    packFloats(Id::add_rms_norm, {{AR::f::eps, 1e-5}}),
+                    A::kComputeStream);
+      std::vector<std::vector<char>> outs = {y, dg, du, yn};
+      if (!amax) {
+        unfused = outs;
+        for (float v : a)
+          EXPECT_EQ(v, -1.0f) << "an amax written without amax";
+        continue;
+      }
+      for (int o = 0; o < 4; ++o) {
+        EXPECT_EQ(outs[o], unfused[o]) << "output " << o;
+        EXPECT_EQ(a[o], naiveAmax(outs[o], dtype)) << "amax " << o;
+        EXPECT_GT(a[o], 0.0f);
+      }
+    }
   }
 }
 

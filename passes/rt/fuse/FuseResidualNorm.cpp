@@ -188,6 +188,8 @@ struct RtFuseResidualNormPass
     if (layer)
       ints.push_back(ni[abi::layer_norm::has_bias]);
     ints.push_back(layer ? ni[abi::layer_norm::dtype] : ni[abi::rms_norm::dtype]);
+    if (!layer)
+      ints.push_back(0); // amax (rt-fuse-amax)
     OpBuilder b(at);
     rt::KernelOp::create(
         b, norm.getLoc(), add.getCtx(),

@@ -188,7 +188,7 @@ struct RtFuseSwigluPass
       rt::KernelOp::create(b, sg.getLoc(), tm.getCtx(),
                            abi::kernelInfo(abi::KernelId::swiglu_grad).name,
                            ValueRange{g, m.u, m.dy, dg, du},
-                           ArrayRef<int64_t>{e.n, e.dtype}, ArrayRef<double>{},
+                           ArrayRef<int64_t>{e.n, e.dtype, 0}, ArrayRef<double>{},
                            e.stream, sg.getDtypeAttr());
       rt::KernelOp silu = siluOf(otherOperand(m.d, m.dy), g);
       sg->erase();
@@ -231,7 +231,7 @@ struct RtFuseSwigluPass
     OpBuilder b(m);
     rt::KernelOp::create(b, m.getLoc(), m.getCtx(),
                          abi::kernelInfo(abi::KernelId::swiglu).name,
-                         ValueRange{g, u, y}, ArrayRef<int64_t>{e.n, e.dtype},
+                         ValueRange{g, u, y}, ArrayRef<int64_t>{e.n, e.dtype, 0},
                          ArrayRef<double>{}, e.stream, silu.getDtypeAttr());
     m->erase();
     silu->erase();

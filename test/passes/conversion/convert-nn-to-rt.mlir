@@ -7,7 +7,7 @@
 // runtime/kernels.h; the returned loss is written straight into the io
 // region. The module's manifest records the layout.
 
-// CHECK: module attributes {rt.manifest = {compute_dtype = "f32", entries = ["forward"], format = 12 : i64
+// CHECK: module attributes {rt.manifest = {compute_dtype = "f32", entries = ["forward"], format = 13 : i64
 // CHECK-SAME: io = [{bytes = 32 : i64, dtype = "i32", name = "tokens", offset = 0 : i64, shape = [2, 4]}, {bytes = 32 : i64, dtype = "i32", name = "targets", offset = 64 : i64, shape = [2, 4]}, {bytes = 4 : i64, dtype = "f32", name = "loss", offset = 128 : i64, shape = []}]
 // CHECK-SAME: io_bytes = 192 : i64, mesh = array<i64: 1, 1>, param_bytes = 256 : i64
 // CHECK-SAME: params = [{bytes = 160 : i64, dtype = "f32", init = "normal", name = "wte", offset = 0 : i64, shape = [10, 4], std = 2.000000e-02 : f64}, {bytes = 16 : i64, dtype = "f32", init = "ones", name = "g", offset = 192 : i64, shape = [4]}]

@@ -11,7 +11,7 @@
 // CHECK: %[[S:.*]] = rt.alloc 1024
 // CHECK-NEXT: %[[Y:.*]] = rt.alloc 1024
 // CHECK-NEXT: rt.kernel %{{.*}}, "add_layer_norm"(%[[A:.*]], %[[B:.*]], %[[W:.*]], %[[BIAS:.*]], %[[S]], %[[Y]]) {floats = array<f64: 1.000000e-05>, ints = array<i64: 8, 32, 1, 0>}
-// CHECK: rt.kernel %{{.*}}, "add_rms_norm"(%[[S]], %[[Y]], %[[W]], %{{.*}}, %{{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 32, 0>}
+// CHECK: rt.kernel %{{.*}}, "add_rms_norm"(%[[S]], %[[Y]], %[[W]], %{{.*}}, %{{.*}}) {floats = array<f64: 9.9999999999999995E-7>, ints = array<i64: 8, 32, 0, 0>}
 func.func @residual(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %w: !rt.buffer, %bias: !rt.buffer) {
   %s = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "add"(%a, %b, %s) {floats = array<f64>, ints = array<i64: 3, 0, 2, 4, 32, 128, 32, 1, 128, 32, 1>}

@@ -11,8 +11,8 @@
 // only after it); s and t are gone.
 // CHECK-LABEL: func.func @mlp
 // CHECK: %[[Y:.*]] = rt.alloc 512
-// CHECK-NEXT: rt.kernel %{{.*}}, "swiglu"(%arg1, %arg2, %[[Y]]) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1>}
-// CHECK: rt.kernel %{{.*}}, "swiglu_grad"(%arg1, %arg2, %arg3, %[[DG:[0-9]+]], %[[DU:[0-9]+]]) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "swiglu"(%arg1, %arg2, %[[Y]]) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1, 0>}
+// CHECK: rt.kernel %{{.*}}, "swiglu_grad"(%arg1, %arg2, %arg3, %[[DG:[0-9]+]], %[[DU:[0-9]+]]) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1, 0>}
 // CHECK-NEXT: rt.kernel %{{.*}}, "fill"(%[[DG]])
 // CHECK-NEXT: rt.kernel %{{.*}}, "fill"(%[[DU]])
 // CHECK-NOT: "silu
@@ -41,9 +41,9 @@ func.func @mlp(%ctx: !rt.context, %g: !rt.buffer, %u: !rt.buffer, %dy: !rt.buffe
 // for du. Each silu-and-product pair is one swiglu, the gradient one
 // swiglu_grad; no silu is left.
 // CHECK-LABEL: func.func @recomputed
-// CHECK: "swiglu"(%arg1, %arg2, %{{.*}}) {floats = array<f64>, ints = array<i64: 256, 0>}
-// CHECK: "swiglu"(%arg1, %arg2, %{{.*}}) {floats = array<f64>, ints = array<i64: 256, 0>}
-// CHECK: "swiglu_grad"(%arg1, %arg2, %arg3, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 256, 0>}
+// CHECK: "swiglu"(%arg1, %arg2, %{{.*}}) {floats = array<f64>, ints = array<i64: 256, 0, 0>}
+// CHECK: "swiglu"(%arg1, %arg2, %{{.*}}) {floats = array<f64>, ints = array<i64: 256, 0, 0>}
+// CHECK: "swiglu_grad"(%arg1, %arg2, %arg3, %{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 256, 0, 0>}
 // CHECK-NOT: "silu
 // CHECK-NOT: "mul"
 func.func @recomputed(%ctx: !rt.context, %g: !rt.buffer, %u: !rt.buffer, %dy: !rt.buffer) {
@@ -97,8 +97,8 @@ func.func @unfused(%ctx: !rt.context, %g: !rt.buffer, %u: !rt.buffer, %bias: !rt
 // gives the size-1 dimension stride 0, as it gives a broadcast one. Still
 // no broadcast: fused as @mlp is.
 // CHECK-LABEL: func.func @batch_of_one
-// CHECK: "swiglu"(%arg1, %arg2, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1>}
-// CHECK: "swiglu_grad"(%arg1, %arg2, %arg3, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1>}
+// CHECK: "swiglu"(%arg1, %arg2, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1, 0>}
+// CHECK: "swiglu_grad"(%arg1, %arg2, %arg3, %{{.*}}, %{{.*}}) {dtype = bf16, floats = array<f64>, ints = array<i64: 256, 1, 0>}
 // CHECK-NOT: "silu
 // CHECK-NOT: "mul"
 func.func @batch_of_one(%ctx: !rt.context, %g: !rt.buffer, %u: !rt.buffer, %dy: !rt.buffer) {
