@@ -17,9 +17,12 @@
 // the norm's stream; dx is an allocation that only the two read and write;
 // r is defined before the norm, and s is, or is an allocation or a view
 // of a buffer defined before it (moved up); and nothing between the norm
-// and the add touches r's or s's buffers or waits on the add's stream (a
-// wait there could be what r waits for). Runs after convert-nn-to-rt,
-// before memory planning.
+// and the add touches r's or s's buffers. A wait on the add's stream
+// between them (FSDP's reduce-scatter of the layer's gradients is there,
+// waiting for its bucket) could be what r or s waits for, so it stops the
+// fusion unless only that stream touches r's and s's buffers before the
+// add: r's bytes are then final at the norm, and no other stream uses s's.
+// Runs after convert-nn-to-rt, before memory planning.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -46,21 +49,35 @@ bool definedBefore(Value v, Operation *op) {
   return def && def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
 }
 
+/// Whether every op before `op` in its block that touches the bytes of
+/// `roots` runs on `stream` (ops that launch nothing aside).
+bool onlyOnStream(ArrayRef<Value> roots, Operation *op, int64_t stream) {
+  for (Operation &o : *op->getBlock()) {
+    if (&o == op)
+      return true;
+    int64_t on = streamOf(&o);
+    if (on >= 0 && on != stream && touchesRoots(&o, roots))
+      return false;
+  }
+  return true;
+}
+
 /// Whether an op strictly between `from` and `to` touches the bytes of
-/// `roots` or waits on `stream`.
+/// `roots`, or waits on `stream` while an op on another stream touches
+/// them before `to`.
 bool touchedBetween(Operation *from, Operation *to, ArrayRef<Value> roots,
                     int64_t stream) {
+  bool waits = false;
   for (Operation *op = from->getNextNode(); op && op != to;
        op = op->getNextNode()) {
     if (auto wait = dyn_cast<rt::EventWaitOp>(op))
-      if (int64_t(wait.getStream()) == stream)
-        return true;
+      waits |= int64_t(wait.getStream()) == stream;
     if (isa<rt::ViewOp>(op))
       continue;
     if (touchesRoots(op, roots))
       return true;
   }
-  return false;
+  return waits && !onlyOnStream(roots, to, stream);
 }
 
 struct RtFuseNormGradAddPass

@@ -33,7 +33,8 @@ func.func @fused(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %dy: !rt.buf
 
 // Kept apart: dx read by another kernel too; a broadcast add; an add on
 // another dtype; r written between the norm and the add; a wait on the
-// compute stream between (it may be what r waits for); dx added to itself.
+// compute stream between where r is written on another stream (the wait
+// may be what r waits for); dx added to itself.
 // CHECK-LABEL: func.func @kept
 // CHECK-COUNT-6: "add"(
 // CHECK-NOT: ints = array<i64: 8, 32, 0, 0, 1>
@@ -62,11 +63,14 @@ func.func @kept(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %dy: !rt.buff
   %s4 = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "add"(%dx4, %r, %s4) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
 
+  %r5 = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "fill"(%r5) {floats = array<f64: 0.0>, ints = array<i64: 256, 0>, stream = 1 : i64}
+  rt.event_record %ctx {event = 3 : i64, stream = 1 : i64}
   %dx5 = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "layer_norm_grad"(%x, %w, %dy, %dx5, %dw, %db) {floats = array<f64: 1.0e-05>, ints = array<i64: 8, 32, 0, 0, 0>}
   rt.event_wait %ctx {event = 3 : i64, stream = 0 : i64}
   %s5 = rt.alloc 1024 : !rt.buffer
-  rt.kernel %ctx, "add"(%dx5, %r, %s5) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
+  rt.kernel %ctx, "add"(%dx5, %r5, %s5) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
 
   %dx6 = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "layer_norm_grad"(%x, %w, %dy, %dx6, %dw, %db) {floats = array<f64: 1.0e-05>, ints = array<i64: 8, 32, 0, 0, 0>}
@@ -87,5 +91,30 @@ func.func @view_output(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %dy: !
   rt.kernel %ctx, "layer_norm_grad"(%x, %w, %dy, %dx, %dw, %db) {floats = array<f64: 1.0e-05>, ints = array<i64: 8, 32, 0, 0, 0>}
   %v = rt.view %big[256] size 1024 : !rt.buffer
   rt.kernel %ctx, "add"(%r, %dx, %v) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
+  return
+}
+
+// -----
+
+// FSDP's backward: between the input norm's gradient and the residual
+// add, the layer's gradient bucket waits on the compute stream for the
+// previous reduce-scatter (stream 1) before it is filled. r and s are only
+// ever touched on the compute stream, so that wait orders neither: fused.
+// CHECK-LABEL: func.func @bucket_wait
+// CHECK: rt.kernel %{{.*}}, "rms_norm_grad"(%arg1, %arg2, %arg3, %[[S:.*]], %arg4, %[[R:.*]]) {{.*}}ints = array<i64: 8, 32, 0, 1>}
+// CHECK: rt.event_wait %{{.*}} {event = 7 : i64, stream = 0 : i64}
+// CHECK-NOT: "add"
+func.func @bucket_wait(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer, %dy: !rt.buffer, %dw: !rt.buffer, %bucket: !rt.buffer, %out: !rt.buffer) {
+  %r = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "fill"(%r) {floats = array<f64: 1.0>, ints = array<i64: 256, 0>}
+  %scratch = rt.alloc 1024 : !rt.buffer
+  rt.reduce_scatter %ctx %bucket -> %out scratch %scratch {axis = 0 : i64, count = 256 : i64, dtype = f32, group = 0 : i64, stream = 1 : i64}
+  rt.event_record %ctx {event = 7 : i64, stream = 1 : i64}
+  %dx = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "rms_norm_grad"(%x, %w, %dy, %dx, %dw) {floats = array<f64: 1.0e-05>, ints = array<i64: 8, 32, 0, 0>}
+  rt.event_wait %ctx {event = 7 : i64, stream = 0 : i64}
+  rt.kernel %ctx, "fill"(%bucket) {floats = array<f64: 0.0>, ints = array<i64: 256, 0>}
+  %s = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "add"(%dx, %r, %s) {floats = array<f64>, ints = array<i64: 2, 0, 8, 32, 32, 1, 32, 1>}
   return
 }
