@@ -369,7 +369,9 @@ def RtFuseAmax : Pass<"rt-fuse-amax", "mlir::func::FuncOp"> {
     --float8=tensorwise: a tensorwise `cast_fp8` (rowwise 0) whose input is
     the whole output of a kernel that can write that output's amax as well
     (kernels.def's `amax`: `add_rms_norm`'s y, `swiglu`'s y,
-    `swiglu_grad`'s dg and du), on the same stream with nothing between
+    `swiglu_grad`'s dg and du, `rotary`'s y, and `rms_norm_grad`'s dx
+    where it adds the residual gradient: its `add_dr` 1 becomes 2), on the
+    same stream with nothing between
     them touching the input, becomes `fp8_scales` of that amax and
     `cast_fp8_scaled`: the input is read once instead of twice, as
     torch.compile fuses torchao's amax into the op before it. An

@@ -23,7 +23,7 @@ namespace shardc::abi {
 
 /// The manifest's "format": bumped whenever anything below changes, so that
 /// a runtime refuses a program compiled against another contract.
-inline constexpr int64_t kFormatVersion = 13;
+inline constexpr int64_t kFormatVersion = 14;
 
 //===----------------------------------------------------------------------===//
 // Kernels

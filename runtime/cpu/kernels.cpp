@@ -538,6 +538,8 @@ SHARDC_KERNEL(rotary) {
   t.out(1, n);
   rotaryF32(ctx, t.buffers(), i, f, stream);
   t.finish();
+  if (i[K::amax]) // rt-fuse-amax: max |y| as stored
+    F(b[2])[0] = amaxOf(b[1], t.bf16(), n);
   launched(ctx, stream);
 }
 

@@ -25,6 +25,7 @@ using shardc::runtime::fastTanh;
 using shardc::runtime::fatal;
 using shardc::runtime::rowMax;
 
+using shardc::runtime::cpu::amaxOf;
 using shardc::runtime::cpu::AsF32;
 using shardc::runtime::cpu::AttentionLayout;
 using shardc::runtime::cpu::HeadBlock;
@@ -343,16 +344,19 @@ static void rms_norm_gradF32(void *ctx, void **b, const int64_t *i,
 SHARDC_KERNEL(rms_norm_grad) {
   namespace K = A::rms_norm_grad;
   int64_t M = i[K::M], C = i[K::C];
-  AsF32 t(b, 5 + i[K::add_dr], i[K::dtype], "rms_norm_grad");
+  bool dr = i[K::add_dr] != 0;
+  AsF32 t(b, 5 + (dr ? 1 : 0), i[K::dtype], "rms_norm_grad");
   t.in(0, M * C);
   t.in(1, C);
   t.in(2, M * C);
   t.out(3, M * C);
   t.out(4, C);
-  if (i[K::add_dr])
+  if (dr)
     t.in(5, M * C);
   rms_norm_gradF32(ctx, t.buffers(), i, f, stream, t.bf16());
   t.finish();
+  if (i[K::add_dr] == 2) // rt-fuse-amax: max |dx| as stored
+    F(b[6])[0] = amaxOf(b[3], t.bf16(), M * C);
   launched(ctx, stream);
 }
 

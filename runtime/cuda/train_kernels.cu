@@ -80,9 +80,10 @@ __device__ inline void loadNormCols(NormCols<T> &v, const T *xr, const T *dyr,
 /// add writes them: g rounded to T (as the unfused norm gradient's output
 /// was), plus the residual gradient's (drr, or null), rounded again. drr
 /// may be dx: each lane reads its columns before it writes them.
+/// Returns the max |dx| of the columns as stored.
 template <typename T>
-__device__ inline void storeGrad(T *dxr, const T *drr, int64_t c0, int n,
-                                 float (&g)[Pack<T>::kN]) {
+__device__ inline float storeGrad(T *dxr, const T *drr, int64_t c0, int n,
+                                  float (&g)[Pack<T>::kN]) {
   if (drr) {
     float r[Pack<T>::kN];
     loadCols(drr, c0, n, r);
@@ -90,6 +91,10 @@ __device__ inline void storeGrad(T *dxr, const T *drr, int64_t c0, int n,
       g[j] = toFloat(fromFloat<T>(g[j])) + r[j];
   }
   storeCols(dxr, c0, n, g);
+  float m = 0.0f;
+  for (int j = 0; j < n; ++j)
+    m = fmaxf(m, storedAbs<T>(g[j]));
+  return m;
 }
 
 // x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M,2] =
@@ -101,7 +106,7 @@ template <typename T>
 __global__ void layerNormGradRowsKernel(const T *xp, const T *w, const T *dyp,
                                         const T *dr, T *dx, double *stats,
                                         int64_t M, int64_t C, double eps,
-                                        bool vec) {
+                                        bool vec, float *) {
   int64_t m = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (m >= M)
@@ -149,12 +154,13 @@ __global__ void layerNormGradRowsKernel(const T *xp, const T *w, const T *dyp,
 
 // x[M,C], w[C], dy[M,C] (dr[M,C] or null) -> dx[M,C] (+ dr), stats[M] =
 // 1 / rms of each row (a warp a row as layerNormGradRowsKernel, double
-// sums, as the CPU kernel)
+// sums, as the CPU kernel); with amax (zeroed before the launch), amax[0]
+// = max |dx| as stored too (a warp's max, one atomic a row)
 template <typename T>
 __global__ void rmsNormGradRowsKernel(const T *xp, const T *w, const T *dyp,
                                       const T *dr, T *dx, double *stats,
                                       int64_t M, int64_t C, double eps,
-                                      bool vec) {
+                                      bool vec, float *amax) {
   int64_t m = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (m >= M)
@@ -173,13 +179,20 @@ __global__ void rmsNormGradRowsKernel(const T *xp, const T *w, const T *dyp,
   gx = warpSum(gx);
   if (lane == 0)
     stats[m] = r;
+  float mx = 0.0f;
   forLanePacks<T>(C, vec, lane, [&](int64_t c0, int n) {
     loadNormCols<T>(v, xr, dyr, w, c0, n);
     float g[Pack<T>::kN];
     for (int j = 0; j < n; ++j)
       g[j] = float(r * double(v.dy[j]) * v.w[j] - r * r * r * v.x[j] * gx / C);
-    storeGrad<T>(dx + m * C, drr, c0, n, g);
+    mx = fmaxf(mx, storeGrad<T>(dx + m * C, drr, c0, n, g));
   });
+  if (amax) { // the same in the whole warp
+    for (int o = 16; o > 0; o /= 2)
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0)
+      atomicMax(reinterpret_cast<int *>(amax), __float_as_int(mx));
+  }
 }
 
 // x[M,C], dy[M,C], stats of the rows -> partial column sums over chunk
@@ -276,7 +289,8 @@ __global__ void sumChunksKernel(const double *pw, const double *pb, W *dw,
 /// residual gradient added to dx.
 template <typename T>
 void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
-              int64_t C, double eps, const void *dr, bool wbF32 = false) {
+              int64_t C, double eps, const void *dr, bool wbF32 = false,
+              float *amax = nullptr) {
   auto &ctx = *static_cast<cuda::Context *>(ctxPtr);
   cudaStream_t s = ctx.stream(stream);
   auto in = [&](int k) { return static_cast<const T *>(b[k]); };
@@ -295,9 +309,11 @@ void normGrad(void *ctxPtr, int64_t stream, bool layer, void **b, int64_t M,
   if (M > 0) {
     auto *rows = layer ? &layerNormGradRowsKernel<T> : &rmsNormGradRowsKernel<T>;
     bool vec = packedRows<T>(C, x, w, dy, static_cast<const T *>(dr), dx);
+    if (amax)
+      CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
     SHARDC_LAUNCH(rows, unsigned((M + kRowWarps - 1) / kRowWarps), kThreads,
                   0, s, x, w, dy, static_cast<const T *>(dr), dx, stats, M, C,
-                  eps, vec);
+                  eps, vec, amax);
   }
   auto *columns = packs ? (layer ? &normColumnPacksKernel<true, T>
                                  : &normColumnPacksKernel<false, T>)
@@ -466,8 +482,10 @@ __global__ void rotaryTableKernel(float *cosT, float *sinT, int64_t T,
 template <typename X, typename Tab>
 __global__ void rotateKernel(const X *x, const Tab *cosT, const Tab *sinT,
                              X *y, int64_t rows, int64_t T, int64_t H,
-                             int64_t D, int64_t layout, bool negateSin) {
+                             int64_t D, int64_t layout, bool negateSin,
+                             float *amax) {
   int64_t half = D / 2;
+  float m = 0.0f;
   FOR_EACH(e, rows * half) {
     int64_t row = e / half, k = e % half;
     int64_t at = rotaryPosition(row, T, H, layout) * half + k;
@@ -480,7 +498,10 @@ __global__ void rotateKernel(const X *x, const Tab *cosT, const Tab *sinT,
     rotatePair(toFloat(xr[k]), toFloat(xr[k + half]), c, s, lo, hi);
     yr[k] = fromFloat<X>(lo);
     yr[k + half] = fromFloat<X>(hi);
+    m = fmaxf(m, fmaxf(storedAbs<X>(lo), storedAbs<X>(hi)));
   }
+  if (amax) // the same in every thread
+    blockAmaxInto(amax, m);
 }
 
 // ids[N], tp_index[1] -> local[N] = id - r rows, mask[N] = 1 where that is
@@ -606,7 +627,10 @@ SHARDC_CUDA_KERNEL(rms_norm_grad) {
   namespace K = A::rms_norm_grad;
   withDtype(i[K::dtype], "rms_norm_grad", [&](auto t) {
     normGrad<decltype(t)>(ctx, stream, /*layer=*/false, b, i[K::M], i[K::C],
-                          f[K::f::eps], i[K::add_dr] ? b[5] : nullptr);
+                          f[K::f::eps], i[K::add_dr] ? b[5] : nullptr,
+                          /*wbF32=*/false,
+                          i[K::add_dr] == 2 ? static_cast<float *>(b[6])
+                                            : nullptr);
   });
 }
 
@@ -666,12 +690,16 @@ SHARDC_CUDA_KERNEL(rotary) {
   float *sinT = cosT + T * half;
   SHARDC_LAUNCH(rotaryTableKernel, gridFor(T * half), kThreads, 0, s, cosT,
                 sinT, T, D, f[K::f::theta], i[K::inverse] != 0);
+  float *amax = i[K::amax] ? static_cast<float *>(b[2]) : nullptr;
+  if (amax)
+    CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
   withDtype(i[K::dtype], "rotary", [&](auto t) {
     using X = decltype(t);
     auto *kernel = &rotateKernel<X, float>;
     SHARDC_LAUNCH(kernel, gridFor(rows * half), kThreads, 0, s,
                   static_cast<const X *>(b[0]), cosT, sinT,
-                  static_cast<X *>(b[1]), rows, T, H, D, i[K::layout], false);
+                  static_cast<X *>(b[1]), rows, T, H, D, i[K::layout], false,
+                  amax);
   });
 }
 
@@ -691,7 +719,7 @@ SHARDC_CUDA_KERNEL(rotary_table) {
     SHARDC_LAUNCH(kernel, gridFor(rows * (D / 2)), kThreads, 0,
                   streamOf(ctx, stream), in(0), in(1), in(2),
                   static_cast<X *>(b[3]), rows, T, H, D, i[K::layout],
-                  i[K::inverse] != 0);
+                  i[K::inverse] != 0, static_cast<float *>(nullptr));
   });
 }
 

@@ -957,6 +957,13 @@ TEST_F(CudaKernels, NormGrads) {
             packInts(Id::rms_norm_grad,
                      {{RG::M, M}, {RG::C, C}, {RG::add_dr, 1}}),
             packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-6}}));
+    // And the amax of dx (add_dr 2, rt-fuse-amax): a warp's max a row.
+    compare(Id::rms_norm_grad, shardc_k_rms_norm_grad,
+            {floats(x), floats(w), floats(dy), out(M * C), out(C), floats(r),
+             out(1)},
+            packInts(Id::rms_norm_grad,
+                     {{RG::M, M}, {RG::C, C}, {RG::add_dr, 2}}),
+            packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-6}}));
   }
 }
 
@@ -1111,6 +1118,16 @@ TEST_F(CudaKernels, Rotary) {
                                       {Ro::D, D},
                                       {Ro::inverse, inverse},
                                       {Ro::layout, layout}}),
+                packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}));
+        // With the amax of y (rt-fuse-amax).
+        compare(Id::rotary, shardc_k_rotary, {floats(x), out(n), out(1)},
+                packInts(Id::rotary, {{Ro::B, B},
+                                      {Ro::H, H},
+                                      {Ro::T, T},
+                                      {Ro::D, D},
+                                      {Ro::inverse, inverse},
+                                      {Ro::layout, layout},
+                                      {Ro::amax, 1}}),
                 packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}));
         compare(Id::rotary_table, shardc_k_rotary_table,
                 {floats(x), floats(randomVec(T * half, 36)),
@@ -1863,6 +1880,12 @@ TEST_F(CudaKernels, Bf16SoftmaxRotaryAndSums) {
             packInts(Id::rotary, {{Ro::B, B}, {Ro::H, H}, {Ro::T, T},
                                   {Ro::D, D}, {Ro::inverse, inverse},
                                   {Ro::dtype, A::kBF16}}),
+            packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}), tol);
+    compare(Id::rotary, shardc_k_rotary,
+            {bf16s(randomVec(rn, 84)), outBf16(rn), out(1)},
+            packInts(Id::rotary, {{Ro::B, B}, {Ro::H, H}, {Ro::T, T},
+                                  {Ro::D, D}, {Ro::inverse, inverse},
+                                  {Ro::dtype, A::kBF16}, {Ro::amax, 1}}),
             packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}), tol);
     compare(Id::rotary_table, shardc_k_rotary_table,
             {bf16s(randomVec(rn, 85)), bf16s(randomVec(T * D / 2, 86)),

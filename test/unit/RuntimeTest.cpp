@@ -375,7 +375,7 @@ TEST(DevicePeak, ByName) {
 // host, over the largest of their arenas; the device arena is the others'.
 TEST(Manifest, OffloadHostEntries) {
   auto manifest = [](const std::string &offload, bool host) {
-    return std::string(R"({"format": 13,
+    return std::string(R"({"format": 14,
       "model": {"vocab_size": 10, "micro_batch": 2, "seq_len": 3},
       "params": [], "state": [], "io": [], "entries": ["micro_step",
       "opt_step"], "param_bytes": 0, "state_bytes": 0, "io_bytes": 0,
@@ -403,7 +403,7 @@ TEST(Manifest, OffloadHostEntries) {
 }
 
 TEST(Manifest, ParsesAndInitializes) {
-  const char *json = R"({"format": 13,
+  const char *json = R"({"format": 14,
     "model": {"family": "gpt2", "source": "t", "vocab_size": 10,
               "micro_batch": 2, "seq_len": 3},
     "params": [{"name": "w", "dtype": "f32", "shape": [4, 8], "offset": 0,

@@ -106,7 +106,7 @@ inline std::vector<int64_t> packInts(abi::KernelId id, Named<int64_t> named,
     std::string_view name = names.substr(at, end - at);
     for (std::string_view zero :
          {"layout", "ld_q", "ld_k", "ld_v", "ld_o", "y_f32", "wb_f32",
-          "add_dr"})
+          "add_dr", "amax"})
       if (name == zero && unnamed(index))
         named.push_back({index, 0});
     at = end + 1;

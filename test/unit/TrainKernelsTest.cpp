@@ -674,11 +674,12 @@ float naiveAmax(const std::vector<char> &v, int64_t dtype) {
   return m;
 }
 
-// rt-fuse-amax: add_rms_norm, swiglu and swiglu_grad with `amax` write the
-// bytes they write without it, and the max |y| of each output as stored
-// (a plain loop over those bytes), on f32 and bf16.
+// rt-fuse-amax: add_rms_norm, swiglu, swiglu_grad and rotary with `amax`
+// (rms_norm_grad with add_dr 2 rather than 1) write the bytes they write
+// without it, and the max |y| of each output as stored (a plain loop over
+// those bytes), on f32 and bf16.
 TEST(TrainKernels, FusedAmaxIsTheOutputsMax) {
-  const int64_t M = 7, C = 143, n = M * C;
+  const int64_t M = 8, C = 144, n = M * C;
   Vec g = randomVec(n, 71, 4.0f), u = randomVec(n, 72), dy = randomVec(n, 73),
       w = randomVec(C, 74);
   for (int64_t dtype : {A::kF32, A::kBF16}) {
@@ -691,7 +692,7 @@ TEST(TrainKernels, FusedAmaxIsTheOutputsMax) {
       std::vector<char> y = typed(Vec(n)), dg = typed(Vec(n)),
                         du = typed(Vec(n)), s = typed(Vec(n)),
                         yn = typed(Vec(n));
-      float a[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+      float a[6] = {-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f};
       // The amax buffers only with amax, as kernels.def counts them.
       auto with = [&](std::vector<void *> b, std::vector<float *> extra) {
         if (amax)
@@ -722,14 +723,42 @@ TEST(TrainKernels, FusedAmaxIsTheOutputsMax) {
                                                 {AR::amax, amax}}),
                     packFloats(Id::add_rms_norm, {{AR::f::eps, 1e-5}}),
                     A::kComputeStream);
-      std::vector<std::vector<char>> outs = {y, dg, du, yn};
+      std::vector<char> ry = typed(Vec(n)), dx = typed(Vec(n)),
+                        dw = typed(Vec(C));
+      std::vector<void *> rb = with({tg.data(), ry.data()}, {&a[4]});
+      namespace Ro = A::rotary;
+      // [B 1, H 8, T 9, D 16]: n elements.
+      SHARDC_LAUNCH(rotary, nullptr, rb,
+                    packInts(Id::rotary, {{Ro::B, 1},
+                                          {Ro::H, 8},
+                                          {Ro::T, 9},
+                                          {Ro::D, 16},
+                                          {Ro::inverse, 1},
+                                          {Ro::dtype, dtype},
+                                          {Ro::layout, 0},
+                                          {Ro::amax, amax}}),
+                    packFloats(Id::rotary, {{Ro::f::theta, 10000.0}}),
+                    A::kComputeStream);
+      std::vector<void *> gb = {tg.data(), tw.data(), tdy.data(), dx.data(),
+                                dw.data(), tu.data()};
+      if (amax)
+        gb.push_back(&a[5]);
+      namespace RG = A::rms_norm_grad;
+      SHARDC_LAUNCH(rms_norm_grad, nullptr, gb,
+                    packInts(Id::rms_norm_grad, {{RG::M, M},
+                                                 {RG::C, C},
+                                                 {RG::dtype, dtype},
+                                                 {RG::add_dr, 1 + amax}}),
+                    packFloats(Id::rms_norm_grad, {{RG::f::eps, 1e-5}}),
+                    A::kComputeStream);
+      std::vector<std::vector<char>> outs = {y, dg, du, yn, ry, dx};
       if (!amax) {
         unfused = outs;
         for (float v : a)
           EXPECT_EQ(v, -1.0f) << "an amax written without amax";
         continue;
       }
-      for (int o = 0; o < 4; ++o) {
+      for (int o = 0; o < 6; ++o) {
         EXPECT_EQ(outs[o], unfused[o]) << "output " << o;
         EXPECT_EQ(a[o], naiveAmax(outs[o], dtype)) << "amax " << o;
         EXPECT_GT(a[o], 0.0f);

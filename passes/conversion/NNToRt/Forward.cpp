@@ -117,6 +117,7 @@ LogicalResult lowerRotary(StepBuilder &s, nn::RotaryOp r) {
   SmallVector<int64_t> ints(tensorType(r.getInput()).getShape());
   ints.push_back(r.getInverse() ? 1 : 0);
   ints.push_back(abi::kAttentionBHTD); // layout (the dtype goes before it)
+  ints.push_back(0);                   // amax (rt-fuse-amax)
   Value x = s.buf(r.getInput());
   s.kernel(loc, K::rotary, {x, s.define(r.getResult())}, ints,
            {r.getTheta().convertToDouble()});

@@ -3,7 +3,9 @@
 // --float8=tensorwise scales a cast by max / amax of its whole input, so
 // cast_fp8 reads x twice: its amax, then the cast. Where x is an output of
 // a kernel that can also write that output's amax (kernels.def's `amax`:
-// add_rms_norm's y, swiglu's y, swiglu_grad's dg and du), that kernel does,
+// add_rms_norm's y, swiglu's y, swiglu_grad's dg and du, rotary's y; and
+// rms_norm_grad's dx where it adds the residual gradient, add_dr 2), that
+// kernel does,
 // and the cast reads x once, as torch.compile fuses torchao's amax into
 // the op before it:
 //
@@ -38,11 +40,13 @@ using namespace shardc;
 
 namespace {
 
-/// Where kernel `k` writes the amax of its output buffer `out` (the index
-/// of that amax among k's buffers once its `amax` is set) and how many
-/// elements `out` has and of what dtype; nullopt when k cannot.
+/// Where kernel `k` writes the amax of its output buffer `out`: the index
+/// of that amax among k's buffers once it does, how many elements `out`
+/// has and of what dtype, and the integer (`flag`) whose value `on` has it
+/// write amaxes (`on - 1` before: the buffers that adds are the amaxes);
+/// nullopt when k cannot.
 struct AmaxSlot {
-  int64_t slot, elements, dtype, flag; // flag: the index of k's `amax` int
+  int64_t slot, elements, dtype, flag, on = 1;
 };
 std::optional<AmaxSlot> amaxSlotOf(rt::KernelOp k, Value out) {
   ArrayRef<int64_t> i = k.getInts();
@@ -59,6 +63,18 @@ std::optional<AmaxSlot> amaxSlotOf(rt::KernelOp k, Value out) {
       (buffers[3] == out || buffers[4] == out)) {
     namespace K = abi::swiglu_grad;
     return AmaxSlot{buffers[3] == out ? 5 : 6, i[K::n], i[K::dtype], K::amax};
+  }
+  if (isKernel(k, abi::KernelId::rotary) && buffers[1] == out) {
+    namespace K = abi::rotary;
+    return AmaxSlot{2, i[K::B] * i[K::H] * i[K::T] * i[K::D], i[K::dtype],
+                    K::amax};
+  }
+  // The norm's gradient plus the residual's (rt-fuse-norm-grad-add):
+  // add_dr 1 becomes 2.
+  if (isKernel(k, abi::KernelId::rms_norm_grad) && buffers[3] == out &&
+      i[abi::rms_norm_grad::add_dr] >= 1) {
+    namespace K = abi::rms_norm_grad;
+    return AmaxSlot{6, i[K::M] * i[K::C], i[K::dtype], K::add_dr, 2};
   }
   return std::nullopt;
 }
@@ -88,7 +104,7 @@ Value amaxFromProducer(Value x, int64_t n, int64_t dtype, Operation *at,
   if (!s || s->elements != n || s->dtype != dtype)
     return {};
   ArrayRef<int64_t> ints = producer.getInts();
-  if (ints[s->flag])
+  if (ints[s->flag] == s->on)
     return producer.getBuffers()[s->slot];
   const abi::KernelInfo *info = abi::lookupKernel(producer.getName());
   OpBuilder b(producer);
@@ -96,7 +112,7 @@ Value amaxFromProducer(Value x, int64_t n, int64_t dtype, Operation *at,
   for (int64_t j = 0; j < info->buffersPer; ++j)
     bufs.push_back(rt::AllocOp::create(b, producer.getLoc(), 4));
   SmallVector<int64_t> newInts(ints);
-  newInts[s->flag] = 1;
+  newInts[s->flag] = s->on;
   auto fused = rt::KernelOp::create(
       b, producer.getLoc(), producer.getCtx(), producer.getName(), bufs,
       newInts, producer.getFloats(), producer.getStream(),

@@ -7,7 +7,7 @@
 // runtime/kernels.h; the returned loss is written straight into the io
 // region. The module's manifest records the layout.
 
-// CHECK: module attributes {rt.manifest = {compute_dtype = "f32", entries = ["forward"], format = 13 : i64
+// CHECK: module attributes {rt.manifest = {compute_dtype = "f32", entries = ["forward"], format = 14 : i64
 // CHECK-SAME: io = [{bytes = 32 : i64, dtype = "i32", name = "tokens", offset = 0 : i64, shape = [2, 4]}, {bytes = 32 : i64, dtype = "i32", name = "targets", offset = 64 : i64, shape = [2, 4]}, {bytes = 4 : i64, dtype = "f32", name = "loss", offset = 128 : i64, shape = []}]
 // CHECK-SAME: io_bytes = 192 : i64, mesh = array<i64: 1, 1>, param_bytes = 256 : i64
 // CHECK-SAME: params = [{bytes = 160 : i64, dtype = "f32", init = "normal", name = "wte", offset = 0 : i64, shape = [10, 4], std = 2.000000e-02 : f64}, {bytes = 16 : i64, dtype = "f32", init = "ones", name = "g", offset = 192 : i64, shape = [4]}]
@@ -61,7 +61,7 @@ func.func @forward(%x: tensor<2x4x8xf32> {nn.param = "x"},
   %r = nn.reshape %k : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
   // CHECK: "transpose"(%{{.*}}, %{{.*}}) {floats = array<f64>, ints = array<i64: 4, 0, 2, 4, 2, 4, 0, 2, 1, 3>}
   %t = nn.transpose %r {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
-  // CHECK: "rotary"(%{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 4, 4, 0, 0, 0>}
+  // CHECK: "rotary"(%{{.*}}, %{{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 4, 4, 0, 0, 0, 0>}
   %q = nn.rotary %t : tensor<2x2x4x4xf32>
   // CHECK: "attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 2, 4, 4, 4, 1, 0, 0, 0, 0, 0, 0>}
   %o = nn.attention %q, %t, %t {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
@@ -209,7 +209,7 @@ func.func @grads(%x: tensor<2x4x8xf32> {nn.param = "x"}, %w: tensor<8xf32> {nn.p
   %lrg = nn.leaky_relu_grad %x, %lr {alpha = 0.25 : f64} : tensor<2x4x8xf32>
   // CHECK: "softmax_grad"({{.*}}) {floats = array<f64>, ints = array<i64: 8, 8, 1, 0>}
   %smg = nn.softmax_grad %x, %x : tensor<2x4x8xf32>
-  // CHECK: "rotary"({{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 1, 4, 4, 8, 1, 0, 0>}
+  // CHECK: "rotary"({{.*}}) {floats = array<f64: 1.000000e+04>, ints = array<i64: 1, 4, 4, 8, 1, 0, 0, 0>}
   %ri = nn.rotary %q {inverse} : tensor<1x4x4x8xf32>
   // CHECK: "rotary_table"({{.*}}, {{.*}}, {{.*}}, {{.*}}) {floats = array<f64>, ints = array<i64: 1, 4, 4, 8, 1, 0, 0>}
   %tab = nn.constant dense<0.5> : tensor<4x4xf32> -> tensor<4x4xf32>

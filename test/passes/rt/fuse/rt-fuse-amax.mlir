@@ -75,6 +75,47 @@ func.func @norm(%ctx: !rt.context, %a: !rt.buffer, %b: !rt.buffer, %w: !rt.buffe
 
 // -----
 
+// Attention's backward in bf16 [2, 4 heads, 16, 8] (1024 elements): q's
+// output gradient from the inverse rotary, cast as [32, 32]; and the
+// residual stream's gradient, the norm's plus the residual's
+// (rms_norm_grad with add_dr 1, rt-fuse-norm-grad-add), the o projection's
+// output gradient: add_dr 2 adds its amax after dr. The final norm's
+// gradient (add_dr 0) is left alone.
+// CHECK-LABEL: func.func @attention_backward
+// CHECK: %[[A:.*]] = rt.alloc 4
+// CHECK-NEXT: rt.kernel %{{.*}}, "rotary"(%arg1, %[[DQ:.*]], %[[A]]) {{.*}}ints = array<i64: 2, 4, 16, 8, 1, 1, 0, 1>}
+// CHECK: "fp8_scales"(%[[A]],
+// CHECK-NEXT: "cast_fp8_scaled"(%[[DQ]],
+// CHECK: %[[B:.*]] = rt.alloc 4
+// CHECK-NEXT: rt.kernel %{{.*}}, "rms_norm_grad"(%arg2, %arg3, %arg4, %[[DX:.*]], %arg5, %arg6, %[[B]]) {{.*}}ints = array<i64: 32, 32, 1, 2>}
+// CHECK: "fp8_scales"(%[[B]],
+// CHECK-NEXT: "cast_fp8_scaled"(%[[DX]],
+// CHECK: "rms_norm_grad"(%arg2, %arg3, %arg4, %{{[0-9]+}}, %arg5) {{.*}}ints = array<i64: 32, 32, 1, 0>}
+// CHECK: "cast_fp8"(
+func.func @attention_backward(%ctx: !rt.context, %g: !rt.buffer, %x: !rt.buffer, %w: !rt.buffer, %dy: !rt.buffer, %dw: !rt.buffer, %r: !rt.buffer) {
+  %dq = rt.alloc 2048 : !rt.buffer
+  rt.kernel %ctx, "rotary"(%g, %dq) {dtype = bf16, floats = array<f64: 1.0e+04>, ints = array<i64: 2, 4, 16, 8, 1, 1, 0, 0>}
+  %q1 = rt.alloc 1024 : !rt.buffer
+  %s1 = rt.alloc 8 : !rt.buffer
+  %t1 = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%dq, %q1, %s1, %t1) {dtype = bf16, floats = array<f64>, ints = array<i64: 32, 32, 1, 8, 0, 0, 1>}
+  %dx = rt.alloc 2048 : !rt.buffer
+  rt.kernel %ctx, "rms_norm_grad"(%x, %w, %dy, %dx, %dw, %r) {dtype = bf16, floats = array<f64: 1.0e-05>, ints = array<i64: 32, 32, 1, 1>}
+  %q2 = rt.alloc 1024 : !rt.buffer
+  %s2 = rt.alloc 8 : !rt.buffer
+  %t2 = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%dx, %q2, %s2, %t2) {dtype = bf16, floats = array<f64>, ints = array<i64: 32, 32, 1, 8, 0, 0, 1>}
+  %dx0 = rt.alloc 2048 : !rt.buffer
+  rt.kernel %ctx, "rms_norm_grad"(%x, %w, %dy, %dx0, %dw) {dtype = bf16, floats = array<f64: 1.0e-05>, ints = array<i64: 32, 32, 1, 0>}
+  %q3 = rt.alloc 1024 : !rt.buffer
+  %s3 = rt.alloc 8 : !rt.buffer
+  %t3 = rt.alloc 1024 : !rt.buffer
+  rt.kernel %ctx, "cast_fp8"(%dx0, %q3, %s3, %t3) {dtype = bf16, floats = array<f64>, ints = array<i64: 32, 32, 1, 8, 0, 0, 1>}
+  return
+}
+
+// -----
+
 // Under --tp (rt-float8-tp-scales): the amax_group of swiglu's y is
 // dropped, the tp all-gather reading the amax swiglu writes.
 // CHECK-LABEL: func.func @tp

@@ -247,7 +247,7 @@ func.func @shared(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer) {
 // CHECK-LABEL: func.func @llama
 // CHECK: %[[PQ:.*]] = rt.alloc 1024
 // CHECK: %[[Q:.*]] = rt.alloc 1024
-// CHECK-NEXT: rt.kernel %{{.*}}, "rotary"(%[[PQ]], %[[Q]]) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 16, 4, 0, 0, 1>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "rotary"(%[[PQ]], %[[Q]]) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 16, 4, 0, 0, 1, 0>}
 // CHECK: %[[PK:.*]] = rt.alloc 512
 // CHECK: %[[K:.*]] = rt.alloc 512
 // CHECK-NEXT: rt.kernel %{{.*}}, "rotary_table"(%[[PK]], %arg4, %arg5, %[[K]]) {floats = array<f64>, ints = array<i64: 2, 1, 16, 4, 0, 0, 1>}
@@ -256,7 +256,7 @@ func.func @shared(%ctx: !rt.context, %x: !rt.buffer, %w: !rt.buffer) {
 // CHECK-NEXT: rt.kernel %{{.*}}, "attention"(%[[Q]], %[[K]], %[[PV]], %[[Z]]) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 1, 16, 16, 4, 1, 0, 1, 8, 4, 4, 8>}
 // CHECK: "attention_grad"(%[[Q]], %[[K]], %[[PV]], %{{[0-9]+}}, %[[DQ:[0-9]+]], %[[DK:[0-9]+]], %[[GV:[0-9]+]]) {floats = array<f64: 5.000000e-01>, ints = array<i64: 2, 2, 1, 16, 16, 4, 1, 0, 1, 8, 4, 4, 8>}
 // CHECK: %[[GQ:.*]] = rt.alloc 1024
-// CHECK-NEXT: rt.kernel %{{.*}}, "rotary"(%[[DQ]], %[[GQ]]) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 16, 4, 1, 0, 1>}
+// CHECK-NEXT: rt.kernel %{{.*}}, "rotary"(%[[DQ]], %[[GQ]]) {floats = array<f64: 1.000000e+04>, ints = array<i64: 2, 2, 16, 4, 1, 0, 1, 0>}
 // CHECK: rt.kernel %{{.*}}, "matmul"(%[[GQ]],
 // CHECK: %[[GK:.*]] = rt.alloc 512
 // CHECK-NEXT: rt.kernel %{{.*}}, "rotary_table"(%[[DK]], %arg4, %arg5, %[[GK]]) {floats = array<f64>, ints = array<i64: 2, 1, 16, 4, 1, 0, 1>}
@@ -269,7 +269,7 @@ func.func @llama(%ctx: !rt.context, %w: !rt.buffer, %x: !rt.buffer, %dy: !rt.buf
   %tq = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "transpose"(%pq, %tq) {floats = array<f64>, ints = array<i64: 4, 0, 2, 16, 2, 4, 0, 2, 1, 3>}
   %q = rt.alloc 1024 : !rt.buffer
-  rt.kernel %ctx, "rotary"(%tq, %q) {floats = array<f64: 10000.0>, ints = array<i64: 2, 2, 16, 4, 0, 0, 0>}
+  rt.kernel %ctx, "rotary"(%tq, %q) {floats = array<f64: 10000.0>, ints = array<i64: 2, 2, 16, 4, 0, 0, 0, 0>}
   %pk = rt.alloc 512 : !rt.buffer
   rt.kernel %ctx, "fill"(%pk) {floats = array<f64: 1.0>, ints = array<i64: 128, 0>}
   %tk = rt.alloc 512 : !rt.buffer
@@ -296,7 +296,7 @@ func.func @llama(%ctx: !rt.context, %w: !rt.buffer, %x: !rt.buffer, %dy: !rt.buf
   %dv = rt.alloc 512 : !rt.buffer
   rt.kernel %ctx, "attention_grad"(%q, %k, %v, %do, %dq, %dk, %dv) {floats = array<f64: 0.5>, ints = array<i64: 2, 2, 1, 16, 16, 4, 1, 0, 0, 0, 0, 0, 0>}
   %rq = rt.alloc 1024 : !rt.buffer
-  rt.kernel %ctx, "rotary"(%dq, %rq) {floats = array<f64: 10000.0>, ints = array<i64: 2, 2, 16, 4, 1, 0, 0>}
+  rt.kernel %ctx, "rotary"(%dq, %rq) {floats = array<f64: 10000.0>, ints = array<i64: 2, 2, 16, 4, 1, 0, 0, 0>}
   %gq = rt.alloc 1024 : !rt.buffer
   rt.kernel %ctx, "transpose"(%rq, %gq) {floats = array<f64>, ints = array<i64: 4, 0, 2, 2, 16, 4, 0, 2, 1, 3>}
   %dwq = rt.alloc 256 : !rt.buffer

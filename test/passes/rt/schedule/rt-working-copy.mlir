@@ -5,7 +5,7 @@
 // (1), io %io (2), arena last. w (16 f32 at 0) and g (8 f32 at 64) are cast
 // to bf16 and gathered (a copy on one rank) before a kernel reads them; a
 // second gather's input is not a parameter's cast and stays.
-module attributes {rt.manifest = {format = 13 : i64, mesh = array<i64: 1, 1>,
+module attributes {rt.manifest = {format = 14 : i64, mesh = array<i64: 1, 1>,
     entries = ["micro_step", "opt_step"],
     params = [{name = "w", dtype = "f32", offset = 0 : i64, bytes = 64 : i64, shape = [4, 4]},
               {name = "g", dtype = "f32", offset = 64 : i64, bytes = 32 : i64, shape = [8]}],
@@ -87,7 +87,7 @@ func.func @shardc_opt_step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.buffer, %i
 // -----
 
 // Two ranks gather shards: nothing changes.
-module attributes {rt.manifest = {format = 13 : i64, mesh = array<i64: 1, 2>,
+module attributes {rt.manifest = {format = 14 : i64, mesh = array<i64: 1, 2>,
     entries = ["micro_step", "opt_step"],
     params = [{name = "g", dtype = "f32", offset = 0 : i64, bytes = 16 : i64, shape = [4]}],
     state = [], state_bytes = 0 : i64}} {
