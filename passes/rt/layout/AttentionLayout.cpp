@@ -39,6 +39,8 @@
 #include "passes/Passes.h"
 #include "passes/rt/RtMatch.h"
 
+#include "llvm/ADT/SetVector.h"
+
 #include "mlir/IR/Builders.h"
 
 namespace shardc {
@@ -584,15 +586,21 @@ struct RtAttentionLayoutPass
         out.replaceAllUsesWith(p.base);
       }
     }
-    // The layout kernels first, then the buffers only they used.
-    SmallVector<Operation *> dead;
+    // The layout kernels first, then the buffers only they used. Each op
+    // once (placements may name the same one), and sorted before any is
+    // erased: an erased op's memory is not read again.
+    llvm::SetVector<Operation *> kernels, allocs;
     for (Placement &p : ops)
-      dead.append(p.dead.begin(), p.dead.end());
-    for (Operation *op : dead)
-      if (isa<rt::KernelOp>(op))
-        op->erase();
-    for (Operation *op : dead)
-      if (isa<rt::AllocOp>(op) && op->use_empty())
+      for (Operation *op : p.dead) {
+        if (op && isa<rt::KernelOp>(op))
+          kernels.insert(op);
+        else if (op && isa<rt::AllocOp>(op))
+          allocs.insert(op);
+      }
+    for (Operation *op : kernels)
+      op->erase();
+    for (Operation *op : allocs)
+      if (op->use_empty())
         op->erase();
   }
 };
