@@ -15,6 +15,7 @@
 #include "dialects/rt/RtDialect.h"
 #include "runtime/abi/abi.h"
 #include "target/TargetDescription.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace shardc {
 
@@ -90,6 +91,23 @@ inline void hoistBefore(mlir::Value y, mlir::Operation *op) {
   mlir::Operation *def = y.getDefiningOp();
   if (def && def->getBlock() == op->getBlock() && !def->isBeforeInBlock(op))
     def->moveBefore(op);
+}
+
+/// Erases the kernels among `ops`, then those of its allocations that
+/// nothing uses any more: each op once, sorted before any is erased (an
+/// erased op is not read again). Other ops (views) stay.
+inline void eraseKernelsThenAllocs(llvm::ArrayRef<mlir::Operation *> ops) {
+  llvm::SetVector<mlir::Operation *> kernels, allocs;
+  for (mlir::Operation *op : ops)
+    if (op && llvm::isa<rt::KernelOp>(op))
+      kernels.insert(op);
+    else if (op && llvm::isa<rt::AllocOp>(op))
+      allocs.insert(op);
+  for (mlir::Operation *op : kernels)
+    op->erase();
+  for (mlir::Operation *op : allocs)
+    if (op->use_empty())
+      op->erase();
 }
 
 /// The stream a kernel or collective runs on, or -1 for ops that launch

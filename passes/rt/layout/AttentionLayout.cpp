@@ -39,8 +39,6 @@
 #include "passes/Passes.h"
 #include "passes/rt/RtMatch.h"
 
-#include "llvm/ADT/SetVector.h"
-
 #include "mlir/IR/Builders.h"
 
 namespace shardc {
@@ -586,22 +584,11 @@ struct RtAttentionLayoutPass
         out.replaceAllUsesWith(p.base);
       }
     }
-    // The layout kernels first, then the buffers only they used. Each op
-    // once (placements may name the same one), and sorted before any is
-    // erased: an erased op's memory is not read again.
-    llvm::SetVector<Operation *> kernels, allocs;
+    // The layout kernels, then the buffers only they used.
+    SmallVector<Operation *> dead;
     for (Placement &p : ops)
-      for (Operation *op : p.dead) {
-        if (op && isa<rt::KernelOp>(op))
-          kernels.insert(op);
-        else if (op && isa<rt::AllocOp>(op))
-          allocs.insert(op);
-      }
-    for (Operation *op : kernels)
-      op->erase();
-    for (Operation *op : allocs)
-      if (op->use_empty())
-        op->erase();
+      dead.append(p.dead.begin(), p.dead.end());
+    eraseKernelsThenAllocs(dead);
   }
 };
 
