@@ -92,13 +92,13 @@ Operation *lastToucher(Value x, Operation *at) {
 }
 
 /// Makes the kernel that writes `x` (n elements of `dtype`) last before
-/// `at`, on `stream`, also write x's amax where it can (its `amax` set,
-/// each amax buffer a new allocation before it); returns the buffer that
-/// holds x's amax after it, or null where there is no such kernel.
-Value amaxFromProducer(Value x, int64_t n, int64_t dtype, Operation *at,
-                       int64_t stream) {
+/// kernel `at`, on at's stream, also write x's amax where it can (its
+/// `amax` set, each amax buffer a new allocation before it); returns the
+/// buffer that holds x's amax after it, or null where there is no such
+/// kernel.
+Value amaxFromProducer(Value x, int64_t n, int64_t dtype, rt::KernelOp at) {
   auto producer = dyn_cast_or_null<rt::KernelOp>(lastToucher(x, at));
-  if (!producer || int64_t(producer.getStream()) != stream)
+  if (!producer || producer.getStream() != at.getStream())
     return {};
   std::optional<AmaxSlot> s = amaxSlotOf(producer, x);
   if (!s || s->elements != n || s->dtype != dtype)
@@ -128,8 +128,7 @@ void fuseCast(rt::KernelOp cast) {
   ArrayRef<int64_t> i = cast.getInts();
   int64_t R = i[C8::R], C = i[C8::C], dtype = i[C8::dtype];
   SmallVector<Value> bufs(cast.getBuffers()); // x q scale [qt]
-  Value amax =
-      amaxFromProducer(bufs[0], R * C, dtype, cast, cast.getStream());
+  Value amax = amaxFromProducer(bufs[0], R * C, dtype, cast);
   if (!amax)
     return;
   OpBuilder b(cast);
@@ -154,8 +153,7 @@ void fuseAmaxGroup(rt::KernelOp group) {
   if (i[G::k] != 1)
     return;
   Value x = group.getBuffers()[0], a = group.getBuffers()[1];
-  Value amax = amaxFromProducer(x, i[G::kNumInts], i[G::dtype], group,
-                                group.getStream());
+  Value amax = amaxFromProducer(x, i[G::kNumInts], i[G::dtype], group);
   if (!amax)
     return;
   group.erase();
